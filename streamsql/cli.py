@@ -1,0 +1,117 @@
+"""The `streamsql` command: run Flink SQL scripts on Spark.
+
+Parsing and validation happen before Spark is imported, so a mistake in a script is
+reported in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from streamsql.errors import StreamsqlError
+
+PROJECT_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
+
+
+def default_catalog_dir() -> Path:
+    """$STREAMSQL_CATALOG, else the project's catalog/ (a source checkout), else ~/.streamsql/catalog."""
+    if os.environ.get("STREAMSQL_CATALOG"):
+        return Path(os.environ["STREAMSQL_CATALOG"])
+    if PROJECT_CATALOG.is_dir():
+        return PROJECT_CATALOG
+    return Path.home() / ".streamsql" / "catalog"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamsql", description="Flink SQL on Apache Spark.")
+    parser.add_argument("--catalog", help="catalog directory (default: $STREAMSQL_CATALOG or the project's catalog/)")
+    parser.add_argument("--master", help="Spark master URL (default: local[*])")
+    parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
+    parser.add_argument("--format", choices=["table", "csv", "json"], default="table", help="how SELECT results print")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a SET before the script")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show stack traces on errors")
+    commands = parser.add_subparsers(dest="command")
+    run = commands.add_parser("run", help="run a SQL script (DDL, INSERT INTO pipelines, SELECTs)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", nargs="?", help="the .sql script")
+    source.add_argument("-e", "--execute", metavar="SQL", help="SQL text to run instead of a file")
+    for flag in ("--catalog", "--master", "--remote", "--format", "--conf", "--verbose"):
+        _share(run, parser, flag)
+    return parser
+
+
+def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: str) -> None:
+    """Let global options also follow the subcommand (`streamsql run --format csv x.sql`)."""
+    action = next(a for a in parent._actions if flag in a.option_strings)
+    kwargs = {"dest": action.dest, "help": argparse.SUPPRESS, "default": argparse.SUPPRESS}
+    if isinstance(action, argparse._StoreTrueAction):
+        sub.add_argument(*action.option_strings, action="store_true", **kwargs)
+    elif isinstance(action, argparse._AppendAction):
+        sub.add_argument(*action.option_strings, action="append", **kwargs)
+    else:
+        sub.add_argument(*action.option_strings, choices=action.choices, **kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "run":
+        build_parser().print_help()
+        return 0
+    try:
+        return _run(args)
+    except StreamsqlError as error:
+        _print_error(error.render())
+        if args.verbose:
+            traceback.print_exc()
+        return 1
+    except KeyboardInterrupt:
+        _print_error("Cancelled.")
+        return 130
+    except Exception as error:  # a bug in streamsql: say so plainly
+        _print_error(f"Internal error: {type(error).__name__}: {error}" + ("" if args.verbose else " (run with --verbose for details)"))
+        if args.verbose:
+            traceback.print_exc()
+        return 2
+
+
+def _run(args) -> int:
+    from streamsql.catalog import Catalog
+    from streamsql.plan.udfs import add_search_path
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.results import ResultWriter
+
+    if args.execute is not None:
+        text = args.execute
+    else:
+        path = Path(args.file)
+        if not path.is_file():
+            raise StreamsqlError(f"Script '{args.file}' does not exist")
+        text = path.read_text()
+        add_search_path(path.parent)
+    add_search_path(Path.cwd())
+    engine = Engine(Catalog(args.catalog or default_catalog_dir()), args.master, args.remote)
+    for item in args.conf:
+        key, _, value = item.partition("=")
+        engine.settings.set(key.strip(), value.strip())
+    try:
+        engine.run_script(text, ResultWriter(args.format))
+    finally:
+        engine.stop()
+    return 0
+
+
+def _print_error(text: str) -> None:
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False).print(text, style="red", markup=False)
+    else:
+        print(text, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Flink functions whose semantics no generic sqlglot node captures.
+
+Each is its own expression node so that the Spark translation must handle it
+explicitly: sqlglot would otherwise map it to a same-named Spark function with
+different behaviour (Spark's REGEXP_EXTRACT returns '' where Flink returns NULL).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+class RegexpExtractGroup(exp.Expression, exp.Func):
+    """REGEXP_EXTRACT(str, regex [, group]): NULL when nothing matches (Flink)."""
+
+    arg_types = {"this": True, "expression": True, "group": False}
+    _sql_names = ["FLINK_REGEXP_EXTRACT"]
+
+
+class SplitIndex(exp.Expression, exp.Func):
+    """SPLIT_INDEX(str, separator, index): the index-th (0-based) token or NULL."""
+
+    arg_types = {"this": True, "expression": True, "index": True}
+    _sql_names = ["SPLIT_INDEX"]
+
+
+class FlinkDateFormat(exp.Expression, exp.Func):
+    """DATE_FORMAT(timestamp|string, java_pattern): formats with a Java pattern."""
+
+    arg_types = {"this": True, "expression": False}
+    _sql_names = ["FLINK_DATE_FORMAT"]
+
+
+class Proctime(exp.Expression, exp.Func):
+    """PROCTIME(): the processing-time attribute (wall clock, TIMESTAMP_LTZ(3))."""
+
+    arg_types = {}
+    _sql_names = ["PROCTIME"]

@@ -1,0 +1,84 @@
+"""One error root for everything a user can get wrong, with an optional SQL position.
+
+Every user-facing failure is a ``StreamsqlError``: the CLI and the REPL print its
+``render()`` (one paragraph, plus the offending line and a caret when the error has a
+position) and never a Java or Python stack trace unless asked for one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Position:
+    """A 1-based line and column in a script."""
+
+    line: int
+    col: int
+
+
+class StreamsqlError(Exception):
+    """Base of all errors streamsql reports to users."""
+
+    kind = "Error"
+
+    def __init__(self, message: str, position: Position | None = None, source: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.source = source
+
+    def with_source(self, source: str) -> StreamsqlError:
+        """Attach the script text so the error can show the offending line."""
+        if self.source is None:
+            self.source = source
+        return self
+
+    def render(self) -> str:
+        """The message, where it happened, and the line with a caret under the spot."""
+        text = f"{self.kind}: {self.message}"
+        if self.position is None:
+            return text
+        text += f" (line {self.position.line}, column {self.position.col})"
+        lines = (self.source or "").splitlines()
+        if 0 < self.position.line <= len(lines):
+            line = lines[self.position.line - 1]
+            text += f"\n  {line}\n  {' ' * (self.position.col - 1)}^"
+        return text
+
+
+class SqlSyntaxError(StreamsqlError):
+    """A statement that does not parse."""
+
+    kind = "SQL parse error"
+
+
+class ValidationError(StreamsqlError):
+    """A statement that parses but names something unknown or uses it wrongly."""
+
+    kind = "SQL validation error"
+
+
+class CatalogError(StreamsqlError):
+    """A catalog object that is missing, duplicated or cannot be stored."""
+
+    kind = "Catalog error"
+
+
+class ConnectorError(StreamsqlError):
+    """A table's connector options are wrong or its data cannot be reached."""
+
+    kind = "Connector error"
+
+
+class DataError(StreamsqlError):
+    """Input data that cannot be read as the table's schema says."""
+
+    kind = "Data error"
+
+
+class ExecutionError(StreamsqlError):
+    """A failure while Spark runs a job, reduced to its message."""
+
+    kind = "Execution error"

@@ -1,0 +1,101 @@
+"""Which connector options exist, with Flink's names, and checking a table against them.
+
+Checked when a table is defined, so a misspelt option fails before Spark starts, the
+way Flink's factories reject unknown options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streamsql.errors import ConnectorError
+from streamsql.plan.objects import TableDef
+
+
+@dataclass(frozen=True)
+class ConnectorSpec:
+    required: frozenset[str] = frozenset()
+    optional: frozenset[str] = frozenset()
+    formats: frozenset[str] = frozenset()
+    as_source: bool = True
+    as_sink: bool = True
+    prefixes: frozenset[str] = field(default_factory=frozenset)
+
+
+FORMAT_OPTIONS = {
+    "csv": {
+        "field-delimiter", "disable-quote-character", "quote-character", "allow-comments",
+        "ignore-parse-errors", "array-element-delimiter", "escape-character", "null-literal",
+        "write-bigdecimal-in-scientific-notation",
+    },
+    "json": {
+        "fail-on-missing-field", "ignore-parse-errors", "timestamp-format.standard",
+        "map-null-key.mode", "map-null-key.literal", "encode.decimal-as-plain-number",
+        "encode.ignore-null-fields",
+    },
+    "parquet": {"utc-timezone", "timestamp.time.unit", "write.int64.timestamp"},
+}
+
+CONNECTORS = {
+    "filesystem": ConnectorSpec(
+        required=frozenset({"path", "format"}),
+        optional=frozenset({
+            "source.monitor-interval", "source.path.regex-pattern", "partition.default-name",
+            "sink.rolling-policy.file-size", "sink.rolling-policy.rollover-interval",
+            "sink.rolling-policy.check-interval", "sink.parallelism", "auto-compaction",
+            "compaction.file-size",
+        }),
+        formats=frozenset(FORMAT_OPTIONS),
+    ),
+    "print": ConnectorSpec(
+        optional=frozenset({"print-identifier", "standard-error", "sink.parallelism"}),
+        as_source=False,
+    ),
+    "blackhole": ConnectorSpec(as_source=False),
+}
+
+
+def validate_options(table: TableDef) -> None:
+    """Raise ConnectorError naming the table and the offending option."""
+    options = table.options
+    name = table.name.name
+    connector = options.get("connector")
+    if connector is None:
+        raise ConnectorError(f"Table '{name}' has no 'connector' option (one of: {_listing(CONNECTORS)})")
+    spec = CONNECTORS.get(connector)
+    if spec is None:
+        raise ConnectorError(f"Table '{name}': unknown connector '{connector}' (available: {_listing(CONNECTORS)})")
+    missing = sorted(spec.required - set(options))
+    if missing:
+        raise ConnectorError(f"Table '{name}': connector '{connector}' needs option(s) {_listing(missing)}")
+    allowed = {"connector"} | spec.required | spec.optional
+    fmt = options.get("format")
+    if "format" in spec.required:
+        if fmt not in spec.formats:
+            raise ConnectorError(f"Table '{name}': unsupported format '{fmt}' (available: {_listing(spec.formats)})")
+        allowed |= {f"{fmt}.{o}" for o in FORMAT_OPTIONS[fmt]}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ConnectorError(
+            f"Table '{name}': unsupported option(s) {_listing(unknown)} for connector '{connector}'"
+            f" (supported: {_listing(sorted(allowed))})"
+        )
+    _check_values(table)
+
+
+def _check_values(table: TableDef) -> None:
+    for key, value in table.options.items():
+        if key.endswith(("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field", "standard-error")):
+            if value.lower() not in ("true", "false"):
+                raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'true' or 'false', not '{value}'")
+        if key in ("csv.field-delimiter", "csv.quote-character", "csv.escape-character") and len(value) != 1:
+            if not (key == "csv.field-delimiter" and value in ("\\t",)):
+                raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a single character, not '{value}'")
+
+
+def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:
+    return options.get(key, str(default)).lower() == "true"
+
+
+def _listing(names) -> str:
+    return ", ".join(f"'{n}'" for n in sorted(names))

@@ -1,0 +1,128 @@
+"""Catalog objects (tables, views, functions) as they are defined by Flink DDL.
+
+A definition is built once from its CREATE statement and keeps that statement, so the
+catalog can store exactly what the user wrote (normalised) and show it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from streamsql.dialect.flink import Flink
+from streamsql.errors import Position, ValidationError
+
+DEFAULT_CATALOG = "default_catalog"
+DEFAULT_DATABASE = "default_database"
+
+
+@dataclass(frozen=True)
+class ObjectName:
+    """A database-qualified object name; Flink names are case-sensitive."""
+
+    database: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{DEFAULT_CATALOG}.{self.database}.{self.name}"
+
+
+@dataclass
+class Column:
+    """A physical column, or a computed one when ``expression`` is set."""
+
+    name: str
+    type: exp.DataType
+    expression: exp.Expression | None = None
+
+    @property
+    def is_computed(self) -> bool:
+        return self.expression is not None
+
+    @property
+    def is_proctime(self) -> bool:
+        from streamsql.dialect.functions import Proctime
+
+        return isinstance(self.expression, Proctime)
+
+
+@dataclass
+class Watermark:
+    """WATERMARK FOR column AS expression."""
+
+    column: str
+    expression: exp.Expression
+
+
+@dataclass
+class TableDef:
+    """A table: schema, time attributes, keys and connector options."""
+
+    name: ObjectName
+    columns: list[Column]
+    options: dict[str, str]
+    watermark: Watermark | None = None
+    primary_key: list[str] = field(default_factory=list)
+    partition_keys: list[str] = field(default_factory=list)
+    temporary: bool = False
+    ddl: exp.Create | None = None
+
+    @property
+    def physical_columns(self) -> list[Column]:
+        return [c for c in self.columns if not c.is_computed]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass
+class ViewDef:
+    """A view: a query with a name, and the columns that query produces."""
+
+    name: ObjectName
+    query: exp.Query
+    columns: list[Column] = field(default_factory=list)
+    temporary: bool = False
+    ddl: exp.Create | None = None
+
+
+@dataclass
+class FunctionDef:
+    """A user-defined function implemented in Python as 'module.function'."""
+
+    name: ObjectName
+    identifier: str
+    language: str = "PYTHON"
+    temporary: bool = False
+    ddl: exp.Create | None = None
+
+
+CatalogObject = TableDef | ViewDef | FunctionDef
+
+
+def object_name(table: exp.Table, current_database: str) -> ObjectName:
+    """Resolve `t`, `db.t` or `catalog.db.t` against the current database."""
+    catalog = table.catalog
+    if catalog and catalog != DEFAULT_CATALOG:
+        raise ValidationError(
+            f"Catalog '{catalog}' does not exist (the only catalog is '{DEFAULT_CATALOG}')",
+            identifier_position(table.args.get("catalog")),
+        )
+    return ObjectName(table.db or current_database, table.name)
+
+
+def identifier_position(node: exp.Expression | None) -> Position | None:
+    """The line and column sqlglot recorded for an identifier, if any."""
+    if node is None:
+        return None
+    identifier = node if isinstance(node, exp.Identifier) else node.find(exp.Identifier)
+    meta = identifier.meta if identifier is not None else {}
+    if "line" not in meta:
+        return None
+    length = len(identifier.this) + (2 if identifier.quoted else 0)
+    return Position(meta["line"], max(1, meta["col"] - length + 1))
+
+
+def to_flink_sql(node: exp.Expression, pretty: bool = True) -> str:
+    return node.sql(dialect=Flink, pretty=pretty)

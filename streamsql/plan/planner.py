@@ -1,0 +1,281 @@
+"""Validated plans for statements: every name resolved and every column typed.
+
+The planner works against a staged copy of the catalog, so a whole script is checked
+(tables created, then queried) before Spark starts and before anything is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from streamsql.catalog import Catalog
+from streamsql.dialect.flink import Flink
+from streamsql.dialect.script import Statement
+from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.plan.connectors import CONNECTORS
+from streamsql.plan.define import define
+from streamsql.plan.objects import (
+    DEFAULT_DATABASE,
+    CatalogObject,
+    Column,
+    FunctionDef,
+    ObjectName,
+    TableDef,
+    ViewDef,
+    identifier_position,
+    object_name,
+)
+from streamsql.plan.udfs import PythonFunction, load_function
+
+
+@dataclass
+class QueryPlan:
+    """A query with names resolved against the catalog and Flink's output columns."""
+
+    query: exp.Query
+    columns: list[Column]
+    tables: list[TableDef] = field(default_factory=list)
+    views: dict[ObjectName, exp.Query] = field(default_factory=dict)  # dependency order
+    functions: list[PythonFunction] = field(default_factory=list)
+
+
+@dataclass
+class DefineStep:
+    obj: CatalogObject
+    if_not_exists: bool
+
+
+@dataclass
+class DropStep:
+    name: ObjectName
+    kind: str
+    if_exists: bool
+    temporary: bool
+
+
+@dataclass
+class SetStep:
+    key: str | None
+    value: str | None
+
+
+@dataclass
+class QueryStep:
+    plan: QueryPlan
+
+
+@dataclass
+class InsertStep:
+    table: TableDef
+    plan: QueryPlan
+    overwrite: bool
+
+
+Step = DefineStep | DropStep | SetStep | QueryStep | InsertStep
+
+
+def spark_name(name: ObjectName) -> str:
+    """The Spark temp-view name a catalog relation is registered under."""
+    return name.name if name.database == DEFAULT_DATABASE else f"{name.database}__{name.name}"
+
+
+class Planner:
+    """Turns parsed statements into steps, tracking the catalog as the script changes it."""
+
+    def __init__(self, catalog: Catalog, base_dir=None):
+        self.catalog = catalog
+        self.base_dir = base_dir
+        self._view_plans: dict[ObjectName, QueryPlan] = {}
+
+    def plan(self, statement: Statement) -> Step:
+        try:
+            return self._plan(statement.expression)
+        except StreamsqlError as error:
+            if error.position is None:
+                error.position = statement.position
+            raise
+
+    def _plan(self, node: exp.Expression) -> Step:
+        if isinstance(node, exp.Create):
+            obj = define(node, self.catalog.current_database, self.base_dir)
+            if isinstance(obj, ViewDef):
+                obj.columns = self.plan_query(obj.query).columns
+            elif isinstance(obj, FunctionDef):
+                load_function(obj)
+            self.catalog.create(obj, if_not_exists=bool(node.args.get("exists")))
+            return DefineStep(obj, bool(node.args.get("exists")))
+        if isinstance(node, exp.Drop):
+            return self._drop(node)
+        if isinstance(node, exp.Set):
+            return _set_step(node)
+        if isinstance(node, exp.Insert):
+            return self._insert(node)
+        if isinstance(node, exp.Query):
+            return QueryStep(self.plan_query(node))
+        raise ValidationError(f"Unsupported statement: {node.key.upper()}")
+
+    def _drop(self, node: exp.Drop) -> DropStep:
+        kind = "function" if node.kind == "FUNCTION" else "relation"
+        target = node.this if isinstance(node.this, exp.Table) else exp.to_table(node.this.name)
+        name = object_name(target, self.catalog.current_database)
+        temporary = bool(node.args.get("temporary"))
+        step = DropStep(name, kind, bool(node.args.get("exists")), temporary)
+        self.catalog.drop(name, kind, step.if_exists, temporary)
+        return step
+
+    def _insert(self, node: exp.Insert) -> InsertStep:
+        target = node.this
+        columns = None
+        if isinstance(target, exp.Schema):
+            columns = [c.name for c in target.expressions]
+            target = target.this
+        table = self._relation(target)
+        if not isinstance(table, TableDef):
+            raise ValidationError(f"Cannot INSERT INTO view '{table.name}'", identifier_position(target))
+        if not CONNECTORS[table.options["connector"]].as_sink:
+            raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
+        plan = self.plan_query(node.expression)
+        _check_insert_columns(table, columns, plan)
+        return InsertStep(table, plan, bool(node.args.get("overwrite")))
+
+    # -- queries -----------------------------------------------------------------------
+
+    def plan_query(self, query: exp.Query) -> QueryPlan:
+        """Resolve tables, views, functions and columns; name the output as Flink does."""
+        query = query.copy()
+        plan = QueryPlan(query, [])
+        schema: dict[str, dict[str, str]] = {}
+        ctes = {cte.alias for cte in query.find_all(exp.CTE)}
+        for table in list(query.find_all(exp.Table)):
+            if table.name in ctes and not table.db:
+                continue
+            self._bind_relation(table, plan, schema)
+        self._bind_functions(query, plan)
+        _name_projections(query)
+        try:
+            qualified = qualify(
+                query, schema=schema, dialect=Flink, quote_identifiers=False,
+                validate_qualify_columns=True,
+            )
+        except OptimizeError as error:
+            raise _resolution_error(error) from None
+        typed = annotate_types(qualified, schema=schema, dialect=Flink)
+        plan.query = typed
+        plan.columns = [Column(s.alias_or_name, s.type) for s in typed.selects]
+        _uniquify(plan.columns)
+        return plan
+
+    def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict) -> None:
+        obj = self._relation(table)
+        name = spark_name(obj.name)
+        if isinstance(obj, ViewDef):
+            view_plan = self._view_plan(obj)
+            columns = view_plan.columns
+            _merge(plan.tables, view_plan.tables)
+            plan.views.update(view_plan.views)
+            plan.views[obj.name] = view_plan.query
+            _merge(plan.functions, view_plan.functions)
+        else:
+            columns = obj.columns
+            _merge(plan.tables, [obj])
+        schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
+        alias = table.alias or table.name
+        table.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+    def _view_plan(self, view: ViewDef) -> QueryPlan:
+        if view.name not in self._view_plans:
+            self._view_plans[view.name] = self.plan_query(view.query)
+            view.columns = self._view_plans[view.name].columns
+        return self._view_plans[view.name]
+
+    def _relation(self, table: exp.Table) -> TableDef | ViewDef:
+        name = object_name(table, self.catalog.current_database)
+        obj = self.catalog.get(name)
+        if obj is None:
+            known = ", ".join(o.name.name for o in self.catalog.objects(name.database)) or "none"
+            raise ValidationError(
+                f"Object '{table.name}' not found in {name.database} (tables and views: {known})",
+                identifier_position(table.this),
+            )
+        return obj
+
+    def _bind_functions(self, query: exp.Query, plan: QueryPlan) -> None:
+        for call in query.find_all(exp.Anonymous):
+            name = ObjectName(self.catalog.current_database, call.name)
+            definition = self.catalog.get(name, "function") or self.catalog.get(
+                ObjectName(self.catalog.current_database, call.name.lower()), "function"
+            )
+            if definition is None:
+                raise ValidationError(f"No function named '{call.name}' (neither a built-in nor a registered function)")
+            function = load_function(definition)
+            call.set("this", function.name)
+            _merge(plan.functions, [function])
+
+
+def _merge(into: list, items: list) -> None:
+    for item in items:
+        if all(item is not existing for existing in into):
+            into.append(item)
+
+
+def _name_projections(query: exp.Query) -> None:
+    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position)."""
+    for select in query.find_all(exp.Select):
+        for index, projection in enumerate(select.expressions):
+            if isinstance(projection, (exp.Column, exp.Alias, exp.Star)) or projection.find(exp.Star):
+                continue
+            projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
+
+
+def _uniquify(columns: list[Column]) -> None:
+    """Duplicate output names get a numeric suffix, as Flink's validator does."""
+    seen: set[str] = set()
+    for column in columns:
+        if column.name in seen:
+            suffix = 0
+            while f"{column.name}{suffix}" in seen:
+                suffix += 1
+            column.name = f"{column.name}{suffix}"
+        seen.add(column.name)
+
+
+def _resolution_error(error: OptimizeError) -> ValidationError:
+    message = str(error)
+    match = re.search(r"Line: (\d+), Col: (\d+)", message)
+    message = re.sub(r"\.? ?Line: \d+, Col: \d+.*", "", message, flags=re.DOTALL).strip()
+    position = None
+    if match:
+        name = re.search(r"Column '([^']*)'", message)
+        length = len(name.group(1).strip('"`')) if name else 1
+        position = Position(int(match.group(1)), max(1, int(match.group(2)) - length + 1))
+    message = message.replace('"', "")
+    return ValidationError(message, position)
+
+
+def _set_step(node: exp.Set) -> SetStep:
+    item = node.expressions[0] if node.expressions else None
+    if item is None:
+        return SetStep(None, None)
+    assignment = item.this
+    if isinstance(assignment, exp.EQ):
+        return SetStep(assignment.this.name, assignment.expression.name)
+    raise ValidationError(f"Expected SET 'key' = 'value', got: {node.sql()}")
+
+
+def _check_insert_columns(table: TableDef, columns: list[str] | None, plan: QueryPlan) -> None:
+    physical = [c.name for c in table.physical_columns]
+    wanted = columns or physical
+    unknown = [c for c in wanted if c not in physical]
+    if unknown:
+        raise ValidationError(f"Table '{table.name}' has no column(s) {', '.join(unknown)}")
+    if len(wanted) != len(plan.columns):
+        raise ValidationError(
+            f"INSERT INTO {table.name.name}: the query produces {len(plan.columns)} column(s)"
+            f" but the target takes {len(wanted)} ({', '.join(wanted)})"
+        )

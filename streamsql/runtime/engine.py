@@ -1,0 +1,229 @@
+"""Running planned statements: DDL into the catalog, queries and INSERTs on Spark.
+
+A script is parsed and planned in full first (against a staged catalog), so a typo in
+the last statement fails in milliseconds, before Spark starts and before anything is
+stored. Spark starts only when a statement needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+from pathlib import Path
+
+from streamsql.catalog import Catalog
+from streamsql.dialect.script import parse_script
+from streamsql.errors import StreamsqlError
+from streamsql.plan.planner import (
+    DefineStep,
+    DropStep,
+    InsertStep,
+    Planner,
+    QueryPlan,
+    QueryStep,
+    SetStep,
+    Step,
+    spark_name,
+)
+from streamsql.runtime.results import ResultWriter
+from streamsql.runtime.settings import Settings
+from streamsql.spark.dialect import spark_type, to_spark_sql
+
+
+class Engine:
+    """One user session: a catalog, SET values, and (once needed) a SparkSession."""
+
+    def __init__(self, catalog: Catalog, master: str | None = None, remote: str | None = None,
+                 base_dir: str | Path | None = None, log=None):
+        self.catalog = catalog
+        self.settings = Settings()
+        self.master = master
+        self.remote = remote
+        self.base_dir = Path(base_dir or Path.cwd())
+        self.log = log or (lambda message: print(message, file=sys.stderr))
+        self._spark = None
+        self._progress = None
+
+    # -- scripts -----------------------------------------------------------------------
+
+    def plan_script(self, text: str) -> list[Step]:
+        """Parse and validate every statement; raises on the first problem, with its position."""
+        try:
+            planner = Planner(self.catalog.staged(), self.base_dir)
+            return [planner.plan(statement) for statement in parse_script(text)]
+        except StreamsqlError as error:
+            raise error.with_source(text)
+
+    def run_script(self, text: str, writer: ResultWriter) -> None:
+        """Validate the whole script, then run its statements in order."""
+        steps = self.plan_script(text)
+        planner = Planner(self.catalog, self.base_dir)
+        for statement, step in zip(parse_script(text), steps):
+            try:
+                # Plan again against the live catalog: earlier steps have now really run.
+                self.execute(planner.plan(statement), writer)
+            except StreamsqlError as error:
+                raise error.with_source(text)
+
+    def execute(self, step: Step, writer: ResultWriter) -> None:
+        """Run a step planned against the live catalog.
+
+        DDL steps have nothing left to do: planning them against the live catalog
+        registered (and stored) the object already.
+        """
+        if isinstance(step, (DefineStep, DropStep)):
+            return
+        if isinstance(step, SetStep):
+            self._apply_setting(step)
+        elif isinstance(step, QueryStep):
+            self._run_query(step.plan, writer)
+        elif isinstance(step, InsertStep):
+            self._run_insert(step)
+
+    # -- Spark -------------------------------------------------------------------------
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from streamsql.runtime.progress import ProgressTracker
+            from streamsql.runtime.session import default_conf, start_session
+
+            conf = {**default_conf(self.master), **self.settings.spark_conf()}
+            self._spark = start_session(conf, self.remote)
+            self._progress = ProgressTracker()
+            self._spark.streams.addListener(self._progress)
+        return self._spark
+
+    def stop(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def _apply_setting(self, step: SetStep) -> None:
+        if step.key is None:
+            self.log(self.settings.describe())
+            return
+        self.settings.set(step.key, step.value)
+        if self._spark is not None and step.key.startswith("spark.sql."):
+            self._spark.conf.set(step.key, step.value)
+
+    def _frame(self, plan: QueryPlan, streaming: bool):
+        from streamsql.runtime.sources import source_frame
+        from streamsql.runtime.udfs import register_udf
+
+        spark = self.spark
+        observed: dict = {}
+        for table in plan.tables:
+            source_frame(spark, table, streaming, observed).createOrReplaceTempView(spark_name(table.name))
+        for function in plan.functions:
+            register_udf(spark, function)
+        for name, query in plan.views.items():
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW `{spark_name(name)}` AS {to_spark_sql(query)}")
+        frame = spark.sql(to_spark_sql(plan.query))
+        return frame.toDF(*[c.name for c in plan.columns]), observed
+
+    def _displayable(self, frame, plan: QueryPlan):
+        """Timestamps as the wall-clock values Flink shows: TIMESTAMP as stored (UTC),
+        TIMESTAMP_LTZ in 'table.local-time-zone'. Python then gets naive datetimes."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import TimestampType
+        from sqlglot import exp
+
+        zone = self.settings.get("table.local-time-zone") or "UTC"
+        columns = []
+        for field, column in zip(frame.schema.fields, plan.columns):
+            value = F.col(f"`{field.name}`")
+            if isinstance(field.dataType, TimestampType):
+                if column.type is not None and column.type.this == exp.DType.TIMESTAMPLTZ:
+                    value = F.from_utc_timestamp(value, zone)
+                value = value.cast("timestamp_ntz").alias(field.name)
+            columns.append(value)
+        return frame.select(*columns)
+
+    def _run_query(self, plan: QueryPlan, writer: ResultWriter) -> None:
+        from streamsql.runtime.failures import translate
+
+        streaming = self.settings.streaming
+        try:
+            frame, observed = self._frame(plan, streaming)
+            frame = self._displayable(frame, plan)
+            writer.begin([c.name for c in plan.columns])
+            if streaming:
+                checkpoint = tempfile.mkdtemp(prefix="streamsql-query-")
+                query = (
+                    frame.writeStream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
+                    .option("checkpointLocation", checkpoint)
+                    .trigger(**self._trigger(plan))
+                    .outputMode("append")
+                    .start()
+                )
+                self._await(query)
+            else:
+                writer.rows(frame.collect())
+        except StreamsqlError:
+            raise
+        except Exception as error:  # Spark and py4j errors carry Java traces: reduce them.
+            raise translate(error) from None
+        writer.end()
+        self._report_skipped(observed)
+
+    def _run_insert(self, step: InsertStep) -> None:
+        from streamsql.runtime.failures import translate
+        from streamsql.runtime.sinks import start_stream, write_batch
+
+        table = step.table
+        try:
+            frame, observed = self._frame(step.plan, self.settings.streaming)
+            frame = frame.selectExpr(*[
+                f"CAST(`{source.name}` AS {spark_type(target.type)}) AS `{target.name}`"
+                for source, target in zip(step.plan.columns, table.physical_columns)
+            ])
+            if self.settings.streaming:
+                name = self.settings.get("pipeline.name") or f"insert-into-{table.name.name}"
+                query = start_stream(frame, table, self._checkpoint(step, name), self._trigger(step.plan), name)
+                self._await(query)
+            else:
+                write_batch(frame, table, step.overwrite)
+        except StreamsqlError:
+            raise
+        except Exception as error:
+            raise translate(error) from None
+        self._report_skipped(observed)
+
+    def _trigger(self, plan: QueryPlan) -> dict:
+        from streamsql.runtime.sources import is_bounded
+
+        if all(is_bounded(t) for t in plan.tables):
+            return {"availableNow": True}
+        intervals = [t.options["source.monitor-interval"] for t in plan.tables if not is_bounded(t)]
+        return {"processingTime": intervals[0]}
+
+    def _checkpoint(self, step: InsertStep, name: str) -> str:
+        """A job's checkpoint: the same INSERT resumes where its last run stopped."""
+        root = self.settings.get("execution.checkpointing.dir")
+        if root is None:
+            base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
+            root = str(base / "_checkpoints")
+        digest = hashlib.sha1(to_spark_sql(step.plan.query).encode()).hexdigest()[:12]
+        return str(Path(root) / f"{name}-{digest}")
+
+    def _await(self, query) -> None:
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+        if query.exception() is not None:
+            raise query.exception()
+
+    def _report_skipped(self, observed: dict) -> None:
+        for metric, source in observed.items():
+            if isinstance(source, tuple):
+                table, observation = source
+                skipped = observation.get.get("rows", 0)
+            else:
+                table, skipped = source, self._progress.observed_total(metric)
+            if skipped:
+                self.log(f"Skipped {skipped} malformed row(s) in table '{table.name.name}' ({table.options['path']})")
+

@@ -1,0 +1,65 @@
+"""Turning Spark's failures into one-paragraph streamsql errors.
+
+Spark reports a bad row or a failing UDF as a Java exception wrapping a Python
+traceback wrapping the real message; users get only the real message, and for a
+malformed input row the file and line it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from streamsql.errors import DataError, ExecutionError, StreamsqlError
+from streamsql.runtime.sources import MALFORMED_MARK
+
+_MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
+
+
+def translate(error: Exception) -> StreamsqlError:
+    """The StreamsqlError a user should see for an exception raised while Spark ran."""
+    if isinstance(error, StreamsqlError):
+        return error
+    text = str(error)
+    malformed = _MALFORMED.search(text)
+    if malformed:
+        return _malformed_row(malformed.group(1), malformed.group(2))
+    return ExecutionError(_essence(text))
+
+
+def _malformed_row(file_uri: str, record: str) -> DataError:
+    path = Path(unquote(urlparse(file_uri).path)) if file_uri.startswith("file:") else Path(file_uri)
+    line = _line_of(path, record)
+    where = f"{path}, line {line}" if line else str(path)
+    return DataError(
+        f"Malformed row in {where}: {record!r} does not match the table's schema. Fix the row, or set"
+        " '<format>.ignore-parse-errors' = 'true' on the table to skip such rows (they are counted)"
+    )
+
+
+def _line_of(path: Path, record: str) -> int | None:
+    """Where the first occurrence of a bad record is; only read on this error path."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.rstrip("\r\n") == record:
+                    return number
+    except OSError:
+        return None
+    return None
+
+
+def _essence(text: str) -> str:
+    """The innermost human message of a Spark/py4j error text."""
+    python_errors = re.findall(r"^\s*(\w+(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    python_errors = [(k, m) for k, m in python_errors if not k.startswith(("Py4J", "StreamingQuery"))]
+    if "PythonException" in text and python_errors:
+        kind, message = python_errors[-1]
+        return f"a Python function failed: {kind}: {message.strip()}"
+    if "terminated with exception:" in text:
+        text = text.split("terminated with exception:", 1)[1]
+    first = text.strip().splitlines()[0] if text.strip() else "unknown failure"
+    first = re.sub(r"\s*SQLSTATE: \w+", "", first)
+    first = re.sub(r"^\[[A-Z_.]+\]\s*", "", first)
+    return first.strip()

@@ -1,0 +1,96 @@
+"""Writing result rows as CSV, JSON lines or a table, with Flink's value formatting."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import decimal
+import json
+import sys
+from typing import IO, Any
+
+
+def format_value(value: Any) -> str | None:
+    """A value as Flink's SQL client prints it; None stays None (NULL)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        micros = value.microsecond
+        return text + (f".{micros // 1000:03d}" if micros % 1000 == 0 else f".{micros:06d}")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (bytes, bytearray)):
+        return "x'" + bytes(value).hex() + "'"
+    if isinstance(value, (list, tuple)):
+        if hasattr(value, "asDict"):
+            return "(" + ", ".join(_nested(v) for v in value) + ")"
+        return "[" + ", ".join(_nested(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_nested(k)}={_nested(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _nested(value: Any) -> str:
+    text = format_value(value)
+    return "NULL" if text is None else text
+
+
+class ResultWriter:
+    """Receives a result's column names, then rows in batches, then the end."""
+
+    def __init__(self, fmt: str = "table", out: IO[str] | None = None):
+        self.fmt = fmt
+        self.out = out or sys.stdout
+        self.columns: list[str] = []
+        self.count = 0
+        self._buffer: list[list[str | None]] = []
+
+    def begin(self, columns: list[str]) -> None:
+        self.columns = columns
+        self.count = 0
+        self._buffer = []
+        if self.fmt == "csv":
+            csv.writer(self.out, lineterminator="\n").writerow(columns)
+
+    def rows(self, rows: list) -> None:
+        formatted = [[format_value(v) for v in row] for row in rows]
+        self.count += len(formatted)
+        if self.fmt == "csv":
+            writer = csv.writer(self.out, lineterminator="\n")
+            writer.writerows([["" if v is None else v for v in row] for row in formatted])
+        elif self.fmt == "json":
+            for row in rows:
+                self.out.write(json.dumps(dict(zip(self.columns, [_json(v) for v in row])), ensure_ascii=False) + "\n")
+        else:
+            self._buffer.extend(formatted)
+        self.out.flush()
+
+    def end(self) -> None:
+        if self.fmt != "table":
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_lines=False, header_style="bold")
+        for name in self.columns:
+            table.add_column(name, overflow="fold")
+        for row in self._buffer:
+            table.add_row(*["NULL" if v is None else v for v in row])
+        console = Console(file=self.out, width=max(80, min(250, 20 * len(self.columns))))
+        console.print(table)
+        console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")
+
+
+def _json(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    return format_value(value)

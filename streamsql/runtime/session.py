@@ -1,0 +1,61 @@
+"""Starting Spark with defaults that hold up on real work.
+
+Spark's own local defaults (1 GB driver memory, in-memory state, chatty logs on the
+terminal) fall over or get in the way; these are the ones streamsql starts with. Every
+one can be overridden with ``SET 'spark.x' = '...'`` before the first query, or with
+``--conf`` on the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def default_conf(master: str | None = None) -> dict[str, str]:
+    """Spark settings streamsql starts from (see the README's 'Defaults' section)."""
+    memory_gb = _memory_gb()
+    return {
+        "spark.master": master or "local[*]",
+        "spark.app.name": "streamsql",
+        "spark.driver.memory": f"{max(1, min(8, memory_gb // 3))}g",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(2, 2 * (os.cpu_count() or 1))),
+        "spark.sql.caseSensitive": "true",
+        # Pinned: Flink's TIMESTAMP is wall-clock time, stored as a UTC instant (spark.dialect).
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
+    }
+
+
+def start_session(conf: dict[str, str], remote: str | None = None):
+    """A SparkSession with ``conf``; Python workers use this interpreter (it has pandas)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if remote:
+        builder = builder.remote(remote)
+        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    if not remote:
+        session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _memory_gb() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
+    except (ValueError, OSError, AttributeError):
+        return 4

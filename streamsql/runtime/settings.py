@@ -1,0 +1,41 @@
+"""SET/RESET values: Flink's configuration keys, plus spark.* keys passed to Spark."""
+
+from __future__ import annotations
+
+from streamsql.errors import ValidationError
+
+DEFAULTS = {
+    "execution.runtime-mode": "streaming",
+}
+_CHOICES = {"execution.runtime-mode": ("streaming", "batch")}
+
+
+class Settings:
+    """The session's configuration, as SET shows it."""
+
+    def __init__(self):
+        self._values: dict[str, str] = dict(DEFAULTS)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._values.get(key, default)
+
+    def set(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._values.pop(key, None)
+            if key in DEFAULTS:
+                self._values[key] = DEFAULTS[key]
+            return
+        choices = _CHOICES.get(key)
+        if choices and value.lower() not in choices:
+            raise ValidationError(f"'{key}' must be one of {', '.join(choices)}, not '{value}'")
+        self._values[key] = value.lower() if choices else value
+
+    @property
+    def streaming(self) -> bool:
+        return self._values["execution.runtime-mode"] == "streaming"
+
+    def spark_conf(self) -> dict[str, str]:
+        return {k: v for k, v in self._values.items() if k.startswith("spark.")}
+
+    def describe(self) -> str:
+        return "\n".join(f"'{k}' = '{v}'" for k, v in sorted(self._values.items()))

@@ -1,0 +1,115 @@
+"""Reading catalog tables into Spark DataFrames, batch or streaming.
+
+Malformed rows never pass silently: by default the first one stops the job with the
+file and line it came from; with ``<format>.ignore-parse-errors`` it is skipped and
+counted (the count is in the run summary).
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+from pathlib import Path
+
+from streamsql.errors import ConnectorError
+from streamsql.plan.connectors import is_true
+from streamsql.plan.objects import TableDef
+from streamsql.spark.dialect import spark_type, to_spark_sql
+
+CORRUPT_COLUMN = "_streamsql_corrupt_record"
+MALFORMED_MARK = "streamsql-malformed-row"
+
+
+def is_bounded(table: TableDef) -> bool:
+    """Flink's filesystem source is bounded unless it monitors its path."""
+    return "source.monitor-interval" not in table.options
+
+
+def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict):
+    """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark."""
+    from pyspark.sql import functions as F
+
+    options = table.options
+    fmt = options["format"]
+    path = Path(options["path"])
+    if not path.exists():
+        raise ConnectorError(f"Table '{table.name.name}': path '{path}' does not exist")
+    checks_rows = fmt in ("csv", "json")
+    schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
+    if checks_rows:
+        schema += f", `{CORRUPT_COLUMN}` STRING"
+    reader = (spark.readStream if streaming else spark.read).format(fmt).schema(schema)
+    reader = reader.options(**_format_options(table))
+    if path.is_file():
+        # A streaming file source watches a directory: read the file's folder, only that file.
+        reader = reader.option("pathGlobFilter", globlib.escape(path.name))
+        path = path.parent
+    if streaming and not is_bounded(table):
+        reader = reader.option("maxFilesPerTrigger", "100")
+    frame = reader.load(str(path))
+    if checks_rows:
+        frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
+    columns = [f"`{c.name}`" for c in table.physical_columns]
+    columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
+    frame = frame.selectExpr(*columns)
+    if streaming and table.watermark is not None:
+        frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
+    return frame
+
+
+def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F):
+    fmt = table.options["format"]
+    corrupt = F.col(CORRUPT_COLUMN)
+    if is_true(table.options, f"{fmt}.ignore-parse-errors"):
+        metric = f"skipped_{table.name.database}_{table.name.name}"
+        counted = F.count(F.when(corrupt.isNotNull(), 1)).alias("rows")
+        if streaming:
+            frame = frame.observe(metric, counted)
+            counters[metric] = table
+        else:
+            from pyspark.sql import Observation
+
+            observation = Observation(metric)
+            frame = frame.observe(observation, counted)
+            counters[metric] = (table, observation)
+        return frame.filter(corrupt.isNull())
+    message = F.concat_ws("|", F.lit(MALFORMED_MARK), F.col("_metadata.file_path"), corrupt)
+    return frame.filter(F.when(corrupt.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
+
+
+def _format_options(table: TableDef) -> dict[str, str]:
+    options = table.options
+    fmt = options["format"]
+    if fmt == "csv":
+        result = {
+            "sep": options.get("csv.field-delimiter", ",").replace("\\t", "\t"),
+            "quote": "" if is_true(options, "csv.disable-quote-character") else options.get("csv.quote-character", '"'),
+            "header": "false",
+            "mode": "PERMISSIVE",
+            "columnNameOfCorruptRecord": CORRUPT_COLUMN,
+        }
+        if "csv.escape-character" in options:
+            result["escape"] = options["csv.escape-character"]
+        if is_true(options, "csv.allow-comments"):
+            result["comment"] = "#"
+        if "csv.null-literal" in options:
+            result["nullValue"] = options["csv.null-literal"]
+        return result
+    if fmt == "json":
+        return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    return {}
+
+
+def _watermark_delay(table: TableDef) -> str:
+    """`ts - INTERVAL 'n' UNIT` is a bounded out-of-orderness of n units; `ts` alone is 0."""
+    from sqlglot import exp
+
+    expression = table.watermark.expression
+    if isinstance(expression, exp.Column):
+        return "0 seconds"
+    if isinstance(expression, exp.Sub) and isinstance(expression.expression, exp.Interval):
+        interval = expression.expression
+        return f"{interval.this.name} {interval.args['unit'].name.lower()}"
+    raise ConnectorError(
+        f"Table '{table.name.name}': WATERMARK expression must be `{table.watermark.column}` or"
+        f" `{table.watermark.column} - INTERVAL ...`"
+    )

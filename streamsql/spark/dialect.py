@@ -1,0 +1,104 @@
+"""Spark SQL as streamsql writes it: sqlglot's Spark dialect plus Flink's semantics.
+
+Flink's TIMESTAMP and TIMESTAMP_LTZ both become Spark's TIMESTAMP in a session whose
+time zone is UTC (see runtime.session): wall-clock values are stored as UTC instants.
+
+Flink-only nodes are rewritten here into Spark expressions that behave as Flink's
+functions do (NULL where Flink returns NULL, Flink's timestamp types, Flink's integer
+arithmetic), so the generated SQL means what the Flink SQL meant.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ErrorLevel
+
+from streamsql.dialect import functions as F
+from streamsql.plan.types import INTEGER_TYPES
+
+_TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
+_STRING_TYPES = {exp.DType.VARCHAR, exp.DType.CHAR, exp.DType.TEXT, exp.DType.NVARCHAR, exp.DType.NCHAR}
+
+
+def _regexp_extract(self, e: F.RegexpExtractGroup) -> str:
+    group = e.args.get("group") or exp.Literal.number(0)
+    extract = exp.Anonymous(this="REGEXP_EXTRACT", expressions=[e.this, e.expression, group])
+    matches = exp.RegexpLike(this=e.this, expression=e.expression)
+    return self.sql(exp.Case(ifs=[exp.If(this=matches, true=extract)]))
+
+
+def _split_index(self, e: F.SplitIndex) -> str:
+    separator = e.expression
+    if isinstance(separator, exp.Literal):
+        pattern = exp.Literal.string(f"\\Q{separator.this}\\E")
+    else:
+        pattern = exp.func("CONCAT", exp.Literal.string("\\Q"), separator, exp.Literal.string("\\E"))
+    index = e.args["index"]
+    parts = exp.Anonymous(this="SPLIT", expressions=[e.this, pattern, exp.Literal.number(-1)])
+    element = exp.Anonymous(this="TRY_ELEMENT_AT", expressions=[parts, exp.Add(this=index, expression=exp.Literal.number(1))])
+    empty = exp.or_(exp.EQ(this=e.this, expression=exp.Literal.string("")), exp.LT(this=index, expression=exp.Literal.number(0)))
+    return self.sql(exp.Case(ifs=[exp.If(this=empty, true=exp.null())], default=element))
+
+
+def _avg(self, e: exp.Avg) -> str:
+    """Flink's AVG of an integer column is an integer (truncated)."""
+    sql = self.func("AVG", e.this)
+    arg_type = e.this.type
+    if arg_type is not None and arg_type.this in INTEGER_TYPES:
+        return f"CAST({sql} AS {self.sql(arg_type)})"
+    return sql
+
+
+def _div(self, e: exp.Div) -> str:
+    """Flink divides integers as integers (5 / 2 = 2), Spark as doubles."""
+    left, right = e.this.type, e.expression.type
+    if left is not None and right is not None and left.this in INTEGER_TYPES and right.this in INTEGER_TYPES:
+        wider = left if _rank(left) >= _rank(right) else right
+        return f"CAST(({self.sql(e, 'this')} DIV {self.sql(e, 'expression')}) AS {self.sql(wider)})"
+    return f"{self.sql(e, 'this')} / {self.sql(e, 'expression')}"
+
+
+def _rank(data_type: exp.DataType) -> int:
+    order = [exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT]
+    return order.index(data_type.this)
+
+
+class SparkTarget(Spark):
+    """The Spark dialect streamsql generates."""
+
+    class Generator(Spark.Generator):
+        TYPE_MAPPING = {
+            **Spark.Generator.TYPE_MAPPING,
+            # Spark watermarks need TIMESTAMP; with the session time zone pinned to UTC
+            # it keeps Flink's wall-clock TIMESTAMP semantics exactly (UTC has no DST).
+            exp.DType.TIMESTAMP: "TIMESTAMP",
+            exp.DType.TIMESTAMPNTZ: "TIMESTAMP",
+            exp.DType.TIMESTAMPLTZ: "TIMESTAMP",
+        }
+        TRANSFORMS = {
+            **Spark.Generator.TRANSFORMS,
+            F.RegexpExtractGroup: _regexp_extract,
+            F.SplitIndex: _split_index,
+            F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
+            F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
+            exp.Avg: _avg,
+            exp.Div: _div,
+        }
+
+        def datatype_sql(self, expression: exp.DataType) -> str:
+            """Spark types carry no timestamp precision and no string length."""
+            if expression.this in _TIMESTAMP_TYPES | _STRING_TYPES:
+                expression = exp.DataType(this=expression.this)
+                if expression.this in _STRING_TYPES:
+                    return "STRING"
+            return super().datatype_sql(expression)
+
+
+def to_spark_sql(node: exp.Expression) -> str:
+    """Spark SQL for a planned (qualified, typed) Flink expression."""
+    return node.sql(dialect=SparkTarget, identify=True, unsupported_level=ErrorLevel.RAISE)
+
+
+def spark_type(data_type: exp.DataType) -> str:
+    return to_spark_sql(data_type)
