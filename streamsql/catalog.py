@@ -129,6 +129,7 @@ class Catalog:
         if self.directory is None or self._staged:
             return
         path = self._path(_kind(obj), obj.name)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
@@ -138,6 +139,8 @@ class Catalog:
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         except OSError as error:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise CatalogError(f"Cannot store {_label(obj)} '{obj.name}' in {path.parent}: {error.strerror}") from None
 
     def _delete(self, key: tuple[str, ObjectName]) -> None:

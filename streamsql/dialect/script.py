@@ -103,10 +103,9 @@ def _syntax_error(error: ParseError, script: str) -> SqlSyntaxError:
 
 def _token_error(script: str, error: TokenError) -> SqlSyntaxError:
     """An unterminated string, identifier or comment: point at where it opens."""
-    match = re.search(r"Unclosed|unterminated|Missing", str(error), re.IGNORECASE)
     start = _unterminated_start(script)
     message = "unterminated string, quoted identifier or comment"
-    if start is None or not match:
+    if start is None:
         return SqlSyntaxError(f"{message}: {str(error).splitlines()[0]}", None, script)
     return SqlSyntaxError(message, _position(script, start), script)
 

@@ -122,8 +122,7 @@ class Planner:
 
     def _drop(self, node: exp.Drop) -> DropStep:
         kind = "function" if node.kind == "FUNCTION" else "relation"
-        target = node.this if isinstance(node.this, exp.Table) else exp.to_table(node.this.name)
-        name = object_name(target, self.catalog.current_database)
+        name = object_name(node.args["tables"][0], self.catalog.current_database)
         temporary = bool(node.args.get("temporary"))
         step = DropStep(name, kind, bool(node.args.get("exists")), temporary)
         self.catalog.drop(name, kind, step.if_exists, temporary)

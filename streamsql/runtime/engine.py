@@ -35,7 +35,7 @@ class Engine:
     """One user session: a catalog, SET values, and (once needed) a SparkSession."""
 
     def __init__(self, catalog: Catalog, master: str | None = None, remote: str | None = None,
-                 base_dir: str | Path | None = None, log=None):
+                 base_dir: str | Path | None = None, log=None, spark=None):
         self.catalog = catalog
         self.settings = Settings()
         self.master = master
@@ -44,6 +44,9 @@ class Engine:
         self.log = log or (lambda message: print(message, file=sys.stderr))
         self._spark = None
         self._progress = None
+        self._owns_spark = spark is None
+        if spark is not None:
+            self._attach(spark)
 
     # -- scripts -----------------------------------------------------------------------
 
@@ -86,19 +89,26 @@ class Engine:
     @property
     def spark(self):
         if self._spark is None:
-            from streamsql.runtime.progress import ProgressTracker
             from streamsql.runtime.session import default_conf, start_session
 
             conf = {**default_conf(self.master), **self.settings.spark_conf()}
-            self._spark = start_session(conf, self.remote)
-            self._progress = ProgressTracker()
-            self._spark.streams.addListener(self._progress)
+            self._attach(start_session(conf, self.remote))
         return self._spark
 
+    def _attach(self, spark) -> None:
+        from streamsql.runtime.progress import ProgressTracker
+
+        self._spark = spark
+        self._progress = ProgressTracker()
+        spark.streams.addListener(self._progress)
+
     def stop(self) -> None:
-        if self._spark is not None:
+        if self._spark is None:
+            return
+        self._spark.streams.removeListener(self._progress)
+        if self._owns_spark:
             self._spark.stop()
-            self._spark = None
+        self._spark = None
 
     def _apply_setting(self, step: SetStep) -> None:
         if step.key is None:

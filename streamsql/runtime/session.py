@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+SPARK_CONF_DIR = Path(__file__).with_name("conf")  # holds log4j2.properties
 
 
 def default_conf(master: str | None = None) -> dict[str, str]:
@@ -32,7 +32,6 @@ def default_conf(master: str | None = None) -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
     }
 
 
@@ -40,6 +39,7 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     """A SparkSession with ``conf``; Python workers use this interpreter (it has pandas)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

@@ -1,0 +1,123 @@
+"""Validation before Spark: names, columns, connectors, functions, with positions."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamsql.catalog import Catalog
+from streamsql.dialect.script import parse_script
+from streamsql.errors import ConnectorError, Position, StreamsqlError, ValidationError
+from streamsql.plan.planner import Planner
+from streamsql.spark.dialect import to_spark_sql
+
+DDL = """CREATE TEMPORARY TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, url STRING, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');
+CREATE TEMPORARY TABLE auction (id BIGINT, seller BIGINT, ts TIMESTAMP(3))
+  WITH ('connector' = 'filesystem', 'path' = 'auction.csv', 'format' = 'csv');
+"""
+
+
+def plan(sql: str):
+    planner = Planner(Catalog(None))
+    try:
+        return [planner.plan(s) for s in parse_script(DDL + sql)][-1]
+    except StreamsqlError as error:
+        raise error.with_source(DDL + sql)
+
+
+def line_of(sql: str) -> int:
+    return DDL.count("\n") + 1
+
+
+def test_unknown_table_is_reported_at_its_name():
+    with pytest.raises(ValidationError) as caught:
+        plan("SELECT auction FROM bids")
+    assert caught.value.message.startswith("Object 'bids' not found in default_database")
+    assert caught.value.position == Position(line_of(""), 21)
+
+
+def test_unknown_column_is_reported_at_its_name():
+    with pytest.raises(ValidationError) as caught:
+        plan("SELECT auction,\n  pricex FROM bid")
+    assert caught.value.message == "Column 'pricex' could not be resolved"
+    assert caught.value.position == Position(line_of("") + 1, 3)
+
+
+def test_columns_are_case_sensitive():
+    with pytest.raises(ValidationError, match="'Price' could not be resolved"):
+        plan("SELECT Price FROM bid")
+
+
+def test_flink_output_names():
+    step = plan("SELECT b.ts, a.ts, price + 1, MOD(price, 2) AS m FROM bid b JOIN auction a ON a.id = b.auction")
+    assert [c.name for c in step.plan.columns] == ["ts", "ts0", "EXPR$2", "m"]
+
+
+def test_star_expands_to_table_columns():
+    step = plan("SELECT * FROM bid")
+    assert [c.name for c in step.plan.columns] == ["auction", "bidder", "price", "url", "ts"]
+
+
+def test_unknown_function():
+    with pytest.raises(ValidationError, match="No function named 'nope'"):
+        plan("SELECT nope(price) FROM bid")
+
+
+def test_unknown_connector_option_fails_before_spark():
+    with pytest.raises(ConnectorError, match="unsupported option\\(s\\) 'csv.delimiter'"):
+        plan("CREATE TABLE t (a INT) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'csv', 'csv.delimiter' = ';')")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("'path' = 'x', 'format' = 'csv'", "has no 'connector' option"),
+        ("'connector' = 'kafka'", "unknown connector 'kafka'"),
+        ("'connector' = 'filesystem', 'path' = 'x'", "needs option\\(s\\) 'format'"),
+        ("'connector' = 'filesystem', 'path' = 'x', 'format' = 'avro'", "unsupported format 'avro'"),
+        ("'connector' = 'filesystem', 'path' = 'x', 'format' = 'csv', 'csv.ignore-parse-errors' = 'yes'", "must be 'true' or 'false'"),
+    ],
+)
+def test_bad_connector_options(options, message):
+    with pytest.raises(ConnectorError, match=message):
+        plan(f"CREATE TABLE t (a INT) WITH ({options})")
+
+
+def test_watermark_on_unknown_column():
+    with pytest.raises(ValidationError, match="WATERMARK FOR column 'nope' is not a column"):
+        plan("CREATE TABLE t (a INT, WATERMARK FOR nope AS nope) WITH ('connector' = 'blackhole')")
+
+
+def test_insert_column_count_must_match():
+    with pytest.raises(ValidationError, match="produces 2 column\\(s\\) but the target takes 3"):
+        plan("CREATE TABLE s (a BIGINT, b BIGINT, c BIGINT) WITH ('connector' = 'blackhole'); INSERT INTO s SELECT auction, price FROM bid")
+
+
+def test_cannot_read_from_a_print_table_or_write_to_a_view():
+    with pytest.raises(ValidationError, match="Cannot INSERT INTO view"):
+        plan("CREATE TEMPORARY VIEW v AS SELECT auction FROM bid; INSERT INTO v SELECT auction FROM bid")
+
+
+def test_missing_udf_module():
+    with pytest.raises(ValidationError, match="cannot import module 'no_such_module'"):
+        plan("CREATE TEMPORARY FUNCTION f AS 'no_such_module.f' LANGUAGE PYTHON")
+
+
+def test_spark_translation_keeps_flink_semantics():
+    step = plan(
+        "SELECT REGEXP_EXTRACT(url, 'id=(\\d+)', 1) AS r, SPLIT_INDEX(url, '.', 1) AS s, price / 2 AS half,"
+        " AVG(price) AS a, CAST(ts AS STRING) AS t FROM bid GROUP BY url, price, ts"
+    )
+    sql = to_spark_sql(step.plan.query)
+    assert "CASE WHEN `bid`.`url` RLIKE 'id=(\\\\d+)' THEN REGEXP_EXTRACT(`bid`.`url`, 'id=(\\\\d+)', 1) END" in sql
+    assert "SPLIT(`bid`.`url`, '\\\\Q.\\\\E', -1)" in sql
+    assert "CAST((`bid`.`price` DIV 2) AS BIGINT)" in sql
+    assert "CAST(AVG(`bid`.`price`) AS BIGINT)" in sql
+
+
+def test_error_render_points_at_the_spot():
+    with pytest.raises(ValidationError) as caught:
+        plan("SELECT nosuch FROM bid")
+    lines = caught.value.render().splitlines()
+    assert lines[1] == "  SELECT nosuch FROM bid"
+    assert lines[2] == "         ^"
