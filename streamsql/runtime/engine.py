@@ -42,11 +42,8 @@ class Engine:
         self.remote = remote
         self.base_dir = Path(base_dir or Path.cwd())
         self.log = log or (lambda message: print(message, file=sys.stderr))
-        self._spark = None
-        self._progress = None
+        self._spark = spark
         self._owns_spark = spark is None
-        if spark is not None:
-            self._attach(spark)
 
     # -- scripts -----------------------------------------------------------------------
 
@@ -92,21 +89,11 @@ class Engine:
             from streamsql.runtime.session import default_conf, start_session
 
             conf = {**default_conf(self.master), **self.settings.spark_conf()}
-            self._attach(start_session(conf, self.remote))
+            self._spark = start_session(conf, self.remote)
         return self._spark
 
-    def _attach(self, spark) -> None:
-        from streamsql.runtime.progress import ProgressTracker
-
-        self._spark = spark
-        self._progress = ProgressTracker()
-        spark.streams.addListener(self._progress)
-
     def stop(self) -> None:
-        if self._spark is None:
-            return
-        self._spark.streams.removeListener(self._progress)
-        if self._owns_spark:
+        if self._spark is not None and self._owns_spark:
             self._spark.stop()
         self._spark = None
 
@@ -154,29 +141,48 @@ class Engine:
     def _run_query(self, plan: QueryPlan, writer: ResultWriter) -> None:
         from streamsql.runtime.failures import translate
 
-        streaming = self.settings.streaming
         try:
-            frame, observed = self._frame(plan, streaming)
-            frame = self._displayable(frame, plan)
-            writer.begin([c.name for c in plan.columns])
-            if streaming:
-                checkpoint = tempfile.mkdtemp(prefix="streamsql-query-")
-                query = (
-                    frame.writeStream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
-                    .option("checkpointLocation", checkpoint)
-                    .trigger(**self._trigger(plan))
-                    .outputMode("append")
-                    .start()
-                )
-                self._await(query)
+            query, observed = self._start_streaming_select(plan, writer) if self.settings.streaming else (None, {})
+            if query is None:
+                frame, observed = self._frame(plan, streaming=False)
+                writer.begin([c.name for c in plan.columns])
+                writer.rows(self._displayable(frame, plan).collect())
             else:
-                writer.rows(frame.collect())
+                self._await(query)
         except StreamsqlError:
             raise
         except Exception as error:  # Spark and py4j errors carry Java traces: reduce them.
             raise translate(error) from None
         writer.end()
-        self._report_skipped(observed)
+        self._report_skipped(observed, query)
+
+    def _start_streaming_select(self, plan: QueryPlan, writer: ResultWriter):
+        """Start the SELECT as a streaming query printing rows as they come.
+
+        Returns (query, observed metrics), or (None, {}) when Spark cannot stream the query as an append-only result (an
+        aggregate without a window, a Top-N, an ORDER BY) but every source is bounded:
+        the final result of such an updating query is then computed over the whole
+        input, which is exactly the table Flink's changelog ends with.
+        """
+        from pyspark.errors import AnalysisException
+
+        frame, observed = self._frame(plan, streaming=True)
+        frame = self._displayable(frame, plan)
+        writer.begin([c.name for c in plan.columns])
+        try:
+            query = (
+                frame.writeStream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
+                .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
+                .trigger(**self._trigger(plan))
+                .outputMode("append")
+                .start()
+            )
+        except AnalysisException as error:
+            if not ("output mode" in str(error) or "not supported" in str(error)) or "availableNow" not in self._trigger(plan):
+                raise
+            self.log("Note: this query's result updates; computed over the bounded input as its final result.")
+            return None, {}
+        return query, observed
 
     def _run_insert(self, step: InsertStep) -> None:
         from streamsql.runtime.failures import translate
@@ -194,12 +200,13 @@ class Engine:
                 query = start_stream(frame, table, self._checkpoint(step, name), self._trigger(step.plan), name)
                 self._await(query)
             else:
+                query = None
                 write_batch(frame, table, step.overwrite)
         except StreamsqlError:
             raise
         except Exception as error:
             raise translate(error) from None
-        self._report_skipped(observed)
+        self._report_skipped(observed, query)
 
     def _trigger(self, plan: QueryPlan) -> dict:
         from streamsql.runtime.sources import is_bounded
@@ -215,7 +222,9 @@ class Engine:
         if root is None:
             base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
             root = str(base / "_checkpoints")
-        digest = hashlib.sha1(to_spark_sql(step.plan.query).encode()).hexdigest()[:12]
+        # The same query into another table (or another path) is another job.
+        identity = to_spark_sql(step.plan.query) + repr(sorted(step.table.options.items()))
+        digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
         return str(Path(root) / f"{name}-{digest}")
 
     def _await(self, query) -> None:
@@ -227,13 +236,17 @@ class Engine:
         if query.exception() is not None:
             raise query.exception()
 
-    def _report_skipped(self, observed: dict) -> None:
+    def _report_skipped(self, observed: dict, query) -> None:
+        """Say how many malformed rows each source skipped (batch: an Observation;
+        streaming: the metric summed over the query's micro-batches)."""
         for metric, source in observed.items():
             if isinstance(source, tuple):
                 table, observation = source
                 skipped = observation.get.get("rows", 0)
             else:
-                table, skipped = source, self._progress.observed_total(metric)
+                table = source
+                skipped = sum(int(p.observedMetrics[metric]["rows"] or 0)
+                              for p in query.recentProgress if metric in (p.observedMetrics or {}))
             if skipped:
                 self.log(f"Skipped {skipped} malformed row(s) in table '{table.name.name}' ({table.options['path']})")
 

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlparse
 from streamsql.errors import DataError, ExecutionError, StreamsqlError
 from streamsql.runtime.sources import MALFORMED_MARK
 
-_MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
+_MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
 def translate(error: Exception) -> StreamsqlError:

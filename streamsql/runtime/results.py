@@ -56,10 +56,16 @@ class ResultWriter:
         self.columns = columns
         self.count = 0
         self._buffer = []
-        if self.fmt == "csv":
-            csv.writer(self.out, lineterminator="\n").writerow(columns)
+        self._header_written = False
+
+    def _header(self) -> None:
+        """Written with the first rows (or at the end), so begin() may be called again until then."""
+        if self.fmt == "csv" and not self._header_written:
+            csv.writer(self.out, lineterminator="\n").writerow(self.columns)
+        self._header_written = True
 
     def rows(self, rows: list) -> None:
+        self._header()
         formatted = [[format_value(v) for v in row] for row in rows]
         self.count += len(formatted)
         if self.fmt == "csv":
@@ -73,6 +79,7 @@ class ResultWriter:
         self.out.flush()
 
     def end(self) -> None:
+        self._header()
         if self.fmt != "table":
             return
         from rich.console import Console

@@ -32,6 +32,10 @@ def default_conf(master: str | None = None) -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Skipped-row counts are summed over a query's progress reports: keep them all.
+        "spark.sql.streaming.numRecentProgressUpdates": "10000",
+        # A malformed field must fail (or be counted) even when the query does not read it.
+        "spark.sql.csv.parser.columnPruning.enabled": "false",
     }
 
 

@@ -8,7 +8,9 @@ across restarts; batch readers of the directory honour that log.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from streamsql.errors import ConnectorError
 from streamsql.plan.connectors import is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.results import format_value
@@ -27,6 +29,11 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
     elif connector == "blackhole":
         frame.write.format("noop").mode("overwrite").save()
     else:
+        if (Path(table.options["path"]) / "_spark_metadata").exists():
+            raise ConnectorError(
+                f"Table '{table.name.name}': {table.options['path']} is written by a streaming job; rows"
+                " a batch INSERT adds there would be invisible to its readers. Insert in streaming mode."
+            )
         writer = frame.write.format(table.options["format"]).options(**_file_options(table))
         if table.partition_keys:
             writer = writer.partitionBy(*table.partition_keys)

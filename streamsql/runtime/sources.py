@@ -57,8 +57,15 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
 
 
 def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F):
+    """Fail on (default) or skip and count rows the reader marked corrupt.
+
+    Spark parses only the columns a query reads, so a bad value in an unread column
+    would slip through; the check refers to every column (in a branch evaluated only
+    for corrupt rows) to keep them all in the scan.
+    """
     fmt = table.options["format"]
     corrupt = F.col(CORRUPT_COLUMN)
+    every_column = F.length(F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in table.physical_columns])))
     if is_true(table.options, f"{fmt}.ignore-parse-errors"):
         metric = f"skipped_{table.name.database}_{table.name.name}"
         counted = F.count(F.when(corrupt.isNotNull(), 1)).alias("rows")
@@ -71,8 +78,8 @@ def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F
             observation = Observation(metric)
             frame = frame.observe(observation, counted)
             counters[metric] = (table, observation)
-        return frame.filter(corrupt.isNull())
-    message = F.concat_ws("|", F.lit(MALFORMED_MARK), F.col("_metadata.file_path"), corrupt)
+        return frame.filter(F.when(corrupt.isNull(), F.lit(True)).otherwise(every_column < 0))
+    message = F.concat_ws("|", F.lit(MALFORMED_MARK), F.col("_metadata.file_path"), every_column.cast("string"), corrupt)
     return frame.filter(F.when(corrupt.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
 
 

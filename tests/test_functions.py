@@ -1,0 +1,92 @@
+"""Flink's functions and types, checked on Spark against hand-computed results."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import write
+
+pytestmark = pytest.mark.spark
+
+DATA = (
+    "1,https://www.nexmark.com/a/b/c/item.htm?query=1&channel_id=77,7,2026-01-01 08:30:00.123,Apple\n"
+    "2,https://www.nexmark.com/x/item.htm?query=1,-7,2026-01-01 19:05:00,google\n"
+    "3,,5,2026-01-02 23:59:59.999,Other\n"
+)
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = write(tmp_path / "t.csv", DATA)
+    return (f"CREATE TEMPORARY TABLE t (id BIGINT, url STRING, n BIGINT, ts TIMESTAMP(3), channel STRING) "
+            f"WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv');\n")
+
+
+def by_id(run, table, expressions: str) -> list[list[str]]:
+    return sorted(run.rows(table + f"SELECT id, {expressions} FROM t"))
+
+
+def test_regexp_extract_is_null_without_a_match(run, table):
+    rows = by_id(run, table, "REGEXP_EXTRACT(url, '(&|^|\\?)channel_id=([^&]*)', 2), REGEXP_EXTRACT(url, 'query=\\d')")
+    assert rows == [["1", "77", "query=1"], ["2", "", "query=1"], ["3", "", ""]]
+    nulls = run.rows(table + "SELECT COUNT(*) FROM t WHERE REGEXP_EXTRACT(url, 'channel_id=([^&]*)', 1) IS NULL")
+    assert nulls == [["2"]]
+
+
+def test_split_index(run, table):
+    rows = by_id(run, table, "SPLIT_INDEX(url, '/', 3), SPLIT_INDEX(url, '/', 9), SPLIT_INDEX('a.b.c', '.', 1)")
+    assert rows == [["1", "a", "", "b"], ["2", "x", "", "b"], ["3", "", "", "b"]]
+
+
+def test_date_format_hour_and_case(run, table):
+    rows = by_id(run, table, "DATE_FORMAT(ts, 'yyyy-MM-dd'), DATE_FORMAT(ts, 'HH:mm'), HOUR(ts), "
+                             "CASE WHEN HOUR(ts) >= 8 AND HOUR(ts) <= 18 THEN 'day' ELSE 'night' END")
+    assert rows == [["1", "2026-01-01", "08:30", "8", "day"], ["2", "2026-01-01", "19:05", "19", "night"],
+                    ["3", "2026-01-02", "23:59", "23", "night"]]
+
+
+def test_integer_arithmetic_follows_flink(run, table):
+    # MOD keeps the dividend's sign; integer division truncates; 0.908 * BIGINT is an exact DECIMAL.
+    rows = by_id(run, table, "MOD(n, 3), n / 2, 0.908 * n, LOWER(channel)")
+    assert rows == [["1", "1", "3", "6.356", "apple"], ["2", "-1", "-3", "-6.356", "google"], ["3", "2", "2", "4.540", "other"]]
+
+
+def test_avg_of_bigint_is_bigint(run, table):
+    assert run.rows(table + "SELECT AVG(n), SUM(n), COUNT(*) FROM t") == [["1", "5", "3"]]
+
+
+def test_cast_and_timestamp_output(run, table):
+    rows = by_id(run, table, "CAST(n AS STRING), CAST(ts AS STRING), CAST('2026-03-04 05:06:07' AS TIMESTAMP(3))")
+    assert rows[0] == ["1", "7", "2026-01-01 08:30:00.123", "2026-03-04 05:06:07.000"]
+
+
+def test_python_udf_next_to_the_script(run, table, tmp_path, monkeypatch):
+    write(tmp_path / "my_text_udfs.py", "def count_char(s: str, c: str) -> int:\n    return None if s is None else s.count(c)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows = sorted(run.rows(table + "CREATE TEMPORARY FUNCTION count_char AS 'my_text_udfs.count_char' LANGUAGE PYTHON;"
+                           "SELECT id, count_char(url, '/') FROM t"))
+    assert rows == [["1", "6"], ["2", "4"], ["3", ""]]
+
+
+def test_vectorized_udf(run, table, tmp_path, monkeypatch):
+    write(tmp_path / "vec_udfs.py", "import streamsql.plan.udfs as u\n\n@u.udf(result_type='BIGINT', vectorized=True)\n"
+                                    "def plus_one(s):\n    return s + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows = sorted(run.rows(table + "CREATE TEMPORARY FUNCTION plus_one AS 'vec_udfs.plus_one';SELECT id, plus_one(n) FROM t"))
+    assert rows == [["1", "8"], ["2", "-6"], ["3", "6"]]
+
+
+def test_views(run, table):
+    rows = run.rows(table + "CREATE TEMPORARY VIEW v AS SELECT id, n * 10 AS tens FROM t WHERE n > 0;"
+                    "CREATE TEMPORARY VIEW w AS SELECT id, tens + 1 AS x FROM v; SELECT * FROM w")
+    assert sorted(rows) == [["1", "71"], ["3", "51"]]
+
+
+def test_udf_failure_is_one_clear_message(run, table, tmp_path, monkeypatch):
+    from streamsql.errors import ExecutionError
+
+    write(tmp_path / "bad_udfs.py", "def boom(x: int) -> int:\n    return 1 // 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ExecutionError) as caught:
+        run.rows(table + "CREATE TEMPORARY FUNCTION boom AS 'bad_udfs.boom'; SELECT boom(n) FROM t")
+    assert caught.value.message == "a Python function failed: ZeroDivisionError: integer division or modulo by zero"
