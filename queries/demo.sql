@@ -1,6 +1,9 @@
 -- streamsql demo: a streaming pipeline, then an ad hoc query over what it wrote.
 -- Reads the bundled demo database (catalog/demo); writes CSV files under target/demo/.
 
+-- The pipeline's checkpoint lives beside its output: delete target/ to start afresh.
+SET 'execution.checkpointing.dir' = 'target/demo/checkpoints';
+
 -- Bids above 100,000 in euros, as a continuous pipeline would write them.
 CREATE TEMPORARY TABLE euro_bids (
   auction BIGINT,

@@ -53,6 +53,10 @@ def test_flink_output_names():
     assert [c.name for c in step.plan.columns] == ["ts", "ts0", "EXPR$2", "m"]
 
 
+def test_count_star_is_named_by_position():
+    assert [c.name for c in plan("SELECT price, COUNT(*) FROM bid GROUP BY price").plan.columns] == ["price", "EXPR$1"]
+
+
 def test_star_expands_to_table_columns():
     step = plan("SELECT * FROM bid")
     assert [c.name for c in step.plan.columns] == ["auction", "bidder", "price", "url", "ts"]

@@ -227,7 +227,7 @@ def _name_projections(query: exp.Query) -> None:
     """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position)."""
     for select in query.find_all(exp.Select):
         for index, projection in enumerate(select.expressions):
-            if isinstance(projection, (exp.Column, exp.Alias, exp.Star)) or projection.find(exp.Star):
+            if isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
                 continue
             projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
 
