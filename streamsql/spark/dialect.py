@@ -41,13 +41,24 @@ def _split_index(self, e: F.SplitIndex) -> str:
     return self.sql(exp.Case(ifs=[exp.If(this=empty, true=exp.null())], default=element))
 
 
+def _integer_avg_type(e: exp.Expression) -> exp.DataType | None:
+    """Flink's AVG of an integer column is an integer (truncated): the type to cast to."""
+    arg_type = e.this.type if isinstance(e, exp.Avg) else None
+    return arg_type if arg_type is not None and arg_type.this in INTEGER_TYPES else None
+
+
 def _avg(self, e: exp.Avg) -> str:
-    """Flink's AVG of an integer column is an integer (truncated)."""
     sql = self.func("AVG", e.this)
-    arg_type = e.this.type
-    if arg_type is not None and arg_type.this in INTEGER_TYPES:
-        return f"CAST({sql} AS {self.sql(arg_type)})"
-    return sql
+    cast_to = _integer_avg_type(e)
+    if cast_to is None or isinstance(e.parent, exp.Window):
+        return sql
+    return f"CAST({sql} AS {self.sql(cast_to)})"
+
+
+def _window(self, e: exp.Window) -> str:
+    sql = Spark.Generator.window_sql(self, e)
+    cast_to = _integer_avg_type(e.this)
+    return f"CAST({sql} AS {self.sql(cast_to)})" if cast_to is not None else sql
 
 
 def _div(self, e: exp.Div) -> str:
@@ -83,6 +94,7 @@ class SparkTarget(Spark):
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
             exp.Avg: _avg,
+            exp.Window: _window,
             exp.Div: _div,
         }
 
