@@ -16,6 +16,7 @@ from sqlglot.parser import Parser
 from sqlglot.tokens import Tokenizer, TokenType
 
 from streamsql.dialect import functions as F
+from streamsql.dialect import windows as W
 
 
 class Flink(Dialect):
@@ -42,6 +43,8 @@ class Flink(Dialect):
         COMMENTS = ["--", ("/*", "*/")]
 
     class Parser(Parser):
+        FUNC_TOKENS = {*Parser.FUNC_TOKENS, TokenType.SESSION}
+
         FUNCTIONS = {
             **Parser.FUNCTIONS,
             "REGEXP_EXTRACT": F.RegexpExtractGroup.from_arg_list,
@@ -51,6 +54,16 @@ class Flink(Dialect):
             "SUBSTR": exp.Substring.from_arg_list,
             "CHAR_LENGTH": exp.Length.from_arg_list,
             "CHARACTER_LENGTH": exp.Length.from_arg_list,
+        }
+
+        FUNCTION_PARSERS = {
+            **Parser.FUNCTION_PARSERS,
+            **{kind: (lambda k: lambda self: W.parse_window_call(self, k))(kind) for kind in W.TVF_PARAMETERS},
+            **{
+                f"{kind}_{prop}": (lambda k, p: lambda self: W.parse_group_window_property(self, k, p))(kind, prop)
+                for kind in W.GROUP_WINDOW_PARAMETERS
+                for prop in W.GROUP_WINDOW_PROPERTIES
+            },
         }
 
         CONSTRAINT_PARSERS = {
@@ -93,6 +106,10 @@ class Flink(Dialect):
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "PROCTIME()",
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
+            W.TableArgument: W.table_argument_sql,
+            W.WindowTVF: W.window_tvf_sql,
+            W.GroupWindow: W.group_window_sql,
+            W.GroupWindowProperty: W.group_window_property_sql,
         }
 
         def property_sql(self, expression: exp.Property) -> str:

@@ -46,6 +46,8 @@ def table_from_create(create: exp.Create, name: ObjectName) -> TableDef:
         ddl=create,
     )
     _check_references(table, schema)
+    if watermark is not None:
+        table.column(watermark.column).time_attribute = "rowtime"
     return table
 
 
@@ -80,7 +82,7 @@ def _column(item: exp.ColumnDef, previous: list[Column]) -> Column:
     if computed is not None:
         expression = computed.this
         if isinstance(expression, Proctime):
-            return Column(name, PROCTIME_TYPE.copy(), expression)
+            return Column(name, PROCTIME_TYPE.copy(), expression, time_attribute="proctime")
         return Column(name, infer_type(expression, previous), expression)
     if item.args.get("kind") is None:
         raise ValidationError(f"Column '{name}' needs a type", identifier_position(item.this))

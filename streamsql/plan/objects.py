@@ -35,16 +35,11 @@ class Column:
     name: str
     type: exp.DataType
     expression: exp.Expression | None = None
+    time_attribute: str | None = None  # 'rowtime' or 'proctime'
 
     @property
     def is_computed(self) -> bool:
         return self.expression is not None
-
-    @property
-    def is_proctime(self) -> bool:
-        from streamsql.dialect.functions import Proctime
-
-        return isinstance(self.expression, Proctime)
 
 
 @dataclass

@@ -32,6 +32,13 @@ from streamsql.plan.objects import (
     object_name,
 )
 from streamsql.plan.udfs import PythonFunction, load_function
+from streamsql.plan.windows import (
+    WindowRelation,
+    check_time_attribute,
+    rewrite_group_windows,
+    tvf_of,
+    window_parameters,
+)
 
 
 @dataclass
@@ -41,8 +48,13 @@ class QueryPlan:
     query: exp.Query
     columns: list[Column]
     tables: list[TableDef] = field(default_factory=list)
-    views: dict[ObjectName, exp.Query] = field(default_factory=dict)  # dependency order
+    # Views and window relations by Spark name, each after the relations it reads.
+    derived: dict[str, exp.Query | WindowRelation] = field(default_factory=dict)
     functions: list[PythonFunction] = field(default_factory=list)
+
+    @property
+    def windows(self) -> list[WindowRelation]:
+        return [d for d in self.derived.values() if isinstance(d, WindowRelation)]
 
 
 @dataclass
@@ -146,15 +158,20 @@ class Planner:
     # -- queries -----------------------------------------------------------------------
 
     def plan_query(self, query: exp.Query) -> QueryPlan:
-        """Resolve tables, views, functions and columns; name the output as Flink does."""
+        """Resolve tables, views, windows, functions and columns; name the output as Flink does."""
         query = query.copy()
         plan = QueryPlan(query, [])
         schema: dict[str, dict[str, str]] = {}
+        relations: dict[str, list[Column]] = {}
+        rewrite_group_windows(query)
+        for table in list(query.find_all(exp.Table)):
+            if tvf_of(table) is not None:
+                self._bind_window(table, tvf_of(table), plan, schema, relations)
         ctes = {cte.alias for cte in query.find_all(exp.CTE)}
         for table in list(query.find_all(exp.Table)):
-            if table.name in ctes and not table.db:
+            if (table.name in ctes and not table.db) or table.name in plan.derived:
                 continue
-            self._bind_relation(table, plan, schema)
+            self._bind_relation(table, plan, schema, relations)
         self._bind_functions(query, plan)
         _name_projections(query)
         try:
@@ -166,26 +183,70 @@ class Planner:
             raise _resolution_error(error) from None
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         plan.query = typed
-        plan.columns = [Column(s.alias_or_name, s.type) for s in typed.selects]
+        plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
+                        for s in typed.selects]
         _uniquify(plan.columns)
         return plan
 
-    def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict) -> None:
+    def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict) -> None:
         obj = self._relation(table)
         name = spark_name(obj.name)
-        if isinstance(obj, ViewDef):
-            view_plan = self._view_plan(obj)
-            columns = view_plan.columns
-            _merge(plan.tables, view_plan.tables)
-            plan.views.update(view_plan.views)
-            plan.views[obj.name] = view_plan.query
-            _merge(plan.functions, view_plan.functions)
-        else:
-            columns = obj.columns
-            _merge(plan.tables, [obj])
+        columns = self._input_columns(obj, plan)
         schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
         alias = table.alias or table.name
+        relations[alias] = columns
         table.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+    def _input_columns(self, obj: TableDef | ViewDef, plan: QueryPlan) -> list[Column]:
+        """Register a table or view (and what the view reads) with the plan; its columns."""
+        if isinstance(obj, ViewDef):
+            view_plan = self._view_plan(obj)
+            _merge(plan.tables, view_plan.tables)
+            plan.derived.update(view_plan.derived)
+            plan.derived[spark_name(obj.name)] = view_plan.query
+            _merge(plan.functions, view_plan.functions)
+            return view_plan.columns
+        _merge(plan.tables, [obj])
+        return obj.columns
+
+    def _bind_window(self, wrapper: exp.Table, tvf, plan: QueryPlan, schema: dict, relations: dict) -> None:
+        argument = tvf.args["table"]
+        source = self._relation(argument.this)
+        columns = self._input_columns(source, plan)
+        time_column = check_time_attribute(tvf, columns)
+        partition_by = [c.name for c in argument.args.get("partition_by") or []]
+        if tvf.kind == "SESSION" and not partition_by:
+            partition_by = []
+        unknown = [p for p in partition_by if p not in {c.name for c in columns}]
+        if unknown:
+            raise ValidationError(f"SESSION: PARTITION BY column(s) {', '.join(unknown)} not in the input")
+        name = f"__window_{len(plan.windows) + 1}"
+        late_source = None
+        if isinstance(source, TableDef) and source.watermark and source.watermark.column == time_column.name:
+            late_source = source
+        window = WindowRelation(
+            name=name, kind=tvf.kind, input_name=spark_name(source.name), input_columns=columns,
+            time_column=time_column.name, parameters=window_parameters(tvf), partition_by=partition_by,
+            proctime=time_column.time_attribute == "proctime", late_source=late_source,
+        )
+        if late_source is not None and "late-rows.table" in late_source.options:
+            window.late_table = self._late_table(late_source)
+        plan.derived[name] = window
+        schema[name] = {c.name: c.type.sql(dialect=Flink) for c in window.columns}
+        alias = wrapper.alias or argument.this.name
+        relations[alias] = window.columns
+        wrapper.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+    def _late_table(self, source: TableDef) -> TableDef:
+        """The table named by 'late-rows.table': it takes the source's physical columns."""
+        target = self._relation(exp.to_table(source.options["late-rows.table"], dialect=Flink))
+        wanted = len(source.physical_columns)
+        if not isinstance(target, TableDef) or len(target.physical_columns) != wanted:
+            raise ValidationError(
+                f"Table '{source.name.name}': 'late-rows.table' must name a table with the same"
+                f" {wanted} physical columns, to receive its late rows"
+            )
+        return target
 
     def _view_plan(self, view: ViewDef) -> QueryPlan:
         if view.name not in self._view_plans:
@@ -215,6 +276,23 @@ class Planner:
             function = load_function(definition)
             call.set("this", function.name)
             _merge(plan.functions, [function])
+
+
+def _time_attribute(projection: exp.Expression, relations: dict[str, list[Column]]) -> str | None:
+    """Whether an output column is still a time attribute: a plain reference to one
+    (outside a regular aggregation, window_time excepted) or PROCTIME()."""
+    from streamsql.dialect.functions import Proctime
+
+    node = projection.unalias()
+    if isinstance(node, Proctime):
+        return "proctime"
+    if not isinstance(node, exp.Column):
+        return None
+    select = projection.find_ancestor(exp.Select)
+    if select is not None and select.args.get("group") and node.name != "window_time":
+        return None
+    column = next((c for c in relations.get(node.table, []) if c.name == node.name), None)
+    return column.time_attribute if column else None
 
 
 def _merge(into: list, items: list) -> None:

@@ -26,6 +26,7 @@ from streamsql.plan.planner import (
     Step,
     spark_name,
 )
+from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.results import ResultWriter
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -115,10 +116,41 @@ class Engine:
             source_frame(spark, table, streaming, observed).createOrReplaceTempView(spark_name(table.name))
         for function in plan.functions:
             register_udf(spark, function)
-        for name, query in plan.views.items():
-            spark.sql(f"CREATE OR REPLACE TEMP VIEW `{spark_name(name)}` AS {to_spark_sql(query)}")
+        for name, derived in plan.derived.items():
+            if isinstance(derived, WindowRelation):
+                self._register_window(derived, streaming, observed)
+            else:
+                spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
         frame = spark.sql(to_spark_sql(plan.query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
+
+    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> None:
+        """Register a window TVF's output; drop (and count, and route) late rows first.
+
+        Telling late rows apart needs the source's read order, which a batch read of a
+        bounded table has; Spark streaming drops late rows itself.
+        """
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from streamsql.plan.windows import watermark_delay_ms
+        from streamsql.runtime.sinks import write_batch
+        from streamsql.spark.windows import LATE_COLUMN, late_flag_sql, window_sql
+
+        source = window.input_name
+        if not streaming and window.late_source is not None:
+            delay = watermark_delay_ms(window.late_source)
+            flagged = self.spark.sql(late_flag_sql(window, source, delay))
+            late = F.col(LATE_COLUMN)
+            if window.late_table is not None:
+                rows = flagged.filter(late).select(*[F.col(f"`{c.name}`") for c in window.late_source.physical_columns])
+                write_batch(rows, window.late_table, overwrite=False)
+            observation = Observation(f"late_{window.name}")
+            flagged = flagged.observe(observation, F.count(F.when(late, 1)).alias("rows"))
+            observed[f"late_{window.name}"] = (window, observation)
+            source = f"{window.name}_on_time"
+            flagged.filter(~late).createOrReplaceTempView(source)
+        self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
 
     def _displayable(self, frame, plan: QueryPlan):
         """Timestamps as the wall-clock values Flink shows: TIMESTAMP as stored (UTC),
@@ -142,7 +174,20 @@ class Engine:
         from streamsql.runtime.failures import translate
 
         try:
-            query, observed = self._start_streaming_select(plan, writer) if self.settings.streaming else (None, {})
+            query, observed = None, {}
+            if self._streams(plan):
+                def start(frame):
+                    return (
+                        self._displayable(frame, plan).writeStream
+                        .foreachBatch(lambda batch, _: writer.rows(batch.collect()))
+                        .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
+                        .trigger(**self._trigger(plan))
+                        .outputMode("append")
+                        .start()
+                    )
+
+                writer.begin([c.name for c in plan.columns])
+                query, observed = self._start_streaming(plan, start)
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
                 writer.begin([c.name for c in plan.columns])
@@ -156,57 +201,68 @@ class Engine:
         writer.end()
         self._report_skipped(observed, query)
 
-    def _start_streaming_select(self, plan: QueryPlan, writer: ResultWriter):
-        """Start the SELECT as a streaming query printing rows as they come.
-
-        Returns (query, observed metrics), or (None, {}) when Spark cannot stream the query as an append-only result (an
-        aggregate without a window, a Top-N, an ORDER BY) but every source is bounded:
-        the final result of such an updating query is then computed over the whole
-        input, which is exactly the table Flink's changelog ends with.
-        """
-        from pyspark.errors import AnalysisException
-
-        frame, observed = self._frame(plan, streaming=True)
-        frame = self._displayable(frame, plan)
-        writer.begin([c.name for c in plan.columns])
-        try:
-            query = (
-                frame.writeStream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
-                .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
-                .trigger(**self._trigger(plan))
-                .outputMode("append")
-                .start()
-            )
-        except AnalysisException as error:
-            if not ("output mode" in str(error) or "not supported" in str(error)) or "availableNow" not in self._trigger(plan):
-                raise
-            self.log("Note: this query's result updates; computed over the bounded input as its final result.")
-            return None, {}
-        return query, observed
-
     def _run_insert(self, step: InsertStep) -> None:
         from streamsql.runtime.failures import translate
         from streamsql.runtime.sinks import start_stream, write_batch
 
         table = step.table
         try:
-            frame, observed = self._frame(step.plan, self.settings.streaming)
-            frame = frame.selectExpr(*[
-                f"CAST(`{source.name}` AS {spark_type(target.type)}) AS `{target.name}`"
-                for source, target in zip(step.plan.columns, table.physical_columns)
-            ])
-            if self.settings.streaming:
+            query, observed = None, {}
+            if self._streams(step.plan):
                 name = self.settings.get("pipeline.name") or f"insert-into-{table.name.name}"
-                query = start_stream(frame, table, self._checkpoint(step, name), self._trigger(step.plan), name)
-                self._await(query)
+                checkpoint = self._checkpoint(step, name)
+                query, observed = self._start_streaming(
+                    step.plan,
+                    lambda frame: start_stream(self._conform(frame, step), table, checkpoint, self._trigger(step.plan), name),
+                )
+            if query is None:
+                frame, observed = self._frame(step.plan, streaming=False)
+                write_batch(self._conform(frame, step), table, step.overwrite)
             else:
-                query = None
-                write_batch(frame, table, step.overwrite)
+                self._await(query)
         except StreamsqlError:
             raise
         except Exception as error:
             raise translate(error) from None
         self._report_skipped(observed, query)
+
+    def _conform(self, frame, step: InsertStep):
+        """The query's columns cast to the target's types and named as its columns (by position)."""
+        return frame.selectExpr(*[
+            f"CAST(`{source.name}` AS {spark_type(target.type)}) AS `{target.name}`"
+            for source, target in zip(step.plan.columns, step.table.physical_columns)
+        ])
+
+    def _streams(self, plan: QueryPlan) -> bool:
+        """Whether to run on Spark Structured Streaming.
+
+        Streaming mode over bounded input with windows runs as one bounded computation
+        instead: Spark's streaming never fires the windows still open at the end of the
+        input, Flink's does (its watermark reaches +infinity), and late rows are still
+        dropped as Flink's watermark would drop them (spark.windows).
+        """
+        if not self.settings.streaming:
+            return False
+        return not (plan.windows and "availableNow" in self._trigger(plan))
+
+    def _start_streaming(self, plan: QueryPlan, start) -> tuple:
+        """Start a streaming query; (None, {}) when Spark cannot stream it append-only but
+        every source is bounded.
+
+        Such a query's result updates (an aggregate without a window, a Top-N, an ORDER
+        BY); over bounded input its final result is computed over the whole input, which
+        is exactly the table Flink's changelog ends with.
+        """
+        from pyspark.errors import AnalysisException
+
+        frame, observed = self._frame(plan, streaming=True)
+        try:
+            return start(frame), observed
+        except AnalysisException as error:
+            if not ("output mode" in str(error) or "not supported" in str(error)) or "availableNow" not in self._trigger(plan):
+                raise
+        self.log("Note: this query's result updates; computed over the bounded input as its final result.")
+        return None, {}
 
     def _trigger(self, plan: QueryPlan) -> dict:
         from streamsql.runtime.sources import is_bounded
@@ -236,10 +292,23 @@ class Engine:
         if query.exception() is not None:
             raise query.exception()
 
+    def _report_late(self, window: WindowRelation, dropped: int) -> None:
+        if not dropped:
+            return
+        where = f"; written to table '{window.late_table.name.name}'" if window.late_table else ""
+        self.log(
+            f"Dropped {dropped} late row(s) of table '{window.late_source.name.name}' in a {window.kind}"
+            f" window on {window.time_column}{where}"
+        )
+
     def _report_skipped(self, observed: dict, query) -> None:
         """Say how many malformed rows each source skipped (batch: an Observation;
         streaming: the metric summed over the query's micro-batches)."""
         for metric, source in observed.items():
+            if isinstance(source, tuple) and isinstance(source[0], WindowRelation):
+                window, observation = source
+                self._report_late(window, observation.get.get("rows", 0))
+                continue
             if isinstance(source, tuple):
                 table, observation = source
                 skipped = observation.get.get("rows", 0)

@@ -13,7 +13,9 @@ from pathlib import Path
 from streamsql.errors import ConnectorError
 from streamsql.plan.connectors import is_true
 from streamsql.plan.objects import TableDef
+from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
+from streamsql.spark.windows import SEQ_COLUMN
 
 CORRUPT_COLUMN = "_streamsql_corrupt_record"
 MALFORMED_MARK = "streamsql-malformed-row"
@@ -51,8 +53,11 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     columns = [f"`{c.name}`" for c in table.physical_columns]
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     frame = frame.selectExpr(*columns)
-    if streaming and table.watermark is not None:
-        frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
+    if table.watermark is not None:
+        if streaming:
+            frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
+        else:  # the read order, for telling late rows apart (spark.windows)
+            frame = frame.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
     return frame
 
 
@@ -107,16 +112,4 @@ def _format_options(table: TableDef) -> dict[str, str]:
 
 
 def _watermark_delay(table: TableDef) -> str:
-    """`ts - INTERVAL 'n' UNIT` is a bounded out-of-orderness of n units; `ts` alone is 0."""
-    from sqlglot import exp
-
-    expression = table.watermark.expression
-    if isinstance(expression, exp.Column):
-        return "0 seconds"
-    if isinstance(expression, exp.Sub) and isinstance(expression.expression, exp.Interval):
-        interval = expression.expression
-        return f"{interval.this.name} {interval.args['unit'].name.lower()}"
-    raise ConnectorError(
-        f"Table '{table.name.name}': WATERMARK expression must be `{table.watermark.column}` or"
-        f" `{table.watermark.column} - INTERVAL ...`"
-    )
+    return f"{watermark_delay_ms(table)} milliseconds"

@@ -1,0 +1,107 @@
+"""Spark SQL that assigns rows to Flink's windows, with Flink's boundaries.
+
+All arithmetic is on epoch milliseconds (Flink's time attributes are TIMESTAMP(3)):
+- TUMBLE: start = ts - pmod(ts - offset, size)
+- HOP: the size/slide windows whose start is in (ts - size, ts], one output row each
+- CUMULATE: start = the size-aligned start; ends = start + k * step for every end > ts
+- SESSION: per PARTITION BY key, a new session starts where the gap to the previous
+  row exceeds GAP (Flink merges windows that touch); end = last row + GAP
+window_time is window_end - 1 ms. Each window also knows its row's "slice end", the
+earliest window end the row contributes to, which decides whether the row is late.
+"""
+
+from __future__ import annotations
+
+from streamsql.plan.windows import WindowRelation
+
+LATE_COLUMN = "__streamsql_late"
+SEQ_COLUMN = "__streamsql_seq"
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def _ts(window: WindowRelation) -> str:
+    return f"unix_millis({_q(window.time_column)})"
+
+
+def slice_end_sql(window: WindowRelation) -> str:
+    """The end of the earliest window a row belongs to, in epoch milliseconds."""
+    p, ts = window.parameters, _ts(window)
+    offset = p.get("OFFSET", 0)
+    if window.kind == "TUMBLE":
+        return f"({ts} - pmod({ts} - {offset}, {p['SIZE']}) + {p['SIZE']})"
+    if window.kind == "HOP":
+        return f"({ts} - pmod({ts} - {offset}, {p['SLIDE']}) + {p['SLIDE']})"
+    if window.kind == "CUMULATE":
+        base = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
+        return f"({base} + (({ts} - {base}) div {p['STEP']} + 1) * {p['STEP']})"
+    return f"({ts} + {p['GAP']})"
+
+
+def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int) -> str:
+    """The input with a flag for rows Flink's window operator would drop as late.
+
+    Flink's bounded-out-of-orderness watermark after a row is max(ts seen) - delay - 1 ms,
+    and a row is late once the earliest window it belongs to has fired, i.e. when that
+    window's end <= max(ts of the rows before it) - delay. Rows are taken in the order
+    the source read them.
+    """
+    seen = f"max({_ts(window)}) OVER (ORDER BY {_q(SEQ_COLUMN)} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    return (
+        f"SELECT *, coalesce({slice_end_sql(window)} <= {seen} - {delay_ms}, false) AS {_q(LATE_COLUMN)}"
+        f" FROM {_q(input_view)}"
+    )
+
+
+def window_sql(window: WindowRelation, input_view: str) -> str:
+    """The TVF's output: the input's columns, window_start, window_end, window_time."""
+    columns = ", ".join(_q(c.name) for c in window.input_columns)
+    bounds = (
+        "timestamp_millis(__ws) AS window_start, timestamp_millis(__we) AS window_end,"
+        " timestamp_millis(__we - 1) AS window_time"
+    )
+    return f"SELECT {columns}, {bounds} FROM ({_assign(window, input_view)})"
+
+
+def _assign(window: WindowRelation, source: str) -> str:
+    """Rows with __ws/__we (window start/end in ms), one row per window."""
+    p, ts = window.parameters, _ts(window)
+    offset = p.get("OFFSET", 0)
+    source = _q(source)
+    if window.kind == "TUMBLE":
+        start = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
+        return f"SELECT *, {start} AS __ws, {start} + {p['SIZE']} AS __we FROM {source}"
+    if window.kind == "HOP":
+        last = f"({ts} - pmod({ts} - {offset}, {p['SLIDE']}))"
+        first = f"__last - {(p['SIZE'] // p['SLIDE'] - 1) * p['SLIDE']}"
+        return (
+            f"SELECT *, __ws + {p['SIZE']} AS __we FROM (SELECT *, {last} AS __last FROM {source})"
+            f" LATERAL VIEW explode(sequence({first}, __last, {p['SLIDE']})) __hop AS __ws"
+        )
+    if window.kind == "CUMULATE":
+        base = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
+        steps = p["SIZE"] // p["STEP"]
+        return (
+            f"SELECT *, __base AS __ws, __base + __k * {p['STEP']} AS __we FROM"
+            f" (SELECT *, {base} AS __base, ({ts} - {base}) div {p['STEP']} + 1 AS __first FROM {source})"
+            f" LATERAL VIEW explode(sequence(__first, {steps})) __cumulate AS __k"
+        )
+    return _session(window, source)
+
+
+def _session(window: WindowRelation, source: str) -> str:
+    keys = ", ".join(_q(k) for k in window.partition_by)
+    by = f"PARTITION BY {keys} " if keys else ""
+    session = f"PARTITION BY {keys + ', ' if keys else ''}__sid"
+    gap = window.parameters["GAP"]
+    starts = (
+        f"SELECT *, CASE WHEN __t - lag(__t) OVER ({by}ORDER BY __t) <= {gap} THEN 0 ELSE 1 END AS __new"
+        f" FROM (SELECT *, {_ts(window)} AS __t FROM {source} WHERE {_q(window.time_column)} IS NOT NULL)"
+    )
+    numbered = f"SELECT *, sum(__new) OVER ({by}ORDER BY __t ROWS UNBOUNDED PRECEDING) AS __sid FROM ({starts})"
+    return (
+        f"SELECT *, min(__t) OVER ({session}) AS __ws, max(__t) OVER ({session}) + {gap} AS __we"
+        f" FROM ({numbered})"
+    )
