@@ -181,6 +181,7 @@ class Planner:
             )
         except OptimizeError as error:
             raise _resolution_error(error) from None
+        _group_window_time(qualified, set(plan.derived))
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
@@ -214,6 +215,12 @@ class Planner:
         source = self._relation(argument.this)
         columns = self._input_columns(source, plan)
         time_column = check_time_attribute(tvf, columns)
+        clashes = [c.name for c in columns if c.name in ("window_start", "window_end", "window_time")]
+        if clashes:
+            raise ValidationError(
+                f"{tvf.kind}: the input already has column(s) {', '.join(clashes)}, which the window adds;"
+                " rename them in the input (e.g. window_time AS rowtime)"
+            )
         partition_by = [c.name for c in argument.args.get("partition_by") or []]
         if tvf.kind == "SESSION" and not partition_by:
             partition_by = []
@@ -276,6 +283,21 @@ class Planner:
             function = load_function(definition)
             call.set("this", function.name)
             _merge(plan.functions, [function])
+
+
+def _group_window_time(query: exp.Expression, derived: set[str]) -> None:
+    """Flink lets a window aggregation select window_time while grouping by window_start
+    and window_end (it is determined by them); Spark wants it grouped too."""
+    for select in query.find_all(exp.Select):
+        group = select.args.get("group")
+        if not group:
+            continue
+        grouped = {(c.table, c.name) for c in group.expressions if isinstance(c, exp.Column)}
+        for column in select.find_all(exp.Column):
+            key = (column.table, "window_time")
+            if column.name == "window_time" and (column.table, "window_end") in grouped and key not in grouped:
+                group.append("expressions", exp.column("window_time", column.table))
+                grouped.add(key)
 
 
 def _time_attribute(projection: exp.Expression, relations: dict[str, list[Column]]) -> str | None:

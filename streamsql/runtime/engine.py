@@ -121,7 +121,12 @@ class Engine:
                 self._register_window(derived, streaming, observed)
             else:
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
-        frame = spark.sql(to_spark_sql(plan.query))
+        query = plan.query
+        if streaming and plan.windows:
+            from streamsql.spark.windows import group_by_window_struct
+
+            query = group_by_window_struct(query, {w.name for w in plan.windows})
+        frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
     def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> None:
@@ -135,9 +140,12 @@ class Engine:
 
         from streamsql.plan.windows import watermark_delay_ms
         from streamsql.runtime.sinks import write_batch
-        from streamsql.spark.windows import LATE_COLUMN, late_flag_sql, window_sql
+        from streamsql.spark.windows import LATE_COLUMN, late_flag_sql, streaming_window_sql, window_sql
 
         source = window.input_name
+        if streaming:
+            self.spark.sql(streaming_window_sql(window, source)).createOrReplaceTempView(window.name)
+            return
         if not streaming and window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
             flagged = self.spark.sql(late_flag_sql(window, source, delay))

@@ -105,3 +105,59 @@ def _session(window: WindowRelation, source: str) -> str:
         f"SELECT *, min(__t) OVER ({session}) AS __ws, max(__t) OVER ({session}) + {gap} AS __we"
         f" FROM ({numbered})"
     )
+
+
+def streaming_window_sql(window: WindowRelation, input_view: str) -> str:
+    """For Spark Structured Streaming: Spark's own window() column, which carries the
+    watermark, so an aggregation grouped by it emits each window once the watermark
+    passes its end (see group_by_window_struct)."""
+    if window.kind not in ("TUMBLE", "HOP"):
+        from streamsql.errors import ValidationError
+
+        raise ValidationError(
+            f"{window.kind} windows over an unbounded source are not supported yet (TUMBLE and HOP are)"
+        )
+    p = window.parameters
+    slide = p.get("SLIDE", p["SIZE"])
+    offset = p.get("OFFSET", 0) % slide
+    columns = ", ".join(_q(c.name) for c in window.input_columns)
+    struct = (f"window({_q(window.time_column)}, '{p['SIZE']} milliseconds', '{slide} milliseconds',"
+              f" '{offset} milliseconds')")
+    return (
+        f"SELECT {columns}, {STRUCT_COLUMN}, {STRUCT_COLUMN}.start AS window_start, {STRUCT_COLUMN}.end AS window_end,"
+        f" {STRUCT_COLUMN}.end - INTERVAL 1 MILLISECOND AS window_time"
+        f" FROM (SELECT *, {struct} AS {STRUCT_COLUMN} FROM {_q(input_view)})"
+    )
+
+
+STRUCT_COLUMN = "__window"
+
+
+def group_by_window_struct(query, window_names: set[str]):
+    """Rewrite `GROUP BY w.window_start, w.window_end` over a window relation into
+    `GROUP BY w.__window` (and its bounds into fields of it), the form Spark streams."""
+    from sqlglot import exp
+
+    query = query.copy()
+    for select in query.find_all(exp.Select):
+        group = select.args.get("group")
+        if not group:
+            continue
+        aliases = {t.alias_or_name for t in select.find_all(exp.Table) if t.name in window_names
+                   and t.find_ancestor(exp.Select) is select}
+        for alias in aliases:
+            keys = [e for e in group.expressions if isinstance(e, exp.Column) and e.table == alias
+                    and e.name in ("window_start", "window_end", "window_time")]
+            if not keys:
+                continue
+            for key in keys:
+                key.pop()
+            group.append("expressions", exp.column(STRUCT_COLUMN, alias))
+            for column in list(select.find_all(exp.Column)):
+                if column.table == alias and column.name in ("window_start", "window_end", "window_time"):
+                    field = {"window_start": "start", "window_end": "end", "window_time": "end"}[column.name]
+                    replacement = exp.Dot(this=exp.column(STRUCT_COLUMN, alias), expression=exp.to_identifier(field))
+                    if column.name == "window_time":
+                        replacement = exp.Sub(this=replacement, expression=exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND")))
+                    column.replace(replacement)
+    return query
