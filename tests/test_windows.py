@@ -201,3 +201,23 @@ def _eventually(check, seconds: float = 40) -> bool:
             return True
         time.sleep(0.5)
     return False
+
+
+def test_window_aggregates_distinct_filter_and_grouping_sets(run, tmp_path):
+    ddl = events(tmp_path, [("a", 1, 1), ("a", 1, 2), ("b", 5, 3), ("b", 7, 12)])
+    rows = run.rows(ddl + "SELECT window_start, COUNT(DISTINCT k), COUNT(*) FILTER (WHERE v > 1), AVG(v) "
+                    "FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end")
+    assert sorted(rows) == [[t(0), "2", "1", "2"], [t(10), "1", "1", "7"]]  # AVG of BIGINT is a BIGINT
+    rows = run.rows("SELECT window_start, k, SUM(v) FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+                    "GROUP BY window_start, window_end, GROUPING SETS ((k), ())")
+    assert sorted(rows) == [[t(0), "", "7"], [t(0), "a", "2"], [t(0), "b", "5"], [t(10), "", "7"], [t(10), "b", "7"]]
+
+
+def test_window_join(run, tmp_path):
+    left = events(tmp_path, [("a", 1, 1), ("b", 2, 3), ("c", 3, 14)], name="l")
+    right = events(tmp_path, [("a", 10, 2), ("c", 30, 5), ("c", 40, 15)], name="r")
+    rows = run.rows(left + right + "SELECT L.k, L.v, R.v, L.window_start FROM "
+                    "(SELECT * FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '10' SECOND))) L LEFT JOIN "
+                    "(SELECT * FROM TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND))) R "
+                    "ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end")
+    assert sorted(rows) == [["a", "1", "10", t(0)], ["b", "2", "", t(0)], ["c", "3", "40", t(10)]]
