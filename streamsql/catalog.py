@@ -39,6 +39,7 @@ class Catalog:
         self._persistent: dict[tuple[str, ObjectName], CatalogObject] = {}
         self._staged = False
         self._loaded = False
+        self._new_databases: set[str] = set()
 
     # -- reading -----------------------------------------------------------------------
 
@@ -67,7 +68,42 @@ class Catalog:
             names |= {unquote(p.name) for p in self.directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
         return sorted(names)
 
+    def has_database(self, name: str) -> bool:
+        return name in self.databases() or name in self._new_databases
+
     # -- writing -----------------------------------------------------------------------
+
+    def create_database(self, name: str, if_not_exists: bool = False) -> None:
+        if self.has_database(name):
+            if if_not_exists:
+                return
+            raise CatalogError(f"Database '{name}' already exists")
+        self._new_databases.add(name)
+        if self.directory is not None and not self._staged:
+            (self.directory / quote(name, safe="")).mkdir(parents=True, exist_ok=True)
+
+    def drop_database(self, name: str, if_exists: bool = False, cascade: bool = False) -> None:
+        if not self.has_database(name):
+            if if_exists:
+                return
+            raise CatalogError(f"Database '{name}' does not exist")
+        if name == DEFAULT_DATABASE or name == self.current_database:
+            raise CatalogError(f"Cannot drop database '{name}': it is the default or current database")
+        contents = self.objects(name) + self.objects(name, "function")
+        if contents and not cascade:
+            raise CatalogError(f"Database '{name}' is not empty (use DROP DATABASE {name} CASCADE)")
+        for obj in contents:
+            self.drop(obj.name, "function" if isinstance(obj, FunctionDef) else "relation")
+        self._new_databases.discard(name)
+        if self.directory is not None and not self._staged:
+            folder = self.directory / quote(name, safe="")
+            if folder.exists():
+                folder.rmdir()
+
+    def use(self, name: str) -> None:
+        if not self.has_database(name):
+            raise CatalogError(f"Database '{name}' does not exist (databases: {', '.join(self.databases())})")
+        self.current_database = name
 
     def create(self, obj: CatalogObject, if_not_exists: bool = False) -> bool:
         """Register an object; False when IF NOT EXISTS (or an identical definition) made it a no-op.
@@ -112,6 +148,7 @@ class Catalog:
         clone = copy.copy(self)
         clone._temporary = dict(self._temporary)
         clone._persistent = dict(self._persistent)
+        clone._new_databases = set(self._new_databases)
         clone._staged = True
         return clone
 

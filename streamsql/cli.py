@@ -27,7 +27,9 @@ def default_catalog_dir() -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamsql", description="Flink SQL on Apache Spark.")
+    parser = argparse.ArgumentParser(
+        prog="streamsql", description="Flink SQL on Apache Spark. Without a command: the interactive SQL shell."
+    )
     parser.add_argument("--catalog", help="catalog directory (default: $STREAMSQL_CATALOG or the project's catalog/)")
     parser.add_argument("--master", help="Spark master URL (default: local[*])")
     parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
@@ -58,11 +60,8 @@ def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command != "run":
-        build_parser().print_help()
-        return 0
     try:
-        return _run(args)
+        return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         _print_error(error.render())
         if args.verbose:
@@ -79,12 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from streamsql.catalog import Catalog
     from streamsql.plan.udfs import add_search_path
-    from streamsql.runtime.engine import Engine
     from streamsql.runtime.results import ResultWriter
 
-    if args.execute is not None:
+    if getattr(args, "execute", None) is not None:
         text = args.execute
     else:
         path = Path(args.file)
@@ -93,15 +90,36 @@ def _run(args) -> int:
         text = path.read_text()
         add_search_path(path.parent)
     add_search_path(Path.cwd())
-    engine = Engine(Catalog(args.catalog or default_catalog_dir()), args.master, args.remote)
-    for item in args.conf:
-        key, _, value = item.partition("=")
-        engine.settings.set(key.strip(), value.strip())
+    engine = _engine(args)
     try:
         engine.run_script(text, ResultWriter(args.format))
     finally:
         engine.stop()
     return 0
+
+
+def _engine(args):
+    from streamsql.catalog import Catalog
+    from streamsql.runtime.engine import Engine
+
+    engine = Engine(Catalog(args.catalog or default_catalog_dir()), args.master, args.remote)
+    for item in args.conf:
+        key, _, value = item.partition("=")
+        engine.settings.set(key.strip(), value.strip())
+    return engine
+
+
+def _repl(args) -> int:
+    """The interactive shell; with piped input (`streamsql < job.sql`), run that script."""
+    from streamsql.plan.udfs import add_search_path
+
+    add_search_path(Path.cwd())
+    if not sys.stdin.isatty():
+        args.execute = sys.stdin.read()
+        return _run(args)
+    from streamsql.repl import run_repl
+
+    return run_repl(_engine(args))
 
 
 def _print_error(text: str) -> None:

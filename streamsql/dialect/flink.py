@@ -9,14 +9,29 @@ Flink semantics differ from the generic ones parse into the nodes in ``functions
 
 from __future__ import annotations
 
+import logging
+
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.generator import Generator
 from sqlglot.parser import Parser
 from sqlglot.tokens import Tokenizer, TokenType
+from sqlglot.trie import new_trie
 
 from streamsql.dialect import functions as F
 from streamsql.dialect import windows as W
+
+
+# sqlglot warns on stderr when it falls back to a raw command; streamsql reports those itself.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+SHOW_LISTS = ("CATALOGS", "DATABASES", "TABLES", "VIEWS", "FUNCTIONS", "JOBS", "CURRENT DATABASE", "CURRENT CATALOG")
+
+
+class Show(exp.Expression):
+    """SHOW TABLES, SHOW CREATE TABLE t, ...: ``this`` is what to show."""
+
+    arg_types = {"this": True, "target": False}
 
 
 class Flink(Dialect):
@@ -38,7 +53,12 @@ class Flink(Dialect):
             "ROW": TokenType.STRUCT,
             "TIMESTAMP_LTZ": TokenType.TIMESTAMPLTZ,
             "MULTISET": TokenType.ARRAY,
+            # EXPLAIN <statement> parses like DESCRIBE <statement>; DESCRIBE <table> stays.
+            "EXPLAIN": TokenType.DESCRIBE,
+            "RESET": TokenType.COMMAND,
         }
+        # SHOW is parsed (SHOW_PARSERS below), not swallowed as a raw command.
+        COMMANDS = Tokenizer.COMMANDS - {TokenType.SHOW}
         # Flink has no '#'/'$' parameters or '{' placeholders; keep them as errors.
         COMMENTS = ["--", ("/*", "*/")]
 
@@ -78,6 +98,15 @@ class Flink(Dialect):
 
         SCHEMA_UNNAMED_CONSTRAINTS = {*Parser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
+        STATEMENT_PARSERS = {**Parser.STATEMENT_PARSERS, TokenType.SHOW: lambda self: self._parse_show()}
+
+        SHOW_PARSERS = {
+            **{kind: (lambda k: lambda self: self.expression(Show(this=exp.var(k))))(kind) for kind in SHOW_LISTS},
+            "CREATE TABLE": lambda self: self.expression(Show(this=exp.var("CREATE TABLE"), target=self._parse_table_parts())),
+            "CREATE VIEW": lambda self: self.expression(Show(this=exp.var("CREATE VIEW"), target=self._parse_table_parts())),
+        }
+        SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
+
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""
 
@@ -110,6 +139,7 @@ class Flink(Dialect):
             W.WindowTVF: W.window_tvf_sql,
             W.GroupWindow: W.group_window_sql,
             W.GroupWindowProperty: W.group_window_property_sql,
+            Show: lambda self, e: f"SHOW {e.this.name}" + (f" {self.sql(e, 'target')}" if e.args.get("target") else ""),
         }
 
         def property_sql(self, expression: exp.Property) -> str:

@@ -89,7 +89,25 @@ class InsertStep:
     overwrite: bool
 
 
-Step = DefineStep | DropStep | SetStep | QueryStep | InsertStep
+@dataclass
+class ResultStep:
+    """A statement answered from the catalog alone (SHOW, DESCRIBE, USE, ...)."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+
+@dataclass
+class ExplainStep:
+    step: QueryStep | InsertStep
+
+
+@dataclass
+class JobsStep:
+    pass
+
+
+Step = DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | ExplainStep | JobsStep
 
 
 def spark_name(name: ObjectName) -> str:
@@ -114,6 +132,19 @@ class Planner:
             raise
 
     def _plan(self, node: exp.Expression) -> Step:
+        from streamsql.plan.statements import plan_catalog_statement
+
+        answer = plan_catalog_statement(node, self.catalog)
+        if answer is not None:
+            return answer
+        if isinstance(node, exp.Describe) and not isinstance(node.this, exp.Table):
+            inner = self._plan(node.this)
+            if not isinstance(inner, (QueryStep, InsertStep)):
+                raise ValidationError("EXPLAIN takes a SELECT or an INSERT")
+            return ExplainStep(inner)
+        if isinstance(node, exp.Command) and node.name.upper() == "RESET":
+            key = (node.expression.name if node.expression else "").strip().strip("'") or None
+            return SetStep(key, None) if key else SetStep("__all__", None)
         if isinstance(node, exp.Create):
             obj = define(node, self.catalog.current_database, self.base_dir)
             if isinstance(obj, ViewDef):

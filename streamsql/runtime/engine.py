@@ -18,7 +18,10 @@ from streamsql.errors import StreamsqlError
 from streamsql.plan.planner import (
     DefineStep,
     DropStep,
+    ExplainStep,
     InsertStep,
+    JobsStep,
+    ResultStep,
     Planner,
     QueryPlan,
     QueryStep,
@@ -75,8 +78,23 @@ class Engine:
         """
         if isinstance(step, (DefineStep, DropStep)):
             return
-        if isinstance(step, SetStep):
-            self._apply_setting(step)
+        if isinstance(step, ResultStep):
+            if step.columns:
+                writer.begin(step.columns)
+                writer.rows(step.rows)
+                writer.end()
+        elif isinstance(step, SetStep):
+            self._apply_setting(step, writer)
+        elif isinstance(step, ExplainStep):
+            from streamsql.runtime.explain import explain
+
+            writer.begin(["plan"])
+            writer.rows([(line,) for line in explain(self, step.step)])
+            writer.end()
+        elif isinstance(step, JobsStep):
+            writer.begin(["job id", "name", "status", "rows/s in", "watermark"])
+            writer.rows(self.jobs())
+            writer.end()
         elif isinstance(step, QueryStep):
             self._run_query(step.plan, writer)
         elif isinstance(step, InsertStep):
@@ -98,9 +116,31 @@ class Engine:
             self._spark.stop()
         self._spark = None
 
-    def _apply_setting(self, step: SetStep) -> None:
+    def cancel(self) -> None:
+        """Stop whatever this session is running (Ctrl-C in the REPL)."""
+        if self._spark is None:
+            return
+        for query in self._spark.streams.active:
+            query.stop()
+        self._spark.sparkContext.cancelAllJobs()
+
+    def jobs(self) -> list[tuple]:
+        """The streaming queries running in this session."""
+        if self._spark is None:
+            return []
+        rows = []
+        for query in self._spark.streams.active:
+            progress = query.lastProgress or {}
+            rate = progress.get("inputRowsPerSecond")
+            watermark = (progress.get("eventTime") or {}).get("watermark")
+            rows.append((query.id, query.name, query.status.get("message"), rate, watermark))
+        return rows
+
+    def _apply_setting(self, step: SetStep, writer: ResultWriter) -> None:
         if step.key is None:
-            self.log(self.settings.describe())
+            writer.begin(["key", "value"])
+            writer.rows(self.settings.rows())
+            writer.end()
             return
         self.settings.set(step.key, step.value)
         if self._spark is not None and step.key.startswith("spark.sql."):
@@ -292,8 +332,10 @@ class Engine:
         return str(Path(root) / f"{name}-{digest}")
 
     def _await(self, query) -> None:
+        """Wait for a streaming query in short steps, so Ctrl-C lands between py4j calls."""
         try:
-            query.awaitTermination()
+            while not query.awaitTermination(0.5):
+                pass
         except KeyboardInterrupt:
             query.stop()
             raise

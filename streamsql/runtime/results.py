@@ -84,12 +84,13 @@ class ResultWriter:
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(show_lines=False, header_style="bold")
         for name in self.columns:
-            table.add_column(name, overflow="fold")
+            table.add_column(Text(name), overflow="fold")
         for row in self._buffer:
-            table.add_row(*["NULL" if v is None else v for v in row])
+            table.add_row(*[Text("NULL" if v is None else v) for v in row])
         console = Console(file=self.out, width=max(80, min(250, 20 * len(self.columns))))
         console.print(table)
         console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")

@@ -7,7 +7,11 @@ from streamsql.errors import ValidationError
 DEFAULTS = {
     "execution.runtime-mode": "streaming",
 }
-_CHOICES = {"execution.runtime-mode": ("streaming", "batch")}
+_CHOICES = {
+    "execution.runtime-mode": ("streaming", "batch"),
+    "sql-client.execution.result-mode": ("table", "changelog", "tableau"),
+    "sql-client.verbose": ("true", "false"),
+}
 
 
 class Settings:
@@ -20,6 +24,9 @@ class Settings:
         return self._values.get(key, default)
 
     def set(self, key: str, value: str | None) -> None:
+        if key == "__all__":  # RESET with no key
+            self._values = dict(DEFAULTS)
+            return
         if value is None:
             self._values.pop(key, None)
             if key in DEFAULTS:
@@ -37,5 +44,5 @@ class Settings:
     def spark_conf(self) -> dict[str, str]:
         return {k: v for k, v in self._values.items() if k.startswith("spark.")}
 
-    def describe(self) -> str:
-        return "\n".join(f"'{k}' = '{v}'" for k, v in sorted(self._values.items()))
+    def rows(self) -> list[tuple[str, str]]:
+        return sorted(self._values.items())

@@ -1,0 +1,81 @@
+"""Statements answered from the catalog: SHOW, DESCRIBE, SHOW CREATE, USE, databases."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from streamsql.catalog import Catalog
+from streamsql.dialect.flink import Flink, Show
+from streamsql.errors import ValidationError
+from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef, object_name, to_flink_sql
+from streamsql.plan.types import type_name
+
+
+def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
+    """A ResultStep (or JobsStep) for a catalog statement; None for anything else."""
+    from streamsql.plan.planner import JobsStep, ResultStep
+
+    if isinstance(node, Show):
+        kind = node.this.name
+        if kind == "JOBS":
+            return JobsStep()
+        if kind.startswith("CREATE"):
+            obj = _relation(node.args["target"], catalog)
+            return ResultStep(["result"], [(to_flink_sql(obj.ddl) + ";",)])
+        return ResultStep(*_listing(kind, catalog))
+    if isinstance(node, exp.Describe) and isinstance(node.this, exp.Table):
+        return ResultStep(*describe(_relation(node.this, catalog)))
+    if isinstance(node, exp.Use):
+        if node.args.get("kind") and node.args["kind"].name.upper() == "CATALOG":
+            if node.this.name != DEFAULT_CATALOG:
+                raise ValidationError(f"Catalog '{node.this.name}' does not exist (the only catalog is '{DEFAULT_CATALOG}')")
+        else:
+            catalog.use(node.this.name)
+        return ResultStep([], [])
+    if isinstance(node, exp.Create) and node.kind in ("DATABASE", "SCHEMA"):
+        catalog.create_database(node.this.name, bool(node.args.get("exists")))
+        return ResultStep([], [])
+    if isinstance(node, exp.Drop) and node.kind in ("DATABASE", "SCHEMA"):
+        catalog.drop_database(node.args["tables"][0].name, bool(node.args.get("exists")), bool(node.args.get("cascade")))
+        return ResultStep([], [])
+    return None
+
+
+def describe(obj: TableDef | ViewDef) -> tuple[list[str], list[tuple]]:
+    """Flink's DESCRIBE: name, type, null, key, extras, watermark."""
+    rows = []
+    keys = obj.primary_key if isinstance(obj, TableDef) else []
+    watermark = obj.watermark if isinstance(obj, TableDef) else None
+    for column in obj.columns:
+        kind = type_name(column.type)
+        if column.time_attribute:
+            kind += f" *{column.time_attribute.upper()}*"
+        extras = f"AS {column.expression.sql(dialect=Flink)}" if column.expression is not None else None
+        mark = None
+        if watermark is not None and watermark.column == column.name:
+            mark = watermark.expression.sql(dialect=Flink)
+        key = f"PRI({', '.join(keys)})" if column.name in keys else None
+        rows.append((column.name, kind, column.name not in keys, key, extras, mark))
+    return ["name", "type", "null", "key", "extras", "watermark"], rows
+
+
+def _listing(kind: str, catalog: Catalog) -> tuple[list[str], list[tuple]]:
+    if kind == "CATALOGS":
+        return ["catalog name"], [(DEFAULT_CATALOG,)]
+    if kind == "CURRENT CATALOG":
+        return ["current catalog name"], [(DEFAULT_CATALOG,)]
+    if kind == "CURRENT DATABASE":
+        return ["current database name"], [(catalog.current_database,)]
+    if kind == "DATABASES":
+        return ["database name"], [(d,) for d in catalog.databases()]
+    if kind == "FUNCTIONS":
+        return ["function name"], [(f.name.name,) for f in catalog.objects(kind="function")]
+    wanted = TableDef if kind == "TABLES" else ViewDef
+    return [f"{kind[:-1].lower()} name"], [(o.name.name,) for o in catalog.objects() if isinstance(o, wanted)]
+
+
+def _relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
+    obj = catalog.get(object_name(table, catalog.current_database))
+    if obj is None:
+        raise ValidationError(f"Table or view '{table.sql()}' does not exist")
+    return obj

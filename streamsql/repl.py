@@ -1,0 +1,194 @@
+"""The interactive SQL shell: `streamsql` with no arguments.
+
+Multi-line statements end with ';' (Enter submits only then), history persists across
+sessions, Tab completes keywords, tables, columns and functions. Ctrl-C cancels the
+running query (or clears the input) and never leaves the shell; Ctrl-D or QUIT does.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion, ThreadedCompleter
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.lexers import PygmentsLexer
+from pygments.lexers.sql import SqlLexer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from streamsql.dialect.script import is_complete
+from streamsql.errors import StreamsqlError
+from streamsql.runtime.engine import Engine
+from streamsql.runtime.results import ResultWriter, format_value
+
+KEYWORDS = """SELECT FROM WHERE GROUP BY HAVING ORDER LIMIT JOIN LEFT RIGHT FULL OUTER INNER ON AS AND OR NOT
+IN EXISTS BETWEEN CASE WHEN THEN ELSE END DISTINCT UNION ALL INSERT INTO OVERWRITE CREATE TEMPORARY TABLE VIEW
+FUNCTION DATABASE DROP IF USE SHOW TABLES VIEWS FUNCTIONS DATABASES CATALOGS JOBS DESCRIBE EXPLAIN SET RESET
+WITH WATERMARK FOR INTERVAL SECOND MINUTE HOUR DAY TABLE DESCRIPTOR TUMBLE HOP CUMULATE SESSION PARTITION
+OVER ROW_NUMBER PRIMARY KEY ENFORCED LANGUAGE PYTHON CAST TIMESTAMP BIGINT INT STRING DOUBLE DECIMAL BOOLEAN
+window_start window_end window_time HELP QUIT""".split()
+FUNCTIONS = """COUNT SUM AVG MIN MAX LOWER UPPER CONCAT SUBSTRING TRIM REPLACE REGEXP_EXTRACT REGEXP_REPLACE
+SPLIT_INDEX DATE_FORMAT HOUR MINUTE YEAR MONTH MOD ABS ROUND FLOOR CEIL COALESCE IF PROCTIME
+TO_TIMESTAMP CURRENT_TIMESTAMP CHAR_LENGTH""".split()
+
+HELP = """Statements end with ';'. Enter inside an unfinished statement starts a new line.
+  SELECT ...; INSERT INTO t SELECT ...;          run a query or a pipeline
+  CREATE [TEMPORARY] TABLE|VIEW|FUNCTION ...;    define catalog objects (DROP ... to remove)
+  SHOW CATALOGS|DATABASES|TABLES|VIEWS|FUNCTIONS|JOBS;  SHOW CREATE TABLE t;  DESCRIBE t;
+  EXPLAIN SELECT ...;                            how streamsql and Spark will run it
+  USE db;  CREATE DATABASE db;  SET 'key' = 'value';  SET;  RESET 'key';
+  SET 'sql-client.execution.result-mode' = 'table' | 'changelog' | 'tableau';
+  SET 'sql-client.verbose' = 'true';             show stack traces on errors
+Ctrl-C cancels a running query; QUIT; or Ctrl-D leaves."""
+
+
+class LiveResult(ResultWriter):
+    """Shows a result as it arrives: an updating table, a scrolling changelog, or tableau rows."""
+
+    def __init__(self, console: Console, mode: str):
+        super().__init__("table", console.file)
+        self.console = console
+        self.mode = mode
+        self._live: Live | None = None
+
+    def begin(self, columns: list[str]) -> None:
+        super().begin(columns)
+        if self.mode == "table" and self._live is None:
+            self._live = Live(self._table(), console=self.console, auto_refresh=False, transient=False)
+            self._live.start()
+
+    def rows(self, rows: list) -> None:
+        self._header_written = True
+        formatted = [["NULL" if v is None else format_value(v) for v in row] for row in rows]
+        self.count += len(formatted)
+        if self.mode == "table":
+            self._buffer.extend(formatted)
+            self._live.update(self._table(), refresh=True)
+        else:
+            prefix = ["+I"] if self.mode == "changelog" else []
+            for row in formatted:
+                self.console.print(" | ".join(prefix + row), markup=False, highlight=False)
+
+    def end(self) -> None:
+        self.close()
+        self.console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _table(self) -> Table:
+        table = Table(header_style="bold")
+        for name in self.columns:
+            table.add_column(Text(name), overflow="fold")
+        for row in self._buffer[-500:]:
+            table.add_row(*[Text(v) for v in row])
+        return table
+
+
+class SqlCompleter(Completer):
+    """Keywords, functions, and the catalog's tables, views and columns."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def get_completions(self, document, complete_event):
+        word = document.get_word_before_cursor(pattern=re.compile(r"[\w.`$]+"))
+        if not word:
+            return
+        lowered = word.lower().strip("`")
+        for candidate in self._candidates():
+            if candidate.lower().startswith(lowered) and candidate.lower() != lowered:
+                yield Completion(candidate, start_position=-len(word))
+
+    def _candidates(self) -> list[str]:
+        names = list(KEYWORDS) + list(FUNCTIONS)
+        catalog = self.engine.catalog
+        try:
+            for database in catalog.databases():
+                for obj in catalog.objects(database):
+                    qualified = obj.name.name if database == catalog.current_database else f"{database}.{obj.name.name}"
+                    names.append(qualified)
+                    names += [c.name for c in getattr(obj, "columns", [])]
+            names += [f.name.name for f in catalog.objects(kind="function")]
+        except StreamsqlError:
+            pass
+        return sorted(set(names), key=str.lower)
+
+
+def key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @Condition
+    def finished() -> bool:
+        from prompt_toolkit.application import get_app
+
+        text = get_app().current_buffer.text
+        return is_complete(text) or text.strip().rstrip(";").upper() in ("QUIT", "EXIT", "HELP", "")
+
+    @bindings.add("enter", filter=finished)
+    def _submit(event) -> None:
+        event.current_buffer.validate_and_handle()
+
+    return bindings
+
+
+def run_repl(engine: Engine, history: Path | None = None) -> int:
+    console = Console(highlight=False)
+    history = history or Path.home() / ".streamsql_history"
+    session = PromptSession(
+        history=FileHistory(str(history)),
+        lexer=PygmentsLexer(SqlLexer),
+        completer=ThreadedCompleter(SqlCompleter(engine)),
+        complete_while_typing=False,
+        multiline=True,
+        key_bindings=key_bindings(),
+        prompt_continuation=lambda width, line, wrap: "-> ".rjust(width),
+    )
+    console.print("streamsql: Flink SQL on Spark. HELP; for help, QUIT; to leave.", style="bold")
+    while True:
+        try:
+            text = session.prompt("Flink SQL> ")
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            break
+        command = text.strip().rstrip(";").strip().upper()
+        if command in ("QUIT", "EXIT"):
+            break
+        if command == "HELP":
+            console.print(HELP, markup=False)
+            continue
+        if command:
+            _execute(engine, text, console)
+    engine.stop()
+    console.print("Goodbye.")
+    return 0
+
+
+def _execute(engine: Engine, text: str, console: Console) -> None:
+    mode = engine.settings.get("sql-client.execution.result-mode", "table").lower()
+    writer = LiveResult(console, mode)
+    try:
+        engine.run_script(text, writer)
+    except KeyboardInterrupt:
+        writer.close()
+        engine.cancel()
+        console.print("Query cancelled.", style="yellow")
+    except StreamsqlError as error:
+        writer.close()
+        console.print(error.render(), style="red", markup=False)
+        if engine.settings.get("sql-client.verbose", "false").lower() == "true":
+            console.print_exception()
+    except Exception as error:  # a bug in streamsql: report it, keep the shell
+        writer.close()
+        console.print(f"Internal error: {type(error).__name__}: {error}", style="red", markup=False)
+        if engine.settings.get("sql-client.verbose", "false").lower() == "true":
+            console.print_exception()

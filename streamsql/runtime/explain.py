@@ -1,0 +1,50 @@
+"""EXPLAIN: what streamsql will do with a statement, and the plan Spark will run."""
+
+from __future__ import annotations
+
+from streamsql.plan.planner import InsertStep, QueryStep
+from streamsql.plan.windows import watermark_delay_ms
+from streamsql.runtime.sources import is_bounded
+from streamsql.spark.dialect import to_spark_sql
+
+
+def explain(engine, step: QueryStep | InsertStep) -> list[str]:
+    plan = step.plan
+    lines = ["== streamsql plan =="]
+    for table in plan.tables:
+        options = table.options
+        kind = f"{options['connector']}" + (f" {options['format']}" if "format" in options else "")
+        bounded = "bounded" if is_bounded(table) else f"unbounded (every {options['source.monitor-interval']})"
+        watermark = ""
+        if table.watermark is not None:
+            watermark = f", watermark on {table.watermark.column} - {watermark_delay_ms(table)} ms"
+        lines.append(f"source {table.name}: {kind}, {bounded}{watermark}")
+    for window in plan.windows:
+        params = ", ".join(f"{k.lower()} {v} ms" for k, v in window.parameters.items())
+        late = "late rows: not tracked (processing time or derived input)"
+        if window.late_source is not None:
+            late = "late rows: dropped and counted" + (
+                f", routed to {window.late_table.name}" if window.late_table else "")
+        lines.append(f"window {window.name}: {window.kind}({params}) on {window.time_column}; {late}")
+    if isinstance(step, InsertStep):
+        lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
+    streaming = engine._streams(plan)
+    if streaming:
+        lines.append("execution: Spark Structured Streaming, append-only changelog; state bounded by the watermark"
+                     " where windows are used, otherwise kept for the job's life")
+    elif engine.settings.streaming:
+        lines.append("execution: bounded input, run to its end as one computation; all windows fire at the"
+                     " end (watermark +inf); state is released when the run ends")
+    else:
+        lines.append("execution: batch")
+    lines += ["", "== Spark SQL ==", to_spark_sql(plan.query), "", "== Spark plan =="]
+    frame, _ = engine._frame(plan, streaming=streaming)
+    lines += _spark_plan(frame).splitlines()
+    return lines
+
+
+def _spark_plan(frame) -> str:
+    try:
+        return frame._sc._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "formatted")
+    except AttributeError:  # Spark Connect: no JVM on this side
+        return "(not available through Spark Connect)"
