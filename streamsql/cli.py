@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("file", nargs="?", help="the .sql script")
     source.add_argument("-e", "--execute", metavar="SQL", help="SQL text to run instead of a file")
+    run.add_argument("-d", "--detach", action="store_true", help="run as a background job (see SHOW JOBS, STOP JOB)")
     for flag in ("--catalog", "--master", "--remote", "--format", "--conf", "--verbose"):
         _share(run, parser, flag)
     return parser
@@ -61,6 +62,8 @@ def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "run" and args.detach:
+            return _detach(argv if argv is not None else sys.argv[1:], args)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         _print_error(error.render())
@@ -70,11 +73,55 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _print_error("Cancelled.")
         return 130
+    except _stop_requested():
+        print("Job stopped.", file=sys.stderr)
+        return 0
     except Exception as error:  # a bug in streamsql: say so plainly
         _print_error(f"Internal error: {type(error).__name__}: {error}" + ("" if args.verbose else " (run with --verbose for details)"))
         if args.verbose:
             traceback.print_exc()
         return 2
+
+
+def _stop_requested():
+    from streamsql.runtime.jobs import StopRequested
+
+    return StopRequested
+
+
+def _detach(argv: list[str], args) -> int:
+    """Start this same command without --detach as a background process; print its job id."""
+    import subprocess
+
+    from streamsql.runtime.jobs import JobRecord
+
+    registry = _engine(args).jobs_registry
+    job_id = registry.new_id()
+    registry.directory.mkdir(parents=True, exist_ok=True)
+    log = registry.directory / f"{job_id}.log"
+    child_args = [a for a in argv if a not in ("-d", "--detach")]
+    if args.file:  # the child may run from another directory: give it the script's full path
+        child_args = [str(Path(a).resolve()) if a == args.file else a for a in child_args]
+    env = dict(os.environ, STREAMSQL_JOB_ID=job_id, STREAMSQL_JOB_LOG=str(log))
+    with open(log, "w") as out:
+        child = subprocess.Popen([sys.executable, "-m", "streamsql.cli", *child_args], stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    registry.save(JobRecord(id=job_id, name=Path(args.file).name if args.file else "sql", pid=child.pid, log=str(log)))
+    print(f"Job {job_id} started (pid {child.pid}); log: {log}")
+    print(f"  streamsql run -e \"SHOW JOBS\"     streamsql run -e \"STOP JOB '{job_id}'\"")
+    return 0
+
+
+def _record_outcome(engine, error: BaseException | None) -> None:
+    """A detached job that ran no streaming query still leaves its outcome in the registry."""
+    from streamsql.runtime.jobs import FAILED, FINISHED, RUNNING
+
+    job_id = os.environ.get("STREAMSQL_JOB_ID")
+    record = engine.jobs_registry.get(job_id) if job_id else None
+    if record is not None and record.pid == os.getpid() and record.status == RUNNING:
+        record.status = FINISHED if error is None else FAILED
+        record.error = None if error is None else str(error)
+        engine.jobs_registry.save(record)
 
 
 def _run(args) -> int:
@@ -91,10 +138,17 @@ def _run(args) -> int:
         add_search_path(path.parent)
     add_search_path(Path.cwd())
     engine = _engine(args)
+    from streamsql.runtime.jobs import install_stop_handler
+
+    install_stop_handler()
     try:
         engine.run_script(text, ResultWriter(args.format))
+    except BaseException as error:
+        _record_outcome(engine, error)
+        raise
     finally:
         engine.stop()
+    _record_outcome(engine, None)
     return 0
 
 

@@ -56,6 +56,7 @@ class Flink(Dialect):
             # EXPLAIN <statement> parses like DESCRIBE <statement>; DESCRIBE <table> stays.
             "EXPLAIN": TokenType.DESCRIBE,
             "RESET": TokenType.COMMAND,
+            "STOP": TokenType.COMMAND,
         }
         # SHOW is parsed (SHOW_PARSERS below), not swallowed as a raw command.
         COMMANDS = Tokenizer.COMMANDS - {TokenType.SHOW}

@@ -30,13 +30,47 @@ class Statement:
     position: Position
 
 
+class StatementSet(exp.Expression):
+    """EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END: one job of several INSERTs."""
+
+    arg_types = {"expressions": True}
+
+
+_SET_BEGIN = re.compile(r"^\s*(?:EXECUTE\s+STATEMENT\s+SET\s+BEGIN|BEGIN\s+STATEMENT\s+SET)\b", re.IGNORECASE)
+_SET_END = re.compile(r"^\s*END\s*$", re.IGNORECASE)
+
+
 def parse_script(script: str) -> list[Statement]:
     """Parse every statement of a script; the first bad one raises SqlSyntaxError."""
-    statements = []
+    statements: list[Statement] = []
+    open_set: list[Statement] | None = None
+    set_start = None
     for start, end in _statement_spans(script):
         text = script[start:end]
+        begin = _SET_BEGIN.match(text)
+        if begin:
+            if open_set is not None:
+                raise SqlSyntaxError("A STATEMENT SET cannot contain another", _position(script, start), script)
+            open_set, set_start = [], start
+            start += begin.end()
+            text = script[start:end]
+            if not text.strip():
+                continue
+        elif open_set is not None and _SET_END.match(text):
+            node = StatementSet(expressions=[s.expression for s in open_set])
+            statements.append(Statement(node, script[set_start:end], _position(script, set_start)))
+            open_set = None
+            continue
         padded = _blank(script[:start]) + text
-        statements.append(Statement(_parse_one(padded, script), text, _position(script, start)))
+        statement = Statement(_parse_one(padded, script), text, _position(script, start))
+        if open_set is None:
+            statements.append(statement)
+        elif isinstance(statement.expression, exp.Insert):
+            open_set.append(statement)
+        else:
+            raise SqlSyntaxError("A STATEMENT SET holds only INSERT INTO statements", statement.position, script)
+    if open_set is not None:
+        raise SqlSyntaxError("STATEMENT SET is missing its END", _position(script, set_start), script)
     return statements
 
 

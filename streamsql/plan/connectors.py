@@ -43,7 +43,7 @@ CONNECTORS = {
             "source.monitor-interval", "source.path.regex-pattern", "partition.default-name",
             "sink.rolling-policy.file-size", "sink.rolling-policy.rollover-interval",
             "sink.rolling-policy.check-interval", "sink.parallelism", "auto-compaction",
-            "compaction.file-size", "late-rows.table",
+            "compaction.file-size", "late-rows.table", "source.max-files-per-batch",
         }),
         formats=frozenset(FORMAT_OPTIONS),
     ),

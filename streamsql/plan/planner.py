@@ -16,7 +16,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.flink import Flink
-from streamsql.dialect.script import Statement
+from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
 from streamsql.plan.connectors import CONNECTORS
 from streamsql.plan.define import define
@@ -107,7 +107,19 @@ class JobsStep:
     pass
 
 
-Step = DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | ExplainStep | JobsStep
+@dataclass
+class StopJobStep:
+    job_id: str
+    savepoint: bool
+
+
+@dataclass
+class StatementSetStep:
+    inserts: list[InsertStep]
+
+
+Step = (DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | ExplainStep | JobsStep
+        | StopJobStep | StatementSetStep)
 
 
 def spark_name(name: ObjectName) -> str:
@@ -142,6 +154,10 @@ class Planner:
             if not isinstance(inner, (QueryStep, InsertStep)):
                 raise ValidationError("EXPLAIN takes a SELECT or an INSERT")
             return ExplainStep(inner)
+        if isinstance(node, StatementSet):
+            return StatementSetStep([self._insert(insert) for insert in node.expressions])
+        if isinstance(node, exp.Command) and node.name.upper() == "STOP":
+            return _stop_job(node)
         if isinstance(node, exp.Command) and node.name.upper() == "RESET":
             key = (node.expression.name if node.expression else "").strip().strip("'") or None
             return SetStep(key, None) if key else SetStep("__all__", None)
@@ -386,6 +402,22 @@ def _resolution_error(error: OptimizeError) -> ValidationError:
         position = Position(int(match.group(1)), max(1, int(match.group(2)) - length + 1))
     message = message.replace('"', "")
     return ValidationError(message, position)
+
+
+def _stop_job(node: exp.Command) -> StopJobStep:
+    """STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]."""
+    text = node.expression.name if node.expression else ""
+    match = re.fullmatch(r"\s*JOB\s+'([^']+)'((?:\s+WITH\s+(?:SAVEPOINT|DRAIN))*)\s*", text, re.IGNORECASE)
+    if not match:
+        raise ValidationError("Expected STOP JOB 'job id' [WITH SAVEPOINT] [WITH DRAIN]")
+    options = match.group(2).upper()
+    if "DRAIN" in options:
+        raise ValidationError(
+            "STOP JOB ... WITH DRAIN is not supported yet: Spark cannot advance a running query's watermark"
+            " to fire its open windows. Stop without DRAIN; the windows fire when the job resumes and its"
+            " input moves on."
+        )
+    return StopJobStep(match.group(1), "SAVEPOINT" in options)
 
 
 def _set_step(node: exp.Set) -> SetStep:

@@ -8,6 +8,7 @@ stored. Spark starts only when a statement needs it.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,8 @@ from streamsql.plan.planner import (
     InsertStep,
     JobsStep,
     ResultStep,
+    StatementSetStep,
+    StopJobStep,
     Planner,
     QueryPlan,
     QueryStep,
@@ -92,13 +95,20 @@ class Engine:
             writer.rows([(line,) for line in explain(self, step.step)])
             writer.end()
         elif isinstance(step, JobsStep):
-            writer.begin(["job id", "name", "status", "rows/s in", "watermark"])
-            writer.rows(self.jobs())
+            from streamsql.runtime.jobs import COLUMNS
+
+            writer.begin(COLUMNS)
+            writer.rows([record.row() for record in self.jobs_registry.all()])
             writer.end()
         elif isinstance(step, QueryStep):
             self._run_query(step.plan, writer)
         elif isinstance(step, InsertStep):
-            self._run_insert(step)
+            self._run_inserts([step])
+        elif isinstance(step, StatementSetStep):
+            self._run_inserts(step.inserts)
+        elif isinstance(step, StopJobStep):
+            record = self.jobs_registry.stop(step.job_id)
+            self.log(f"Stopping job {record.id} ({record.name}); its checkpoint is kept: run the script again to resume.")
 
     # -- Spark -------------------------------------------------------------------------
 
@@ -123,18 +133,6 @@ class Engine:
         for query in self._spark.streams.active:
             query.stop()
         self._spark.sparkContext.cancelAllJobs()
-
-    def jobs(self) -> list[tuple]:
-        """The streaming queries running in this session."""
-        if self._spark is None:
-            return []
-        rows = []
-        for query in self._spark.streams.active:
-            progress = query.lastProgress or {}
-            rate = progress.get("inputRowsPerSecond")
-            watermark = (progress.get("eventTime") or {}).get("watermark")
-            rows.append((query.id, query.name, query.status.get("message"), rate, watermark))
-        return rows
 
     def _apply_setting(self, step: SetStep, writer: ResultWriter) -> None:
         if step.key is None:
@@ -249,30 +247,71 @@ class Engine:
         writer.end()
         self._report_skipped(observed, query)
 
-    def _run_insert(self, step: InsertStep) -> None:
+    def _run_inserts(self, steps: list[InsertStep]) -> None:
+        """Run INSERTs as one job: streaming ones side by side in this Spark application,
+        recorded in the job registry while they run."""
         from streamsql.runtime.failures import translate
+        from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, JobMonitor, StopRequested
+
+        started, monitor = [], None
+        try:
+            for step in steps:
+                query, observed = self._start_insert(step)
+                started.append((query, observed))
+            queries = [q for q, _ in started if q is not None]
+            if queries:
+                name = self.settings.get("pipeline.name") or ", ".join(f"insert-into-{s.table.name.name}" for s in steps)
+                monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
+                monitor.start()
+            for query in queries:
+                self._await(query)
+        except StopRequested:
+            self._stop_all(started)
+            monitor and monitor.finish(CANCELED)
+            raise
+        except BaseException as error:
+            self._stop_all(started)
+            failure = error if isinstance(error, (StreamsqlError, KeyboardInterrupt)) else translate(error)
+            if monitor:
+                monitor.finish(FAILED if not isinstance(error, KeyboardInterrupt) else CANCELED, str(failure))
+            if failure is error:
+                raise
+            raise failure from None
+        if monitor:
+            monitor.finish(FINISHED)
+        for query, observed in started:
+            self._report_skipped(observed, query)
+
+    def _start_insert(self, step: InsertStep) -> tuple:
+        """Start the INSERT as a streaming query, or run it to its end as a bounded one."""
         from streamsql.runtime.sinks import start_stream, write_batch
 
         table = step.table
-        try:
-            query, observed = None, {}
-            if self._streams(step.plan):
-                name = self.settings.get("pipeline.name") or f"insert-into-{table.name.name}"
-                checkpoint = self._checkpoint(step, name)
-                query, observed = self._start_streaming(
-                    step.plan,
-                    lambda frame: start_stream(self._conform(frame, step), table, checkpoint, self._trigger(step.plan), name),
-                )
-            if query is None:
-                frame, observed = self._frame(step.plan, streaming=False)
-                write_batch(self._conform(frame, step), table, step.overwrite)
-            else:
-                self._await(query)
-        except StreamsqlError:
-            raise
-        except Exception as error:
-            raise translate(error) from None
-        self._report_skipped(observed, query)
+        if self._streams(step.plan):
+            name = self.settings.get("pipeline.name") or f"insert-into-{table.name.name}"
+            checkpoint = self._checkpoint(step, name)
+            query, observed = self._start_streaming(
+                step.plan,
+                lambda frame: start_stream(self._conform(frame, step), table, checkpoint, self._trigger(step.plan), name),
+            )
+            if query is not None:
+                return query, observed
+        frame, observed = self._frame(step.plan, streaming=False)
+        write_batch(self._conform(frame, step), table, step.overwrite)
+        return None, observed
+
+    @staticmethod
+    def _stop_all(started: list) -> None:
+        for query, _ in started:
+            if query is not None and query.isActive:
+                query.stop()
+
+    @property
+    def jobs_registry(self):
+        from streamsql.runtime.jobs import JobRegistry
+
+        base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
+        return JobRegistry(Path(base) / "_jobs")
 
     def _conform(self, frame, step: InsertStep):
         """The query's columns cast to the target's types and named as its columns (by position)."""
@@ -333,10 +372,12 @@ class Engine:
 
     def _await(self, query) -> None:
         """Wait for a streaming query in short steps, so Ctrl-C lands between py4j calls."""
+        from streamsql.runtime.jobs import check_stop
+
         try:
             while not query.awaitTermination(0.5):
-                pass
-        except KeyboardInterrupt:
+                check_stop()
+        except BaseException:  # Ctrl-C or STOP JOB: stop the query cleanly, then pass it on
             query.stop()
             raise
         if query.exception() is not None:

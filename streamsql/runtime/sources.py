@@ -45,8 +45,8 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         # A streaming file source watches a directory: read the file's folder, only that file.
         reader = reader.option("pathGlobFilter", globlib.escape(path.name))
         path = path.parent
-    if streaming and not is_bounded(table):
-        reader = reader.option("maxFilesPerTrigger", "100")
+    if streaming:
+        reader = reader.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
     frame = reader.load(str(path))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)

@@ -1,0 +1,162 @@
+"""Jobs: streaming INSERT pipelines as processes that other sessions can see and stop.
+
+Every `streamsql run` that starts streaming queries records itself in the job registry,
+``<catalog>/_jobs/<id>.json`` (written atomically): name, pid, status, and progress that
+a thread refreshes every few seconds (rows read and written, watermark, state size).
+`SHOW JOBS` reads the registry from any process; `STOP JOB 'id'` sends the job process
+SIGTERM, on which it stops its queries cleanly. Checkpoints are kept, so running the same
+script again resumes where the job stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from streamsql.errors import StreamsqlError
+
+RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
+
+
+class StopRequested(Exception):
+    """Raised in a job process when STOP JOB (SIGTERM) asks it to stop."""
+
+
+@dataclass
+class JobRecord:
+    id: str
+    name: str
+    pid: int
+    status: str = RUNNING
+    started: float = field(default_factory=time.time)
+    rows_in: int = 0
+    rows_out: int = 0
+    watermark: str | None = None
+    state_bytes: int = 0
+    log: str | None = None
+    error: str | None = None
+
+    def row(self) -> tuple:
+        return (self.id, self.name, self.status, self.rows_in, self.rows_out, self.watermark, self.state_bytes)
+
+
+COLUMNS = ["job id", "name", "status", "rows in", "rows out", "watermark", "state bytes"]
+
+
+class JobRegistry:
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def new_id(self) -> str:
+        return os.environ.get("STREAMSQL_JOB_ID") or uuid.uuid4().hex[:12]
+
+    def save(self, record: JobRecord) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(asdict(record), handle)
+        os.replace(tmp, self.directory / f"{record.id}.json")
+
+    def get(self, job_id: str) -> JobRecord | None:
+        path = self.directory / f"{job_id}.json"
+        if not path.exists():
+            return None
+        record = JobRecord(**json.loads(path.read_text()))
+        if record.status == RUNNING and not _alive(record.pid):
+            record.status = FAILED
+            record.error = record.error or "the job process died"
+        return record
+
+    def all(self) -> list[JobRecord]:
+        if not self.directory.exists():
+            return []
+        records = [self.get(p.stem) for p in sorted(self.directory.glob("*.json"))]
+        return sorted((r for r in records if r), key=lambda r: r.started)
+
+    def stop(self, job_id: str) -> JobRecord:
+        record = self.get(job_id)
+        if record is None:
+            known = ", ".join(r.id for r in self.all()) or "none"
+            raise StreamsqlError(f"No job '{job_id}' (jobs: {known})")
+        if record.status != RUNNING:
+            raise StreamsqlError(f"Job '{job_id}' is not running (status {record.status})")
+        os.kill(record.pid, signal.SIGTERM)
+        return record
+
+
+class JobMonitor:
+    """Keeps this process's job record current while its streaming queries run."""
+
+    def __init__(self, registry: JobRegistry, name: str, spark, log: str | None = None):
+        self.registry = registry
+        self.spark = spark
+        self.record = JobRecord(id=registry.new_id(), name=name, pid=os.getpid(), log=log)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._refresh_until_done, daemon=True)
+
+    def start(self) -> JobRecord:
+        self.registry.save(self.record)
+        self._thread.start()
+        return self.record
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self._done.set()
+        self._thread.join(5)
+        self._refresh()
+        self.record.status, self.record.error = status, error
+        self.registry.save(self.record)
+
+    def _refresh_until_done(self) -> None:
+        while not self._done.wait(2):
+            self._refresh()
+            self.registry.save(self.record)
+
+    def _refresh(self) -> None:
+        rows_in = rows_out = state = 0
+        watermark = None
+        for query in self.spark.streams.active:
+            for progress in query.recentProgress:
+                rows_in += progress.numInputRows
+                rows_out += max(0, (progress.sink or {}).get("numOutputRows", 0) if isinstance(progress.sink, dict) else 0)
+            last = query.lastProgress
+            if last:
+                watermark = (last.get("eventTime") or {}).get("watermark") or watermark
+                state += sum(op.get("memoryUsedBytes", 0) for op in last.get("stateOperators") or [])
+        if rows_in or watermark:
+            self.record.rows_in, self.record.rows_out = rows_in, rows_out
+            self.record.watermark, self.record.state_bytes = watermark, state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child still answers kill(0)
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+STOP = threading.Event()
+
+
+def install_stop_handler() -> None:
+    """SIGTERM (STOP JOB) sets STOP; the engine, between waits on its queries, raises
+    StopRequested. Raising inside the handler could land mid-py4j-call and break it."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
+
+
+def check_stop() -> None:
+    if STOP.is_set():
+        raise StopRequested()

@@ -1,0 +1,95 @@
+"""Jobs as real processes: crash with SIGKILL and resume exactly once; detach, SHOW JOBS, STOP JOB."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, write
+
+pytestmark = pytest.mark.spark
+
+FILES, ROWS_PER_FILE = 30, 50
+
+
+def job_script(tmp_path) -> str:
+    source, sink = tmp_path / "in", tmp_path / "out"
+    for f in range(FILES):
+        write(source / f"{f:03d}.csv", "".join(f"{f * ROWS_PER_FILE + r},row-{f}-{r}\n" for r in range(ROWS_PER_FILE)))
+    return write(tmp_path / "job.sql", f"""
+CREATE TABLE src (id BIGINT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv',
+  'source.monitor-interval' = '1 second', 'source.max-files-per-batch' = '1');
+CREATE TABLE dst (id BIGINT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+INSERT INTO dst SELECT id, UPPER(s) FROM src;
+""")
+
+
+def start(tmp_path, *args) -> subprocess.Popen:
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"))
+    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def committed_batches(tmp_path) -> int:
+    log = tmp_path / "out" / "_spark_metadata"
+    return len([p for p in log.glob("*") if p.name.isdigit()]) if log.exists() else 0
+
+
+def sink_counts(run, tmp_path) -> tuple[int, int]:
+    rows = run.rows(f"SET 'execution.runtime-mode' = 'batch'; CREATE TEMPORARY TABLE sink_now (id BIGINT, s STRING) WITH "
+                    f"('connector' = 'filesystem', 'path' = '{tmp_path / 'out'}', 'format' = 'csv');"
+                    "SELECT COUNT(*), COUNT(DISTINCT id) FROM sink_now")
+    run.rows("DROP TEMPORARY TABLE sink_now")
+    return int(rows[0][0]), int(rows[0][1])
+
+
+def wait_for(check, seconds: float = 120) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if check():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):
+    script = job_script(tmp_path)
+    job = start(tmp_path, "run", str(script))
+    assert wait_for(lambda: committed_batches(tmp_path) >= 5), job.stderr.read() if job.poll() is not None else "slow"
+    os.killpg(job.pid, signal.SIGKILL)  # the job and its JVM, mid-stream
+    job.wait()
+    done_before = sink_counts(run, tmp_path)[0]
+    assert 0 < done_before < FILES * ROWS_PER_FILE
+
+    rerun = start(tmp_path, "run", str(script))
+    assert wait_for(lambda: sink_counts(run, tmp_path)[0] >= FILES * ROWS_PER_FILE)
+    os.killpg(rerun.pid, signal.SIGTERM)
+    rerun.wait(60)
+    assert sink_counts(run, tmp_path) == (FILES * ROWS_PER_FILE, FILES * ROWS_PER_FILE)
+
+
+def test_detach_show_and_stop_job(run, tmp_path):
+    script = job_script(tmp_path)
+    submitted = start(tmp_path, "run", "--detach", str(script))
+    out, err = submitted.communicate(60)
+    assert submitted.returncode == 0, err
+    job_id = out.split()[1]
+
+    def status() -> list[str]:
+        shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS")
+        lines = shown.communicate(120)[0].splitlines()
+        return next((line.split(",") for line in lines if line.startswith(job_id)), [])
+
+    assert wait_for(lambda: committed_batches(tmp_path) >= 3)
+    row = status()
+    assert row[2] == "RUNNING" and int(row[3]) > 0
+    stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'")
+    assert stopper.wait(120) == 0
+    assert wait_for(lambda: status()[2] == "CANCELED", 60)
+    log = (tmp_path / "catalog" / "_jobs" / f"{job_id}.log").read_text()
+    assert "Job stopped." in log
