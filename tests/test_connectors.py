@@ -135,3 +135,16 @@ def test_persistent_table_visible_in_next_session(spark, tmp_path):
     first.rows(source("t", path).replace("TEMPORARY ", ""))
     second = Runner(spark, tmp_path / "catalog", tmp_path)
     assert len(second.rows("SELECT * FROM t")) == 3
+
+
+def test_create_table_as_select_and_statement_set(run, tmp_path):
+    path = write(tmp_path / "in.csv", ROWS)
+    rows = run.rows(source("t", path) + f"CREATE TABLE big WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'big'}', "
+                    "'format' = 'json') AS SELECT id, amount * 2 AS twice FROM t WHERE amount > 10;"
+                    + source("a", tmp_path / "a") + source("b", tmp_path / "b") +
+                    "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT * FROM t WHERE id = 1; "
+                    "INSERT INTO b SELECT * FROM t WHERE id > 1; END;"
+                    "SET 'execution.runtime-mode' = 'batch';"
+                    "SELECT 'big', COUNT(*), SUM(twice) FROM big UNION ALL SELECT 'a', COUNT(*), SUM(id) FROM a "
+                    "UNION ALL SELECT 'b', COUNT(*), SUM(id) FROM b")
+    assert sorted(rows) == [["a", "1", "1"], ["b", "2", "5"], ["big", "2", "100"]]

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from streamsql.catalog import Catalog
-from streamsql.errors import CatalogError, ValidationError
+from streamsql.errors import CatalogError, ConnectorError, ValidationError
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.results import ResultWriter
 
@@ -77,3 +77,26 @@ def test_set_show_and_reset(engine):
     assert run(engine, "SET")[1:] == [["execution.runtime-mode", "streaming"]]
     with pytest.raises(ValidationError, match="must be one of streaming, batch"):
         run(engine, "SET 'execution.runtime-mode' = 'fast'")
+
+
+def test_alter_table_set_reset_rename(engine, tmp_path):
+    run(engine, "ALTER TABLE bid SET ('csv.field-delimiter' = ';', 'csv.null-literal' = 'N')")
+    run(engine, "ALTER TABLE bid RESET ('csv.null-literal')")
+    run(engine, "ALTER TABLE bid RENAME TO bids")
+    text = run(Engine(Catalog(tmp_path / "cat"), base_dir=tmp_path), "SHOW CREATE TABLE bids")[1][0]
+    assert "'csv.field-delimiter' = ';'" in text and "null-literal" not in text
+    assert not (tmp_path / "cat" / "default_database" / "bid.sql").exists()
+    with pytest.raises(ConnectorError, match="unsupported option"):
+        run(engine, "ALTER TABLE bids SET ('nope' = '1')")
+
+
+def test_create_table_like(engine):
+    run(engine, "CREATE TABLE bid_copy (extra STRING) WITH ('path' = 'copy.csv') LIKE bid")
+    described = run(engine, "DESCRIBE bid_copy")
+    assert [r[0] for r in described[1:]] == ["auction", "price", "ts", "eur", "p", "extra"]
+    assert described[3][5] == "ts - INTERVAL '1' SECOND"
+    text = run(engine, "SHOW CREATE TABLE bid_copy")[1][0]
+    assert "copy.csv" in text and "'format' = 'csv'" in text
+    run(engine, "CREATE TABLE bare WITH ('connector' = 'blackhole') LIKE bid (EXCLUDING OPTIONS)")
+    text = run(engine, "SHOW CREATE TABLE bare")[1][0]
+    assert "'connector' = 'blackhole'" in text and "filesystem" not in text and "WATERMARK FOR ts" in text

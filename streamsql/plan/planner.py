@@ -18,6 +18,7 @@ from streamsql.catalog import Catalog
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.connectors import CONNECTORS
 from streamsql.plan.define import define
 from streamsql.plan.objects import (
@@ -159,8 +160,18 @@ class Planner:
         if isinstance(node, exp.Command) and node.name.upper() == "STOP":
             return _stop_job(node)
         if isinstance(node, exp.Command) and node.name.upper() == "RESET":
-            key = (node.expression.name if node.expression else "").strip().strip("'") or None
+            key = _command_text(node).strip().strip("'") or None
             return SetStep(key, None) if key else SetStep("__all__", None)
+        if isinstance(node, exp.Alter) or (isinstance(node, exp.Command) and node.name.upper() == "ALTER"):
+            return self._alter(node)
+        if isinstance(node, exp.Create) and node.kind == "TABLE" and isinstance(node.expression, exp.Query):
+            return self._create_table_as(node)
+        if isinstance(node, exp.Create) and node.find(exp.LikeProperty):
+            like = node.find(exp.LikeProperty)
+            source = self._relation(like.this.this if isinstance(like.this, exp.Schema) else like.this)
+            if not isinstance(source, TableDef):
+                raise ValidationError(f"CREATE TABLE ... LIKE needs a table, '{source.name}' is a view")
+            node = resolve_like(node, source)
         if isinstance(node, exp.Create):
             obj = define(node, self.catalog.current_database, self.base_dir)
             if isinstance(obj, ViewDef):
@@ -178,6 +189,31 @@ class Planner:
         if isinstance(node, exp.Query):
             return QueryStep(self.plan_query(node))
         raise ValidationError(f"Unsupported statement: {node.key.upper()}")
+
+    def _create_table_as(self, node: exp.Create) -> StatementSetStep:
+        """CREATE TABLE t WITH (...) AS SELECT: define t from the query's columns, then fill it."""
+        plan = self.plan_query(node.expression)
+        definition = table_as_select(node, plan.columns)
+        self._plan(definition)
+        table = self.catalog.get(object_name(definition.this.this, self.catalog.current_database))
+        return StatementSetStep([InsertStep(table, plan, overwrite=False)])
+
+    def _alter(self, node: exp.Expression) -> ResultStep:
+        if isinstance(node, exp.Command):  # ALTER TABLE t RESET ('k', ...)
+            match = re.fullmatch(r"\s*TABLE\s+(.+?)\s+RESET\s*\((.*)\)\s*", _command_text(node), re.I | re.S)
+            if not match:
+                raise ValidationError("Expected ALTER TABLE t SET (...), RESET (...) or RENAME TO u")
+            table_node, action = exp.to_table(match.group(1), dialect=Flink), match.group(2)
+        else:
+            table_node, action = node.this, node.args["actions"][0]
+        table = self._relation(table_node)
+        if not isinstance(table, TableDef) or table.temporary:
+            raise ValidationError(f"ALTER TABLE works on (persistent) tables; '{table.name}' is not one")
+        definition = altered(table, action)
+        new = define(definition, table.name.database, self.base_dir)
+        self.catalog.drop(table.name, "relation")
+        self.catalog.create(new)
+        return ResultStep([], [])
 
     def _drop(self, node: exp.Drop) -> DropStep:
         kind = "function" if node.kind == "FUNCTION" else "relation"
@@ -404,9 +440,15 @@ def _resolution_error(error: OptimizeError) -> ValidationError:
     return ValidationError(message, position)
 
 
+def _command_text(node: exp.Command) -> str:
+    """What follows a command's keyword, as written."""
+    rest = node.expression
+    return "" if rest is None else rest if isinstance(rest, str) else rest.name
+
+
 def _stop_job(node: exp.Command) -> StopJobStep:
     """STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]."""
-    text = node.expression.name if node.expression else ""
+    text = _command_text(node)
     match = re.fullmatch(r"\s*JOB\s+'([^']+)'((?:\s+WITH\s+(?:SAVEPOINT|DRAIN))*)\s*", text, re.IGNORECASE)
     if not match:
         raise ValidationError("Expected STOP JOB 'job id' [WITH SAVEPOINT] [WITH DRAIN]")
