@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-d", "--detach", action="store_true", help="run as a background job (see SHOW JOBS, STOP JOB)")
     for flag in ("--catalog", "--master", "--remote", "--format", "--conf", "--verbose"):
         _share(run, parser, flag)
+    serve = commands.add_parser("serve", help="start a Spark Connect endpoint with the catalog's tables")
+    serve.add_argument("--port", type=int, default=15002, help="port to listen on (default 15002)")
+    for flag in ("--catalog", "--master", "--verbose"):
+        _share(serve, parser, flag)
     return parser
 
 
@@ -64,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)
+        if args.command == "serve":
+            from streamsql.catalog import Catalog
+            from streamsql.runtime.serve import serve
+
+            return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         _print_error(error.render())

@@ -132,7 +132,10 @@ class Engine:
             return
         for query in self._spark.streams.active:
             query.stop()
-        self._spark.sparkContext.cancelAllJobs()
+        if self.remote:
+            self._spark.interruptAll()
+        else:
+            self._spark.sparkContext.cancelAllJobs()
 
     def _apply_setting(self, step: SetStep, writer: ResultWriter) -> None:
         if step.key is None:
@@ -219,25 +222,18 @@ class Engine:
     def _run_query(self, plan: QueryPlan, writer: ResultWriter) -> None:
         from streamsql.runtime.failures import translate
 
+        names = [c.name for c in plan.columns]
         try:
+            writer.begin(names)
             query, observed = None, {}
             if self._streams(plan):
-                def start(frame):
-                    return (
-                        self._displayable(frame, plan).writeStream
-                        .foreachBatch(lambda batch, _: writer.rows(batch.collect()))
-                        .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
-                        .trigger(**self._trigger(plan))
-                        .outputMode("append")
-                        .start()
-                    )
-
-                writer.begin([c.name for c in plan.columns])
-                query, observed = self._start_streaming(plan, start)
+                query, observed = self._start_streaming(plan, self._select_sink(plan, writer))
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
-                writer.begin([c.name for c in plan.columns])
+                writer.begin(names)  # again: nothing was written yet (the header comes with the rows)
                 writer.rows(self._displayable(frame, plan).collect())
+            elif self.remote:
+                self._follow_memory_sink(query, writer)
             else:
                 self._await(query)
         except StreamsqlError:
@@ -246,6 +242,42 @@ class Engine:
             raise translate(error) from None
         writer.end()
         self._report_skipped(observed, query)
+
+    def _select_sink(self, plan: QueryPlan, writer: ResultWriter):
+        """How a streaming SELECT hands rows to the writer: foreachBatch here; through Spark
+        Connect (where foreachBatch runs on the server) a memory table this client reads."""
+        import uuid
+
+        def start(frame):
+            stream = (
+                self._displayable(frame, plan).writeStream
+                .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
+                .trigger(**self._trigger(plan)).outputMode("append")
+            )
+            if self.remote:
+                return stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}").start()
+            return stream.foreachBatch(lambda batch, _: writer.rows(batch.collect())).start()
+
+        return start
+
+    def _follow_memory_sink(self, query, writer: ResultWriter) -> None:
+        from streamsql.runtime.jobs import check_stop
+
+        shown = 0
+        try:
+            while True:
+                finished = query.awaitTermination(0.5)
+                rows = self.spark.sql(f"SELECT * FROM `{query.name}`").offset(shown).collect()
+                writer.rows(rows)
+                shown += len(rows)
+                if finished:
+                    break
+                check_stop()
+        except BaseException:
+            query.stop()
+            raise
+        if query.exception() is not None:
+            raise query.exception()
 
     def _run_inserts(self, steps: list[InsertStep]) -> None:
         """Run INSERTs as one job: streaming ones side by side in this Spark application,

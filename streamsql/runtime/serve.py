@@ -1,0 +1,94 @@
+"""`streamsql serve`: a Spark Connect endpoint with the catalog's tables registered.
+
+Starts Spark's own Connect server (shipped inside pyspark) with streamsql's defaults,
+then, as a client of it, registers every filesystem table of the catalog as a Spark
+table of the same database and name. Any Spark Connect client (a second `streamsql
+--remote`, a notebook, a BI tool) can then query `demo.bid` and friends, including the
+directories that running jobs write.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streamsql.catalog import Catalog
+from streamsql.errors import StreamsqlError
+from streamsql.plan.objects import TableDef
+from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
+from streamsql.spark.dialect import spark_type
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def start_server(port: int, master: str | None = None, log=None) -> subprocess.Popen:
+    """Launch the Connect server as a child process and wait until it accepts connections."""
+    import pyspark
+
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port)}
+    command = [str(spark_submit), "--class", SERVER_CLASS]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
+    server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise StreamsqlError(f"The Spark Connect server exited at start (status {server.returncode})")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return server
+        time.sleep(0.5)
+    server.terminate()
+    raise StreamsqlError(f"The Spark Connect server did not listen on port {port} within 120 s")
+
+
+def register_catalog(remote: str, catalog: Catalog) -> list[str]:
+    """Create a Spark table for every filesystem table in the catalog; their names."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    registered = []
+    for database in catalog.databases():
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        for obj in catalog.objects(database):
+            if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
+                spark.sql(_create_table(obj))
+                registered.append(f"{database}.{obj.name.name}")
+    return registered
+
+
+def _create_table(table: TableDef) -> str:
+    columns = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
+    fmt = table.options["format"]
+    options = {"path": table.options["path"]}
+    if fmt == "csv":
+        options["sep"] = table.options.get("csv.field-delimiter", ",")
+    rendered = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
+    name = f"`{table.name.database}`.`{table.name.name}`"
+    return f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
+
+
+def serve(catalog: Catalog, port: int, master: str | None = None) -> int:
+    server = start_server(port, master)
+    remote = f"sc://localhost:{port}"
+    try:
+        names = register_catalog(remote, catalog)
+        print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
+        print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
+        sys.stdout.flush()
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(30)
+    return 0
