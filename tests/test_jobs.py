@@ -91,5 +91,5 @@ def test_detach_show_and_stop_job(run, tmp_path):
     stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'")
     assert stopper.wait(120) == 0
     assert wait_for(lambda: status()[2] == "CANCELED", 60)
-    log = (tmp_path / "catalog" / "_jobs" / f"{job_id}.log").read_text()
-    assert "Job stopped." in log
+    log = tmp_path / "catalog" / "_jobs" / f"{job_id}.log"
+    assert wait_for(lambda: "Job stopped." in log.read_text(), 60)
