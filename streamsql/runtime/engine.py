@@ -144,8 +144,10 @@ class Engine:
             writer.end()
             return
         self.settings.set(step.key, step.value)
-        if self._spark is not None and step.key.startswith("spark.sql."):
-            self._spark.conf.set(step.key, step.value)
+        if self._spark is not None:
+            for key, value in self.settings.spark_conf().items():
+                if key.startswith("spark.sql.") and self._spark.conf.get(key, None) != value:
+                    self._spark.conf.set(key, value)
 
     def _frame(self, plan: QueryPlan, streaming: bool):
         from streamsql.runtime.sources import source_frame
@@ -284,6 +286,7 @@ class Engine:
         recorded in the job registry while they run."""
         from streamsql.runtime.failures import translate
         from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, JobMonitor, StopRequested
+        from streamsql.runtime.progress import ProgressDisplay
 
         started, monitor = [], None
         try:
@@ -295,8 +298,9 @@ class Engine:
                 name = self.settings.get("pipeline.name") or ", ".join(f"insert-into-{s.table.name.name}" for s in steps)
                 monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
                 monitor.start()
-            for query in queries:
-                self._await(query)
+            with ProgressDisplay(queries):
+                for query in queries:
+                    self._await(query)
         except StopRequested:
             self._stop_all(started)
             monitor and monitor.finish(CANCELED)
@@ -388,8 +392,10 @@ class Engine:
 
         if all(is_bounded(t) for t in plan.tables):
             return {"availableNow": True}
-        intervals = [t.options["source.monitor-interval"] for t in plan.tables if not is_bounded(t)]
-        return {"processingTime": intervals[0]}
+        interval = self.settings.get("execution.checkpointing.interval")
+        if interval is None:
+            interval = next(t.options["source.monitor-interval"] for t in plan.tables if not is_bounded(t))
+        return {"processingTime": interval}
 
     def _checkpoint(self, step: InsertStep, name: str) -> str:
         """A job's checkpoint: the same INSERT resumes where its last run stopped."""

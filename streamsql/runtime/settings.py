@@ -42,7 +42,11 @@ class Settings:
         return self._values["execution.runtime-mode"] == "streaming"
 
     def spark_conf(self) -> dict[str, str]:
-        return {k: v for k, v in self._values.items() if k.startswith("spark.")}
+        """spark.* keys as given, and Flink keys that have a Spark meaning."""
+        conf = {k: v for k, v in self._values.items() if k.startswith("spark.")}
+        if "parallelism.default" in self._values:
+            conf.setdefault("spark.sql.shuffle.partitions", self._values["parallelism.default"])
+        return conf
 
     def rows(self) -> list[tuple[str, str]]:
         return sorted(self._values.items())
