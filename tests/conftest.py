@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
-import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,3 +61,13 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def wait_for(check, seconds: float = 120) -> bool:
+    """Poll until check() holds (True) or the time is up (False)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if check():
+            return True
+        time.sleep(0.5)
+    return False

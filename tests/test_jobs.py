@@ -6,11 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.conftest import ROOT, write
+from tests.conftest import ROOT, wait_for, write
 
 pytestmark = pytest.mark.spark
 
@@ -46,15 +45,6 @@ def sink_counts(run, tmp_path) -> tuple[int, int]:
                     "SELECT COUNT(*), COUNT(DISTINCT id) FROM sink_now")
     run.rows("DROP TEMPORARY TABLE sink_now")
     return int(rows[0][0]), int(rows[0][1])
-
-
-def wait_for(check, seconds: float = 120) -> bool:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if check():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):

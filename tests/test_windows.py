@@ -8,7 +8,7 @@ import time
 import pytest
 
 from streamsql.errors import ValidationError
-from tests.conftest import write
+from tests.conftest import wait_for, write
 
 pytestmark = pytest.mark.spark
 
@@ -178,9 +178,9 @@ def test_continuous_job_emits_windows_as_input_arrives(run, tmp_path):
     time.sleep(5)
     assert written() == []  # window [0, 10) is still open
     write(source / "2.csv", f"a,1,{t(12)}\n")  # the watermark passes 10 s: [0, 10) completes
-    assert _eventually(lambda: written() == [f"{t(0)},2"]), written()
+    assert wait_for(lambda: written() == [f"{t(0)},2"]), written()
     write(source / "3.csv", f"a,1,{t(25)}\n")  # and now [10, 20)
-    assert _eventually(lambda: written() == [f"{t(0)},2", f"{t(10)},1"]), written()
+    assert wait_for(lambda: written() == [f"{t(0)},2", f"{t(10)},1"]), written()
     for query in run.engine.spark.streams.active:
         query.stop()
     job.join(30)
@@ -192,15 +192,6 @@ def _run_catching(run, script, errors):
         run.rows(script)
     except Exception as error:  # reported to the test thread
         errors.append(error)
-
-
-def _eventually(check, seconds: float = 40) -> bool:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if check():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_window_aggregates_distinct_filter_and_grouping_sets(run, tmp_path):

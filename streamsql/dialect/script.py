@@ -97,7 +97,7 @@ def _statement_spans(script: str) -> list[tuple[int, int]]:
         tokens = _DIALECT.tokenize(script)
     except TokenError as error:
         raise _token_error(script, error) from None
-    spans, first = [], None
+    spans, first, last = [], None, None
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
             if first is not None:
