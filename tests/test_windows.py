@@ -181,10 +181,15 @@ def test_continuous_job_emits_windows_as_input_arrives(run, tmp_path):
     assert wait_for(lambda: written() == [f"{t(0)},2"]), written()
     write(source / "3.csv", f"a,1,{t(25)}\n")  # and now [10, 20)
     assert wait_for(lambda: written() == [f"{t(0)},2", f"{t(10)},1"]), written()
+    write(source / "4.csv", f"a,1,{t(3)}\n")  # behind the watermark now: dropped, and counted
+    assert wait_for(lambda: any(p["stateOperators"][0]["numRowsDroppedByWatermark"]
+                                for q in run.engine.spark.streams.active for p in q.recentProgress))
     for query in run.engine.spark.streams.active:
         query.stop()
     job.join(30)
     assert not errors
+    assert written() == [f"{t(0)},2", f"{t(10)},1"]
+    assert any("Dropped 1 late row(s) in insert-into-dst" in line for line in run.log), run.log
 
 
 def _run_catching(run, script, errors):

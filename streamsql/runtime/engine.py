@@ -317,6 +317,7 @@ class Engine:
             monitor.finish(FINISHED)
         for query, observed in started:
             self._report_skipped(observed, query)
+            self._report_streaming_late(query)
 
     def _start_insert(self, step: InsertStep) -> tuple:
         """Start the INSERT as a streaming query, or run it to its end as a bounded one."""
@@ -420,6 +421,15 @@ class Engine:
             raise
         if query.exception() is not None:
             raise query.exception()
+
+    def _report_streaming_late(self, query) -> None:
+        from streamsql.runtime.jobs import late_rows_dropped
+
+        if query is None:
+            return
+        dropped = sum(late_rows_dropped(p) for p in query.recentProgress)
+        if dropped:
+            self.log(f"Dropped {dropped} late row(s) in {query.name or 'the query'} (behind the watermark)")
 
     def _report_late(self, window: WindowRelation, dropped: int) -> None:
         if not dropped:

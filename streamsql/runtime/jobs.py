@@ -40,14 +40,16 @@ class JobRecord:
     rows_out: int = 0
     watermark: str | None = None
     state_bytes: int = 0
+    late_rows: int = 0
     log: str | None = None
     error: str | None = None
 
     def row(self) -> tuple:
-        return (self.id, self.name, self.status, self.rows_in, self.rows_out, self.watermark, self.state_bytes)
+        return (self.id, self.name, self.status, self.rows_in, self.rows_out, self.watermark, self.state_bytes,
+                self.late_rows)
 
 
-COLUMNS = ["job id", "name", "status", "rows in", "rows out", "watermark", "state bytes"]
+COLUMNS = ["job id", "name", "status", "rows in", "rows out", "watermark", "state bytes", "late rows dropped"]
 
 
 class JobRegistry:
@@ -119,12 +121,13 @@ class JobMonitor:
             self.registry.save(self.record)
 
     def _refresh(self) -> None:
-        rows_in = rows_out = state = 0
+        rows_in = rows_out = state = late = 0
         watermark = None
         for query in self.spark.streams.active:
             for progress in query.recentProgress:
                 rows_in += progress.numInputRows
                 rows_out += max(0, (progress.sink or {}).get("numOutputRows", 0) if isinstance(progress.sink, dict) else 0)
+                late += late_rows_dropped(progress)
             last = query.lastProgress
             if last:
                 watermark = (last.get("eventTime") or {}).get("watermark") or watermark
@@ -132,6 +135,12 @@ class JobMonitor:
         if rows_in or watermark:
             self.record.rows_in, self.record.rows_out = rows_in, rows_out
             self.record.watermark, self.record.state_bytes = watermark, state
+            self.record.late_rows = late
+
+
+def late_rows_dropped(progress) -> int:
+    """Rows a micro-batch's stateful operators dropped as late (behind the watermark)."""
+    return sum(op.get("numRowsDroppedByWatermark", 0) or 0 for op in progress.get("stateOperators") or [])
 
 
 def _alive(pid: int) -> bool:
