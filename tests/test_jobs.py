@@ -83,3 +83,28 @@ def test_detach_show_and_stop_job(run, tmp_path):
     assert wait_for(lambda: status()[2] == "CANCELED", 60)
     log = tmp_path / "catalog" / "_jobs" / f"{job_id}.log"
     assert wait_for(lambda: "Job stopped." in log.read_text(), 60)
+
+
+def test_stop_with_drain_fires_open_windows(run, tmp_path):
+    source, sink = tmp_path / "in", tmp_path / "out"
+    write(source / "1.csv", "a,1,2026-01-01 00:00:01\na,1,2026-01-01 00:00:02\na,1,2026-01-01 00:00:12\n")
+    script = write(tmp_path / "windows.sql", f"""
+CREATE TABLE src (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1 second');
+CREATE TABLE dst (window_start TIMESTAMP(3), c BIGINT) WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+INSERT INTO dst SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end;
+""")
+    out, err = start(tmp_path, "run", "--detach", str(script)).communicate(60)
+    job_id = out.split()[1]
+
+    def written() -> list[str]:
+        return sorted(line for f in sink.glob("part-*.csv") for line in f.read_text().splitlines())
+
+    assert wait_for(lambda: written() == ["2026-01-01 00:00:00.000,2"]), written()
+    stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+    assert stopper.wait(120) == 0, stopper.stderr.read()
+    assert wait_for(lambda: written() == ["2026-01-01 00:00:00.000,2", "2026-01-01 00:00:10.000,1"], 90), written()
+    shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0]
+    assert wait_for(lambda: f"{job_id},insert-into-dst,FINISHED" in
+                    start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0], 60), shown

@@ -112,6 +112,7 @@ class JobsStep:
 class StopJobStep:
     job_id: str
     savepoint: bool
+    drain: bool
 
 
 @dataclass
@@ -453,13 +454,7 @@ def _stop_job(node: exp.Command) -> StopJobStep:
     if not match:
         raise ValidationError("Expected STOP JOB 'job id' [WITH SAVEPOINT] [WITH DRAIN]")
     options = match.group(2).upper()
-    if "DRAIN" in options:
-        raise ValidationError(
-            "STOP JOB ... WITH DRAIN is not supported yet: Spark cannot advance a running query's watermark"
-            " to fire its open windows. Stop without DRAIN; the windows fire when the job resumes and its"
-            " input moves on."
-        )
-    return StopJobStep(match.group(1), "SAVEPOINT" in options)
+    return StopJobStep(match.group(1), "SAVEPOINT" in options, "DRAIN" in options)
 
 
 def _set_step(node: exp.Set) -> SetStep:

@@ -33,6 +33,7 @@ from streamsql.plan.planner import (
     spark_name,
 )
 from streamsql.plan.windows import WindowRelation
+from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.results import ResultWriter
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -51,6 +52,7 @@ class Engine:
         self.log = log or (lambda message: print(message, file=sys.stderr))
         self._spark = spark
         self._owns_spark = spark is None
+        self.drain = DrainSources()
 
     # -- scripts -----------------------------------------------------------------------
 
@@ -107,8 +109,11 @@ class Engine:
         elif isinstance(step, StatementSetStep):
             self._run_inserts(step.inserts)
         elif isinstance(step, StopJobStep):
-            record = self.jobs_registry.stop(step.job_id)
-            self.log(f"Stopping job {record.id} ({record.name}); its checkpoint is kept: run the script again to resume.")
+            record = self.jobs_registry.stop(step.job_id, step.drain)
+            if step.drain:
+                self.log(f"Draining job {record.id} ({record.name}): its open windows fire, then it finishes.")
+            else:
+                self.log(f"Stopping job {record.id} ({record.name}); its checkpoint is kept: run the script again to resume.")
 
     # -- Spark -------------------------------------------------------------------------
 
@@ -156,7 +161,7 @@ class Engine:
         spark = self.spark
         observed: dict = {}
         for table in plan.tables:
-            source_frame(spark, table, streaming, observed).createOrReplaceTempView(spark_name(table.name))
+            source_frame(spark, table, streaming, observed, self.drain).createOrReplaceTempView(spark_name(table.name))
         for function in plan.functions:
             register_udf(spark, function)
         for name, derived in plan.derived.items():
@@ -411,10 +416,17 @@ class Engine:
 
     def _await(self, query) -> None:
         """Wait for a streaming query in short steps, so Ctrl-C lands between py4j calls."""
-        from streamsql.runtime.jobs import check_stop
+        from streamsql.runtime.drain import drained
+        from streamsql.runtime.jobs import DRAIN, check_stop
 
         try:
             while not query.awaitTermination(0.5):
+                if DRAIN.is_set():
+                    self.drain.release()
+                    if drained(query):
+                        query.stop()
+                        self.log(f"Drained {query.name or 'the query'}: every open window fired.")
+                        break
                 check_stop()
         except BaseException:  # Ctrl-C or STOP JOB: stop the query cleanly, then pass it on
             query.stop()

@@ -82,14 +82,14 @@ class JobRegistry:
         records = [self.get(p.stem) for p in sorted(self.directory.glob("*.json"))]
         return sorted((r for r in records if r), key=lambda r: r.started)
 
-    def stop(self, job_id: str) -> JobRecord:
+    def stop(self, job_id: str, drain: bool = False) -> JobRecord:
         record = self.get(job_id)
         if record is None:
             known = ", ".join(r.id for r in self.all()) or "none"
             raise StreamsqlError(f"No job '{job_id}' (jobs: {known})")
         if record.status != RUNNING:
             raise StreamsqlError(f"Job '{job_id}' is not running (status {record.status})")
-        os.kill(record.pid, signal.SIGTERM)
+        os.kill(record.pid, signal.SIGUSR1 if drain else signal.SIGTERM)
         return record
 
 
@@ -158,12 +158,15 @@ def _alive(pid: int) -> bool:
 
 
 STOP = threading.Event()
+DRAIN = threading.Event()
 
 
 def install_stop_handler() -> None:
-    """SIGTERM (STOP JOB) sets STOP; the engine, between waits on its queries, raises
-    StopRequested. Raising inside the handler could land mid-py4j-call and break it."""
+    """SIGTERM (STOP JOB) sets STOP, SIGUSR1 (STOP JOB ... WITH DRAIN) sets DRAIN; the engine
+    acts on them between waits on its queries. Raising inside the handler could land
+    mid-py4j-call and break it."""
     signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
+    signal.signal(signal.SIGUSR1, lambda signum, frame: DRAIN.set())
 
 
 def check_stop() -> None:

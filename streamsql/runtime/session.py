@@ -46,6 +46,12 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     os.environ.setdefault("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
     from pyspark.sql import SparkSession
 
+    # PySpark logs every failed query with its Java stack trace; streamsql reports failures itself.
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
     builder = SparkSession.builder
     if remote:
         builder = builder.remote(remote)

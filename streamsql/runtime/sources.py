@@ -15,6 +15,7 @@ from streamsql.plan.connectors import is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
+from streamsql.runtime.drain import SENTINEL
 from streamsql.spark.windows import SEQ_COLUMN
 
 CORRUPT_COLUMN = "_streamsql_corrupt_record"
@@ -26,8 +27,12 @@ def is_bounded(table: TableDef) -> bool:
     return "source.monitor-interval" not in table.options
 
 
-def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict):
-    """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark."""
+def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None):
+    """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
+
+    ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that lets a
+    continuous job fire its open windows when it is stopped WITH DRAIN.
+    """
     from pyspark.sql import functions as F
 
     options = table.options
@@ -39,23 +44,33 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
     if checks_rows:
         schema += f", `{CORRUPT_COLUMN}` STRING"
-    reader = (spark.readStream if streaming else spark.read).format(fmt).schema(schema)
-    reader = reader.options(**_format_options(table))
+
+    def reader():
+        read = (spark.readStream if streaming else spark.read).format(fmt).schema(schema)
+        read = read.options(**_format_options(table))
+        if streaming:
+            read = read.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
+        return read
+
     if path.is_file():
         # A streaming file source watches a directory: read the file's folder, only that file.
-        reader = reader.option("pathGlobFilter", globlib.escape(path.name))
-        path = path.parent
-    if streaming:
-        reader = reader.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
-    frame = reader.load(str(path))
+        frame = reader().option("pathGlobFilter", globlib.escape(path.name)).load(str(path.parent))
+    else:
+        frame = reader().load(str(path))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
+    drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
+    if drains:
+        frame = frame.unionByName(reader().load(str(drain.directory(table))))
     columns = [f"`{c.name}`" for c in table.physical_columns]
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     frame = frame.selectExpr(*columns)
     if table.watermark is not None:
         if streaming:
             frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
+            if drains:  # the sentinel moves the watermark, then leaves
+                time_column = F.col(f"`{table.watermark.column}`")
+                frame = frame.filter(time_column.isNull() | (time_column < F.lit(SENTINEL).cast("timestamp")))
         else:  # the read order, for telling late rows apart (spark.windows)
             frame = frame.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
     return frame
