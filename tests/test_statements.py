@@ -47,6 +47,8 @@ def test_describe(engine):
     assert rows[3] == ["ts", "TIMESTAMP(3) *ROWTIME*", "true", "", "", "ts - INTERVAL '1' SECOND"]
     assert rows[4] == ["eur", "DECIMAL(21, 1)", "true", "", "AS price * 0.9", ""] or rows[4][4] == "AS price * 0.9"
     assert rows[5][1] == "TIMESTAMP_LTZ(3) *PROCTIME*"
+    assert rows[6:] == [["WITH 'connector'", "filesystem", "", "", "", ""], ["WITH 'path'", str(engine.base_dir / "bid.csv"), "", "", "", ""],
+                        ["WITH 'format'", "csv", "", "", "", ""]]
 
 
 def test_show_create_table_round_trips(engine, tmp_path):
@@ -93,7 +95,7 @@ def test_alter_table_set_reset_rename(engine, tmp_path):
 def test_create_table_like(engine):
     run(engine, "CREATE TABLE bid_copy (extra STRING) WITH ('path' = 'copy.csv') LIKE bid")
     described = run(engine, "DESCRIBE bid_copy")
-    assert [r[0] for r in described[1:]] == ["auction", "price", "ts", "eur", "p", "extra"]
+    assert [r[0] for r in described[1:] if not r[0].startswith("WITH")] == ["auction", "price", "ts", "eur", "p", "extra"]
     assert described[3][5] == "ts - INTERVAL '1' SECOND"
     text = run(engine, "SHOW CREATE TABLE bid_copy")[1][0]
     assert "copy.csv" in text and "'format' = 'csv'" in text

@@ -42,7 +42,7 @@ def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
 
 
 def describe(obj: TableDef | ViewDef) -> tuple[list[str], list[tuple]]:
-    """Flink's DESCRIBE: name, type, null, key, extras, watermark."""
+    """Flink's DESCRIBE (name, type, null, key, extras, watermark), then the table's options."""
     rows = []
     keys = obj.primary_key if isinstance(obj, TableDef) else []
     watermark = obj.watermark if isinstance(obj, TableDef) else None
@@ -56,6 +56,8 @@ def describe(obj: TableDef | ViewDef) -> tuple[list[str], list[tuple]]:
             mark = watermark.expression.sql(dialect=Flink)
         key = f"PRI({', '.join(keys)})" if column.name in keys else None
         rows.append((column.name, kind, column.name not in keys, key, extras, mark))
+    if isinstance(obj, TableDef):  # then the connector options, one row each
+        rows += [(f"WITH '{k}'", v, None, None, None, None) for k, v in obj.options.items()]
     return ["name", "type", "null", "key", "extras", "watermark"], rows
 
 

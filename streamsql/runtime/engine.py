@@ -149,6 +149,9 @@ class Engine:
             writer.end()
             return
         self.settings.set(step.key, step.value)
+        if step.key == "table.exec.state.ttl" and step.value is not None:
+            self.log("Note: 'table.exec.state.ttl' is not applied yet: Spark has no TTL for SQL state; "
+                     "state is bounded by watermarks (windows) or kept for the job's life.")
         if self._spark is not None:
             for key, value in self.settings.spark_conf().items():
                 if key.startswith("spark.sql.") and self._spark.conf.get(key, None) != value:
