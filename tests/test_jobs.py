@@ -76,8 +76,7 @@ def test_detach_show_and_stop_job(run, tmp_path):
         return next((line.split(",") for line in lines if line.startswith(job_id)), [])
 
     assert wait_for(lambda: committed_batches(tmp_path) >= 3)
-    row = status()
-    assert row[2] == "RUNNING" and int(row[3]) > 0
+    assert wait_for(lambda: (lambda row: row[2] == "RUNNING" and int(row[3]) > 0)(status()), 60)  # progress every 2 s
     stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'")
     assert stopper.wait(120) == 0
     assert wait_for(lambda: status()[2] == "CANCELED", 60)

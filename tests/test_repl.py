@@ -44,7 +44,7 @@ def test_a_session(shell, tmp_path):
     shell.expect("demo.auction")
     shell.send(";\r")
     shell.expect(r"initialBid")
-    shell.expect(r"10 rows in set")
+    shell.expect(r"13 rows in set")  # 10 columns, 3 options
     shell.expect_exact(PROMPT)
 
     # An error is one message with the position; the shell goes on.
