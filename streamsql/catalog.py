@@ -224,10 +224,10 @@ def _same_definition(a: CatalogObject, b: CatalogObject) -> bool:
         return False
     if isinstance(a, TableDef) and a.options != b.options:
         return False
-    return to_flink_sql(_without_temporary(a.ddl)) == to_flink_sql(_without_temporary(b.ddl))
+    return to_flink_sql(_without_if_not_exists(a.ddl)) == to_flink_sql(_without_if_not_exists(b.ddl))
 
 
-def _without_temporary(ddl):
+def _without_if_not_exists(ddl):
     ddl = ddl.copy()
     ddl.set("exists", False)
     return ddl

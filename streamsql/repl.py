@@ -20,12 +20,11 @@ from pygments.lexers.sql import SqlLexer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
-from rich.text import Text
 
 from streamsql.dialect.script import is_complete
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.engine import Engine
-from streamsql.runtime.results import ResultWriter, format_value
+from streamsql.runtime.results import ResultWriter, format_value, render_table
 
 KEYWORDS = """SELECT FROM WHERE GROUP BY HAVING ORDER LIMIT JOIN LEFT RIGHT FULL OUTER INNER ON AS AND OR NOT
 IN EXISTS BETWEEN CASE WHEN THEN ELSE END DISTINCT UNION ALL INSERT INTO OVERWRITE CREATE TEMPORARY TABLE VIEW
@@ -65,7 +64,7 @@ class LiveResult(ResultWriter):
 
     def rows(self, rows: list) -> None:
         self._header_written = True
-        formatted = [["NULL" if v is None else format_value(v) for v in row] for row in rows]
+        formatted = [[format_value(v) for v in row] for row in rows]
         self.count += len(formatted)
         if self.mode == "table":
             self._buffer.extend(formatted)
@@ -73,7 +72,8 @@ class LiveResult(ResultWriter):
         else:
             prefix = ["+I"] if self.mode == "changelog" else []
             for row in formatted:
-                self.console.print(" | ".join(prefix + row), markup=False, highlight=False)
+                cells = ["NULL" if v is None else v for v in row]
+                self.console.print(" | ".join(prefix + cells), markup=False, highlight=False)
 
     def end(self) -> None:
         self.close()
@@ -85,12 +85,7 @@ class LiveResult(ResultWriter):
             self._live = None
 
     def _table(self) -> Table:
-        table = Table(header_style="bold")
-        for name in self.columns:
-            table.add_column(Text(name), overflow="fold")
-        for row in self._buffer[-500:]:
-            table.add_row(*[Text(v) for v in row])
-        return table
+        return render_table(self.columns, self._buffer[-500:])
 
 
 class SqlCompleter(Completer):

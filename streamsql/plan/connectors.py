@@ -93,6 +93,11 @@ def _check_values(table: TableDef) -> None:
                 raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a single character, not '{value}'")
 
 
+def csv_separator(options: dict[str, str]) -> str:
+    """'csv.field-delimiter' as a character (Flink accepts the two characters \\t for a tab)."""
+    return options.get("csv.field-delimiter", ",").replace("\\t", "\t")
+
+
 def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:
     return options.get(key, str(default)).lower() == "true"
 

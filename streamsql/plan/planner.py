@@ -265,7 +265,7 @@ class Planner:
             )
         except OptimizeError as error:
             raise _resolution_error(error) from None
-        _group_window_time(qualified, set(plan.derived))
+        _group_window_time(qualified)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
@@ -277,10 +277,7 @@ class Planner:
         obj = self._relation(table)
         name = spark_name(obj.name)
         columns = self._input_columns(obj, plan)
-        schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
-        alias = table.alias or table.name
-        relations[alias] = columns
-        table.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        _replace_relation(table, name, table.alias or table.name, columns, schema, relations)
 
     def _input_columns(self, obj: TableDef | ViewDef, plan: QueryPlan) -> list[Column]:
         """Register a table or view (and what the view reads) with the plan; its columns."""
@@ -306,8 +303,6 @@ class Planner:
                 " rename them in the input (e.g. window_time AS rowtime)"
             )
         partition_by = [c.name for c in argument.args.get("partition_by") or []]
-        if tvf.kind == "SESSION" and not partition_by:
-            partition_by = []
         unknown = [p for p in partition_by if p not in {c.name for c in columns}]
         if unknown:
             raise ValidationError(f"SESSION: PARTITION BY column(s) {', '.join(unknown)} not in the input")
@@ -323,10 +318,7 @@ class Planner:
         if late_source is not None and "late-rows.table" in late_source.options:
             window.late_table = self._late_table(late_source)
         plan.derived[name] = window
-        schema[name] = {c.name: c.type.sql(dialect=Flink) for c in window.columns}
-        alias = wrapper.alias or argument.this.name
-        relations[alias] = window.columns
-        wrapper.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        _replace_relation(wrapper, name, wrapper.alias or argument.this.name, window.columns, schema, relations)
 
     def _late_table(self, source: TableDef) -> TableDef:
         """The table named by 'late-rows.table': it takes the source's physical columns."""
@@ -369,7 +361,15 @@ class Planner:
             _merge(plan.functions, [function])
 
 
-def _group_window_time(query: exp.Expression, derived: set[str]) -> None:
+def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> None:
+    """Point a FROM item at the Spark relation `name` (keeping the alias the query uses) and
+    make its columns known to name resolution and time-attribute tracking."""
+    schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
+    relations[alias] = columns
+    node.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+
+def _group_window_time(query: exp.Expression) -> None:
     """Flink lets a window aggregation select window_time while grouping by window_start
     and window_end (it is determined by them); Spark wants it grouped too."""
     for select in query.find_all(exp.Select):

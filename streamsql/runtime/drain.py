@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from streamsql.errors import StreamsqlError
+from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 
 SENTINEL = "9999-12-31 23:59:59.999"
@@ -64,7 +65,7 @@ def _sentinel_row(table: TableDef) -> str:
     if table.options["format"] == "json":
         return json.dumps({table.watermark.column: SENTINEL}) + "\n"
     out = io.StringIO()
-    separator = table.options.get("csv.field-delimiter", ",").replace("\\t", "\t")
+    separator = csv_separator(table.options)
     csv.writer(out, delimiter=separator, lineterminator="\n").writerow(
         [SENTINEL if n == table.watermark.column else "" for n in names]
     )

@@ -197,7 +197,7 @@ class Engine:
         if streaming:
             self.spark.sql(streaming_window_sql(window, source)).createOrReplaceTempView(window.name)
             return
-        if not streaming and window.late_source is not None:
+        if window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
             flagged = self.spark.sql(late_flag_sql(window, source, delay))
             late = F.col(LATE_COLUMN)
@@ -271,23 +271,16 @@ class Engine:
         return start
 
     def _follow_memory_sink(self, query, writer: ResultWriter) -> None:
-        from streamsql.runtime.jobs import check_stop
-
+        """Print the rows the memory table gains while the query runs, and at its end."""
         shown = 0
-        try:
-            while True:
-                finished = query.awaitTermination(0.5)
-                rows = self.spark.sql(f"SELECT * FROM `{query.name}`").offset(shown).collect()
-                writer.rows(rows)
-                shown += len(rows)
-                if finished:
-                    break
-                check_stop()
-        except BaseException:
-            query.stop()
-            raise
-        if query.exception() is not None:
-            raise query.exception()
+
+        def show_new_rows() -> None:
+            nonlocal shown
+            rows = self.spark.sql(f"SELECT * FROM `{query.name}`").offset(shown).collect()
+            writer.rows(rows)
+            shown += len(rows)
+
+        self._await(query, show_new_rows)
 
     def _run_inserts(self, steps: list[InsertStep]) -> None:
         """Run INSERTs as one job: streaming ones side by side in this Spark application,
@@ -303,7 +296,7 @@ class Engine:
                 started.append((query, observed))
             queries = [q for q, _ in started if q is not None]
             if queries:
-                name = self.settings.get("pipeline.name") or ", ".join(f"insert-into-{s.table.name.name}" for s in steps)
+                name = self.settings.get("pipeline.name") or ", ".join(_insert_name(s) for s in steps)
                 monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
                 monitor.start()
             with ProgressDisplay(queries):
@@ -333,7 +326,7 @@ class Engine:
 
         table = step.table
         if self._streams(step.plan):
-            name = self.settings.get("pipeline.name") or f"insert-into-{table.name.name}"
+            name = self.settings.get("pipeline.name") or _insert_name(step)
             checkpoint = self._checkpoint(step, name)
             query, observed = self._start_streaming(
                 step.plan,
@@ -417,13 +410,19 @@ class Engine:
         digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
         return str(Path(root) / f"{name}-{digest}")
 
-    def _await(self, query) -> None:
-        """Wait for a streaming query in short steps, so Ctrl-C lands between py4j calls."""
+    def _await(self, query, each_wait=None) -> None:
+        """Wait for a streaming query in short steps, so Ctrl-C and STOP JOB land between
+        py4j calls; each_wait (if given) runs after every step, the last one included."""
         from streamsql.runtime.drain import drained
         from streamsql.runtime.jobs import DRAIN, check_stop
 
         try:
-            while not query.awaitTermination(0.5):
+            while True:
+                finished = query.awaitTermination(0.5)
+                if each_wait is not None:
+                    each_wait()
+                if finished:
+                    break
                 if DRAIN.is_set():
                     self.drain.release()
                     if drained(query):
@@ -473,3 +472,8 @@ class Engine:
             if skipped:
                 self.log(f"Skipped {skipped} malformed row(s) in table '{table.name.name}' ({table.options['path']})")
 
+
+
+def _insert_name(step: InsertStep) -> str:
+    """The default name of an INSERT's streaming query (and of a job made of it)."""
+    return f"insert-into-{step.table.name.name}"

@@ -83,17 +83,23 @@ class ResultWriter:
         if self.fmt != "table":
             return
         from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
 
-        table = Table(show_lines=False, header_style="bold")
-        for name in self.columns:
-            table.add_column(Text(name), overflow="fold")
-        for row in self._buffer:
-            table.add_row(*[Text("NULL" if v is None else v) for v in row])
         console = Console(file=self.out, width=max(80, min(250, 20 * len(self.columns))))
-        console.print(table)
+        console.print(render_table(self.columns, self._buffer))
         console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")
+
+
+def render_table(columns: list[str], rows: list[list[str | None]]):
+    """A rich Table of formatted values; cells are plain text (a '[' in data is not markup)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(header_style="bold")
+    for name in columns:
+        table.add_column(Text(name), overflow="fold")
+    for row in rows:
+        table.add_row(*[Text("NULL" if v is None else v) for v in row])
+    return table
 
 
 def _json(value: Any) -> Any:

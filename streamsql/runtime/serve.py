@@ -18,6 +18,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.errors import StreamsqlError
+from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.spark.dialect import spark_type
@@ -70,7 +71,7 @@ def _create_table(table: TableDef) -> str:
     fmt = table.options["format"]
     options = {"path": table.options["path"]}
     if fmt == "csv":
-        options["sep"] = table.options.get("csv.field-delimiter", ",")
+        options["sep"] = csv_separator(table.options)
     rendered = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
     name = f"`{table.name.database}`.`{table.name.name}`"
     return f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {fmt} OPTIONS ({rendered})"

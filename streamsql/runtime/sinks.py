@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import is_true
+from streamsql.plan.connectors import csv_separator, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.results import format_value
 
@@ -71,7 +71,7 @@ def _file_options(table: TableDef) -> dict[str, str]:
     fmt = table.options["format"]
     options = dict(_WRITE_OPTIONS.get(fmt, {}))
     if fmt == "csv":
-        options["sep"] = table.options.get("csv.field-delimiter", ",").replace("\\t", "\t")
+        options["sep"] = csv_separator(table.options)
         if "csv.null-literal" in table.options:
             options["nullValue"] = table.options["csv.null-literal"]
     return options

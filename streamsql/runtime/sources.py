@@ -11,7 +11,7 @@ import glob as globlib
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import is_true
+from streamsql.plan.connectors import csv_separator, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -108,7 +108,7 @@ def _format_options(table: TableDef) -> dict[str, str]:
     fmt = options["format"]
     if fmt == "csv":
         result = {
-            "sep": options.get("csv.field-delimiter", ",").replace("\\t", "\t"),
+            "sep": csv_separator(options),
             "quote": "" if is_true(options, "csv.disable-quote-character") else options.get("csv.quote-character", '"'),
             "header": "false",
             "mode": "PERMISSIVE",

@@ -26,18 +26,27 @@ def _ts(window: WindowRelation) -> str:
     return f"unix_millis({_q(window.time_column)})"
 
 
+def _aligned(window: WindowRelation, unit: str) -> str:
+    """The start of the unit-sized (SIZE or SLIDE) interval holding the row, offset-aligned."""
+    ts, p = _ts(window), window.parameters
+    return f"({ts} - pmod({ts} - {p.get('OFFSET', 0)}, {p[unit]}))"
+
+
+def _first_step(window: WindowRelation) -> str:
+    """CUMULATE: the number k of the first window (base + k * STEP) that holds the row."""
+    return f"(({_ts(window)} - {_aligned(window, 'SIZE')}) div {window.parameters['STEP']} + 1)"
+
+
 def slice_end_sql(window: WindowRelation) -> str:
     """The end of the earliest window a row belongs to, in epoch milliseconds."""
-    p, ts = window.parameters, _ts(window)
-    offset = p.get("OFFSET", 0)
+    p = window.parameters
     if window.kind == "TUMBLE":
-        return f"({ts} - pmod({ts} - {offset}, {p['SIZE']}) + {p['SIZE']})"
+        return f"({_aligned(window, 'SIZE')} + {p['SIZE']})"
     if window.kind == "HOP":
-        return f"({ts} - pmod({ts} - {offset}, {p['SLIDE']}) + {p['SLIDE']})"
+        return f"({_aligned(window, 'SLIDE')} + {p['SLIDE']})"
     if window.kind == "CUMULATE":
-        base = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
-        return f"({base} + (({ts} - {base}) div {p['STEP']} + 1) * {p['STEP']})"
-    return f"({ts} + {p['GAP']})"
+        return f"({_aligned(window, 'SIZE')} + {_first_step(window)} * {p['STEP']})"
+    return f"({_ts(window)} + {p['GAP']})"
 
 
 def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int) -> str:
@@ -67,25 +76,22 @@ def window_sql(window: WindowRelation, input_view: str) -> str:
 
 def _assign(window: WindowRelation, source: str) -> str:
     """Rows with __ws/__we (window start/end in ms), one row per window."""
-    p, ts = window.parameters, _ts(window)
-    offset = p.get("OFFSET", 0)
+    p = window.parameters
     source = _q(source)
     if window.kind == "TUMBLE":
-        start = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
+        start = _aligned(window, "SIZE")
         return f"SELECT *, {start} AS __ws, {start} + {p['SIZE']} AS __we FROM {source}"
     if window.kind == "HOP":
-        last = f"({ts} - pmod({ts} - {offset}, {p['SLIDE']}))"
         first = f"__last - {(p['SIZE'] // p['SLIDE'] - 1) * p['SLIDE']}"
         return (
-            f"SELECT *, __ws + {p['SIZE']} AS __we FROM (SELECT *, {last} AS __last FROM {source})"
+            f"SELECT *, __ws + {p['SIZE']} AS __we FROM (SELECT *, {_aligned(window, 'SLIDE')} AS __last FROM {source})"
             f" LATERAL VIEW explode(sequence({first}, __last, {p['SLIDE']})) __hop AS __ws"
         )
     if window.kind == "CUMULATE":
-        base = f"({ts} - pmod({ts} - {offset}, {p['SIZE']}))"
         steps = p["SIZE"] // p["STEP"]
         return (
             f"SELECT *, __base AS __ws, __base + __k * {p['STEP']} AS __we FROM"
-            f" (SELECT *, {base} AS __base, ({ts} - {base}) div {p['STEP']} + 1 AS __first FROM {source})"
+            f" (SELECT *, {_aligned(window, 'SIZE')} AS __base, {_first_step(window)} AS __first FROM {source})"
             f" LATERAL VIEW explode(sequence(__first, {steps})) __cumulate AS __k"
         )
     return _session(window, source)
