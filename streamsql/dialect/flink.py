@@ -41,6 +41,13 @@ class Flink(Dialect):
     # Flink: 5 / 2 = 2 for integers.
     TYPED_DIVISION = True
     SAFE_DIVISION = False
+    # Result types of Flink's own function nodes, for type inference (sink schemas, DESCRIBE).
+    EXPRESSION_METADATA = {
+        **Dialect.EXPRESSION_METADATA,
+        F.RegexpExtractGroup: {"returns": exp.DType.VARCHAR},
+        F.SplitIndex: {"returns": exp.DType.VARCHAR},
+        F.FlinkDateFormat: {"returns": exp.DType.VARCHAR},
+    }
 
     class Tokenizer(Tokenizer):
         QUOTES = ["'"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from streamsql.errors import ConnectorError
 from streamsql.plan.objects import TableDef
+from streamsql.plan.types import type_name
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,29 @@ CONNECTORS = {
         as_source=False,
     ),
     "blackhole": ConnectorSpec(as_source=False),
+    "nexmark": ConnectorSpec(
+        optional=frozenset({
+            "events.num", "first-event.rate", "next-event.rate", "rate.shape", "rate.period", "rate.limited",
+            "person.proportion", "auction.proportion", "bid.proportion", "person.avg-size", "auction.avg-size",
+            "bid.avg-size", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
+            "keep-alive", "stop-at", "max-emit-speed", "seed", "base-time", "source.max-rows-per-batch",
+        }),
+        as_sink=False,
+    ),
+    "datagen": ConnectorSpec(
+        optional=frozenset({"rows-per-second", "number-of-rows", "scan.parallelism", "seed", "source.max-rows-per-batch"}),
+        as_sink=False,
+        prefixes=frozenset({"fields."}),
+    ),
+}
+
+# Columns of a 'nexmark' table: Nexmark's event schema (ddl_gen.sql), nested ROWs by kind.
+NEXMARK_COLUMNS = ("event_type", "person", "auction", "bid")
+DATAGEN_FIELD_OPTIONS = {"kind", "min", "max", "max-past", "length", "var-len", "start", "end", "null-rate"}
+INTEGER_OPTIONS = {
+    "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
+    "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
+    "seed", "source.max-rows-per-batch", "number-of-rows", "scan.parallelism",
 }
 
 
@@ -74,7 +98,7 @@ def validate_options(table: TableDef) -> None:
         if fmt not in spec.formats:
             raise ConnectorError(f"Table '{name}': unsupported format '{fmt}' (available: {_listing(spec.formats)})")
         allowed |= {f"{fmt}.{o}" for o in FORMAT_OPTIONS[fmt]}
-    unknown = sorted(set(options) - allowed)
+    unknown = sorted(o for o in set(options) - allowed if not o.startswith(tuple(spec.prefixes)))
     if unknown:
         raise ConnectorError(
             f"Table '{name}': unsupported option(s) {_listing(unknown)} for connector '{connector}'"
@@ -84,13 +108,52 @@ def validate_options(table: TableDef) -> None:
 
 
 def _check_values(table: TableDef) -> None:
+    connector = table.options["connector"]
+    if connector == "nexmark":
+        _check_nexmark(table)
+    if connector == "datagen":
+        _check_datagen(table)
     for key, value in table.options.items():
+        if key in INTEGER_OPTIONS and not value.strip().isdigit():
+            raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a non-negative integer, not '{value}'")
         if key.endswith(("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field", "standard-error")):
             if value.lower() not in ("true", "false"):
                 raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'true' or 'false', not '{value}'")
         if key in ("csv.field-delimiter", "csv.quote-character", "csv.escape-character") and len(value) != 1:
             if not (key == "csv.field-delimiter" and value in ("\\t",)):
                 raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a single character, not '{value}'")
+
+
+def _check_nexmark(table: TableDef) -> None:
+    names = tuple(c.name for c in table.physical_columns)
+    if names != NEXMARK_COLUMNS:
+        raise ConnectorError(
+            f"Table '{table.name.name}': a 'nexmark' table has the columns {', '.join(NEXMARK_COLUMNS)}"
+            f" (Nexmark's event schema, with ROW columns person, auction and bid), not {', '.join(names)}"
+        )
+    if sum(int(table.options.get(f"{kind}.proportion", "1")) for kind in ("person", "auction", "bid")) == 0:
+        raise ConnectorError(f"Table '{table.name.name}': the event proportions must not all be 0")
+
+
+def _check_datagen(table: TableDef) -> None:
+    columns = {c.name for c in table.physical_columns}
+    for key, value in table.options.items():
+        if not key.startswith("fields."):
+            continue
+        column, _, option = key[len("fields."):].rpartition(".")
+        if column not in columns:
+            raise ConnectorError(f"Table '{table.name.name}': option '{key}' names no column (columns: {_listing(columns)})")
+        if option not in DATAGEN_FIELD_OPTIONS:
+            raise ConnectorError(
+                f"Table '{table.name.name}': unsupported option '{key}' (per field: {_listing(DATAGEN_FIELD_OPTIONS)})"
+            )
+        if option == "kind" and value not in ("random", "sequence"):
+            raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'random' or 'sequence', not '{value}'")
+    for column in table.physical_columns:
+        if column.type.is_type("array", "map", "struct", "binary", "varbinary"):
+            raise ConnectorError(
+                f"Table '{table.name.name}': datagen cannot generate column '{column.name}' of type {type_name(column.type)}"
+            )
 
 
 def csv_separator(options: dict[str, str]) -> str:

@@ -333,7 +333,13 @@ class Planner:
 
     def _view_plan(self, view: ViewDef) -> QueryPlan:
         if view.name not in self._view_plans:
-            self._view_plans[view.name] = self.plan_query(view.query)
+            # A view's unqualified names are in the view's own database (Flink expands them
+            # when the view is created), whatever database is current now.
+            current, self.catalog.current_database = self.catalog.current_database, view.name.database
+            try:
+                self._view_plans[view.name] = self.plan_query(view.query)
+            finally:
+                self.catalog.current_database = current
             view.columns = self._view_plans[view.name].columns
         return self._view_plans[view.name]
 

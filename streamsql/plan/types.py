@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
 
 from streamsql.dialect.flink import Flink
 
@@ -25,6 +26,10 @@ def infer_type(expression: exp.Expression, columns: list[Column]) -> exp.DataTyp
     """The type of an expression over the given columns (UNKNOWN when sqlglot can't tell)."""
     select = exp.select(expression.copy()).from_("t")
     schema = {"t": {c.name: c.type.sql(dialect=Flink) for c in columns}}
+    try:  # qualifying tells `row_column.field` from `table.column`
+        select = qualify(select, schema=schema, dialect=Flink, quote_identifiers=False, validate_qualify_columns=False)
+    except Exception:
+        pass  # unknown names are reported where the expression is checked; the type stays UNKNOWN
     annotated = annotate_types(select, schema=schema, dialect=Flink)
     return annotated.selects[0].type or exp.DataType.build("UNKNOWN")
 

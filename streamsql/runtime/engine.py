@@ -366,7 +366,7 @@ class Engine:
         input, Flink's does (its watermark reaches +infinity), and late rows are still
         dropped as Flink's watermark would drop them (spark.windows).
         """
-        if not self.settings.streaming:
+        if not self.settings.streaming or not plan.tables:
             return False
         return not (plan.windows and "availableNow" in self._trigger(plan))
 
@@ -396,7 +396,8 @@ class Engine:
             return {"availableNow": True}
         interval = self.settings.get("execution.checkpointing.interval")
         if interval is None:
-            interval = next(t.options["source.monitor-interval"] for t in plan.tables if not is_bounded(t))
+            interval = next((t.options["source.monitor-interval"] for t in plan.tables
+                             if not is_bounded(t) and "source.monitor-interval" in t.options), "1 second")
         return {"processingTime": interval}
 
     def _checkpoint(self, step: InsertStep, name: str) -> str:

@@ -14,7 +14,7 @@ def explain(engine, step: QueryStep | InsertStep) -> list[str]:
     for table in plan.tables:
         options = table.options
         kind = f"{options['connector']}" + (f" {options['format']}" if "format" in options else "")
-        bounded = "bounded" if is_bounded(table) else f"unbounded (every {options['source.monitor-interval']})"
+        bounded = "bounded" if is_bounded(table) else f"unbounded (every {options.get('source.monitor-interval', '1 second')})"
         watermark = ""
         if table.watermark is not None:
             watermark = f", watermark on {table.watermark.column} - {watermark_delay_ms(table)} ms"

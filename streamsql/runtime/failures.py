@@ -28,10 +28,15 @@ def translate(error: Exception) -> StreamsqlError:
     return ExecutionError(_essence(text))
 
 
-def _malformed_row(file_uri: str, record: str) -> DataError:
-    path = Path(unquote(urlparse(file_uri).path)) if file_uri.startswith("file:") else Path(file_uri)
-    line = _line_of(path, record)
-    where = f"{path}, line {line}" if line else str(path)
+def _malformed_row(table_path: str, record: str) -> DataError:
+    path = Path(unquote(urlparse(table_path).path)) if table_path.startswith("file:") else Path(table_path)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))) if path.is_dir() else [path]
+    where = str(path)
+    for candidate in files:
+        line = _line_of(candidate, record)
+        if line:
+            where = f"{candidate}, line {line}"
+            break
     return DataError(
         f"Malformed row in {where}: {record!r} does not match the table's schema. Fix the row, or set"
         " '<format>.ignore-parse-errors' = 'true' on the table to skip such rows (they are counted)"

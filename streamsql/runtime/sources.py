@@ -22,8 +22,20 @@ CORRUPT_COLUMN = "_streamsql_corrupt_record"
 MALFORMED_MARK = "streamsql-malformed-row"
 
 
+GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
+
+
 def is_bounded(table: TableDef) -> bool:
-    """Flink's filesystem source is bounded unless it monitors its path."""
+    """Flink's filesystem source is bounded unless it monitors its path; a generated one when
+    it is told how many rows to make (or a datagen sequence ends)."""
+    connector = table.options["connector"]
+    if connector == "nexmark":
+        return int(table.options.get("events.num", "0")) > 0
+    if connector == "datagen":
+        return "number-of-rows" in table.options or any(
+            table.options.get(f"fields.{c.name}.kind") == "sequence" and f"fields.{c.name}.end" in table.options
+            for c in table.physical_columns
+        )
     return "source.monitor-interval" not in table.options
 
 
@@ -35,6 +47,8 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     """
     from pyspark.sql import functions as F
 
+    if table.options["connector"] in GENERATED:
+        return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains=False)
     options = table.options
     fmt = options["format"]
     path = Path(options["path"])
@@ -62,6 +76,13 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
     if drains:
         frame = frame.unionByName(reader().load(str(drain.directory(table))))
+    return _with_computed_columns(frame, table, streaming, drains)
+
+
+def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
+    """Physical columns, computed ones, the watermark (streaming) or the read order (batch)."""
+    from pyspark.sql import functions as F
+
     columns = [f"`{c.name}`" for c in table.physical_columns]
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     frame = frame.selectExpr(*columns)
@@ -76,12 +97,34 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     return frame
 
 
+def _generated_frame(spark, table: TableDef, streaming: bool):
+    """A 'nexmark' or 'datagen' table: rows generated in the executors (runtime.datasources)."""
+    from streamsql.runtime.datasources import register
+
+    if not streaming and not is_bounded(table):
+        raise ConnectorError(
+            f"Table '{table.name.name}' is unbounded: set '{GENERATED[table.options['connector']]}' to read it"
+            " in batch mode (or run in streaming mode)"
+        )
+    register(spark)
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect has no SparkContext here
+        parallelism = int(spark.conf.get("spark.sql.shuffle.partitions", "4")) // 2
+    options = {**table.options, "streamsql.partitions": str(max(1, parallelism))}
+    reader = (spark.readStream if streaming else spark.read).format(f"streamsql_{table.options['connector']}")
+    if table.options["connector"] == "datagen":
+        reader = reader.schema(", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns))
+    return reader.options(**options).load()
+
+
 def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F):
     """Fail on (default) or skip and count rows the reader marked corrupt.
 
     Spark parses only the columns a query reads, so a bad value in an unread column
     would slip through; the check refers to every column (in a branch evaluated only
-    for corrupt rows) to keep them all in the scan.
+    for corrupt rows) to keep them all in the scan. The error carries the table's path
+    and the raw row; runtime.failures finds the file and line.
     """
     fmt = table.options["format"]
     corrupt = F.col(CORRUPT_COLUMN)
@@ -99,7 +142,7 @@ def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F
             frame = frame.observe(observation, counted)
             counters[metric] = (table, observation)
         return frame.filter(F.when(corrupt.isNull(), F.lit(True)).otherwise(every_column < 0))
-    message = F.concat_ws("|", F.lit(MALFORMED_MARK), F.col("_metadata.file_path"), every_column.cast("string"), corrupt)
+    message = F.concat_ws("|", F.lit(MALFORMED_MARK), F.lit(table.options["path"]), every_column.cast("string"), corrupt)
     return frame.filter(F.when(corrupt.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
 
 

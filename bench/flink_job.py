@@ -1,0 +1,62 @@
+"""One Nexmark query on Apache Flink (PyFlink's local mini-cluster), on the benchmark's files.
+
+Runs in its own virtualenv (bench/run.py --with-flink makes it). The query text is the
+same file streamsql runs (queries/nexmark/qN.sql); the tables are Flink filesystem CSV
+tables over the same files. Prints one JSON line: the job's seconds.
+"""
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from data import KINDS, table_ddl  # noqa: E402  (pure Python: no streamsql import)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--query", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--cores", type=int, default=2)
+    args = parser.parse_args()
+
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = env.get_config()
+    config.set("parallelism.default", str(args.cores))
+    config.set("taskmanager.numberOfTaskSlots", str(args.cores))
+    config.set("pipeline.object-reuse", "true")
+    config.set("table.exec.source.idle-timeout", "1 s")
+    config.set("python.executable", sys.executable)
+    config.set("python.files", str(ROOT / "queries" / "nexmark" / "nexmark_udfs.py"))
+    env.execute_sql("CREATE DATABASE nexmark")
+    env.execute_sql("USE nexmark")
+    for kind in KINDS:
+        env.execute_sql(table_ddl(kind, Path(args.data) / kind).rstrip().rstrip(";"))
+    side = ROOT / "catalog" / "nexmark" / "data" / "side_input.csv"
+    env.execute_sql(f"CREATE TABLE side_input (key BIGINT, `value` VARCHAR) WITH "
+                    f"('connector' = 'filesystem', 'path' = '{side}', 'format' = 'csv')")
+    env.execute_sql("SELECT 1").wait()  # start the mini-cluster before timing
+    statements = [s.strip() for s in _strip_comments((ROOT / "queries" / "nexmark" / f"{args.query}.sql").read_text()).split(";")]
+    started = time.perf_counter()
+    for statement in filter(None, statements):
+        if statement.upper().startswith("USE "):
+            continue
+        result = env.execute_sql(statement)
+        if statement.upper().startswith("INSERT"):
+            result.wait()
+    print(json.dumps({"seconds": time.perf_counter() - started}))
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"--[^\n]*", "", text)
+
+
+if __name__ == "__main__":
+    main()

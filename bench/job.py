@@ -1,0 +1,63 @@
+"""One measured job in a fresh process: a Nexmark query through streamsql or hand-written PySpark.
+
+Both start Spark with streamsql's defaults on the same cores and run one tiny job first,
+so the figure is the query's own time, not the JVM's start. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", choices=["streamsql", "pyspark"], required=True)
+    parser.add_argument("--query", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--catalog", required=True)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--driver-memory", default=None)
+    args = parser.parse_args()
+
+    from streamsql.runtime.session import default_conf, start_session
+
+    conf = default_conf(f"local[{args.cores}]")
+    if args.driver_memory:
+        conf["spark.driver.memory"] = args.driver_memory
+    spark = start_session(conf)
+    spark.range(1).count()
+    checkpoint = tempfile.mkdtemp(prefix="streamsql-bench-")
+    started = time.perf_counter()
+    if args.engine == "streamsql":
+        run_streamsql(spark, args.query, args.catalog, checkpoint)
+    else:
+        import handwritten
+
+        handwritten.run(spark, args.query, args.data, checkpoint)
+    print(json.dumps({"seconds": time.perf_counter() - started}))
+    spark.stop()
+
+
+def run_streamsql(spark, query: str, catalog: str, checkpoint: str) -> None:
+    from streamsql.catalog import Catalog
+    from streamsql.plan.udfs import add_search_path
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.results import ResultWriter
+
+    script = ROOT / "queries" / "nexmark" / f"{query}.sql"
+    add_search_path(script.parent)
+    engine = Engine(Catalog(catalog), spark=spark, base_dir=script.parent, log=lambda message: None)
+    engine.settings.set("execution.checkpointing.dir", checkpoint)
+    engine.run_script(script.read_text(), ResultWriter("csv"))
+
+
+if __name__ == "__main__":
+    main()
