@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "queries" / "nexmark"))  # q14's Python UDF, imported when planning
 
 from data import KINDS, table_ddl  # noqa: E402  (pure Python: no streamsql import)
 
@@ -43,7 +44,10 @@ def main() -> None:
     env.execute_sql(f"CREATE TABLE side_input (key BIGINT, `value` VARCHAR) WITH "
                     f"('connector' = 'filesystem', 'path' = '{side}', 'format' = 'csv')")
     env.execute_sql("SELECT 1").wait()  # start the mini-cluster before timing
-    statements = [s.strip() for s in _strip_comments((ROOT / "queries" / "nexmark" / f"{args.query}.sql").read_text()).split(";")]
+    script = ROOT / "queries" / "nexmark" / f"{args.query}.sql"
+    if not script.exists():
+        script = ROOT / "bench" / "queries" / f"{args.query}.sql"
+    statements = [s.strip() for s in _strip_comments(script.read_text()).split(";")]
     started = time.perf_counter()
     for statement in filter(None, statements):
         if statement.upper().startswith("USE "):

@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--catalog", required=True)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--driver-memory", default=None)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a streamsql SET before the query")
     args = parser.parse_args()
 
     from streamsql.runtime.session import default_conf, start_session
@@ -37,7 +38,7 @@ def main() -> None:
     checkpoint = tempfile.mkdtemp(prefix="streamsql-bench-")
     started = time.perf_counter()
     if args.engine == "streamsql":
-        run_streamsql(spark, args.query, args.catalog, checkpoint)
+        run_streamsql(spark, args.query, args.catalog, checkpoint, dict(item.split("=", 1) for item in args.set))
     else:
         import handwritten
 
@@ -46,16 +47,24 @@ def main() -> None:
     spark.stop()
 
 
-def run_streamsql(spark, query: str, catalog: str, checkpoint: str) -> None:
+def query_file(query: str) -> Path:
+    """queries/nexmark/qN.sql, or one of the benchmark's own queries in bench/queries/."""
+    nexmark = ROOT / "queries" / "nexmark" / f"{query}.sql"
+    return nexmark if nexmark.exists() else ROOT / "bench" / "queries" / f"{query}.sql"
+
+
+def run_streamsql(spark, query: str, catalog: str, checkpoint: str, settings: dict) -> None:
     from streamsql.catalog import Catalog
     from streamsql.plan.udfs import add_search_path
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.results import ResultWriter
 
-    script = ROOT / "queries" / "nexmark" / f"{query}.sql"
-    add_search_path(script.parent)
+    script = query_file(query)
+    add_search_path(ROOT / "queries" / "nexmark")
     engine = Engine(Catalog(catalog), spark=spark, base_dir=script.parent, log=lambda message: None)
     engine.settings.set("execution.checkpointing.dir", checkpoint)
+    for key, value in settings.items():
+        engine.settings.set(key, value)
     engine.run_script(script.read_text(), ResultWriter("csv"))
 
 

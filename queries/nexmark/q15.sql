@@ -2,7 +2,7 @@
 USE nexmark;
 
 CREATE TEMPORARY TABLE nexmark_q15 (
-  day VARCHAR,
+  `day` VARCHAR,
   total_bids BIGINT,
   rank1_bids BIGINT,
   rank2_bids BIGINT,

@@ -3,8 +3,8 @@ USE nexmark;
 
 CREATE TEMPORARY TABLE nexmark_q16 (
   channel VARCHAR,
-  day VARCHAR,
-  minute VARCHAR,
+  `day` VARCHAR,
+  `minute` VARCHAR,
   total_bids BIGINT,
   rank1_bids BIGINT,
   rank2_bids BIGINT,

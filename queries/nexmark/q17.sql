@@ -3,7 +3,7 @@ USE nexmark;
 
 CREATE TEMPORARY TABLE nexmark_q17 (
   auction BIGINT,
-  day VARCHAR,
+  `day` VARCHAR,
   total_bids BIGINT,
   rank1_bids BIGINT,
   rank2_bids BIGINT,

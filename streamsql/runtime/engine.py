@@ -167,12 +167,14 @@ class Engine:
             source_frame(spark, table, streaming, observed, self.drain).createOrReplaceTempView(spark_name(table.name))
         for function in plan.functions:
             register_udf(spark, function)
+        sources: dict[str, str] = {}  # window relation -> view of its on-time input rows
         for name, derived in plan.derived.items():
             if isinstance(derived, WindowRelation):
-                self._register_window(derived, streaming, observed)
+                sources[name] = self._register_window(derived, streaming, observed)
             else:
+                derived = self._sliced(derived, plan, sources, name, streaming)
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
-        query = plan.query
+        query = self._sliced(plan.query, plan, sources, "__query", streaming)
         if streaming and plan.windows:
             from streamsql.spark.windows import group_by_window_struct
 
@@ -180,8 +182,20 @@ class Engine:
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
-    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> None:
+    def _sliced(self, query, plan: QueryPlan, sources: dict, prefix: str, streaming: bool):
+        """HOP/CUMULATE aggregations over bounded input read per-pane partial aggregates."""
+        if streaming or not plan.windows or not self.settings.window_slicing:
+            return query
+        from streamsql.spark.slicing import slice_window_aggregates
+
+        def register(name: str, sql: str) -> None:
+            self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {sql}")
+
+        return slice_window_aggregates(query, {w.name: w for w in plan.windows}, sources, register, prefix)
+
+    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> str | None:
         """Register a window TVF's output; drop (and count, and route) late rows first.
+        Returns the view of the rows the windows are assigned to (None when streaming).
 
         Telling late rows apart needs the source's read order, which a batch read of a
         bounded table has; Spark streaming drops late rows itself.
@@ -196,7 +210,7 @@ class Engine:
         source = window.input_name
         if streaming:
             self.spark.sql(streaming_window_sql(window, source)).createOrReplaceTempView(window.name)
-            return
+            return None
         if window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
             flagged = self.spark.sql(late_flag_sql(window, source, delay))
@@ -210,6 +224,7 @@ class Engine:
             source = f"{window.name}_on_time"
             flagged.filter(~late).createOrReplaceTempView(source)
         self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
+        return source
 
     def _displayable(self, frame, plan: QueryPlan):
         """Timestamps as the wall-clock values Flink shows: TIMESTAMP as stored (UTC),
@@ -325,7 +340,7 @@ class Engine:
         from streamsql.runtime.sinks import start_stream, write_batch
 
         table = step.table
-        if self._streams(step.plan):
+        if self._streams(step.plan, table):
             name = self.settings.get("pipeline.name") or _insert_name(step)
             checkpoint = self._checkpoint(step, name)
             query, observed = self._start_streaming(
@@ -358,17 +373,22 @@ class Engine:
             for source, target in zip(step.plan.columns, step.table.physical_columns)
         ])
 
-    def _streams(self, plan: QueryPlan) -> bool:
+    def _streams(self, plan: QueryPlan, sink=None) -> bool:
         """Whether to run on Spark Structured Streaming.
 
         Streaming mode over bounded input with windows runs as one bounded computation
         instead: Spark's streaming never fires the windows still open at the end of the
         input, Flink's does (its watermark reaches +infinity), and late rows are still
-        dropped as Flink's watermark would drop them (spark.windows).
+        dropped as Flink's watermark would drop them (spark.windows). So does bounded input
+        into a blackhole: with no output to keep exactly-once, micro-batches and their
+        checkpoints would be pure overhead.
         """
         if not self.settings.streaming or not plan.tables:
             return False
-        return not (plan.windows and "availableNow" in self._trigger(plan))
+        bounded = "availableNow" in self._trigger(plan)
+        if bounded and sink is not None and sink.options["connector"] == "blackhole":
+            return False
+        return not (plan.windows and bounded)
 
     def _start_streaming(self, plan: QueryPlan, start) -> tuple:
         """Start a streaming query; (None, {}) when Spark cannot stream it append-only but

@@ -85,6 +85,9 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
 
     columns = [f"`{c.name}`" for c in table.physical_columns]
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
+    from_files = not streaming and table.watermark is not None and "path" in table.options
+    if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)
+        columns.append(f"struct(_metadata.file_path, _metadata.file_block_start) AS `{SEQ_COLUMN}`")
     frame = frame.selectExpr(*columns)
     if table.watermark is not None:
         if streaming:
@@ -92,8 +95,9 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
             if drains:  # the sentinel moves the watermark, then leaves
                 time_column = F.col(f"`{table.watermark.column}`")
                 frame = frame.filter(time_column.isNull() | (time_column < F.lit(SENTINEL).cast("timestamp")))
-        else:  # the read order, for telling late rows apart (spark.windows)
-            frame = frame.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
+        else:  # the read order, for telling late rows apart (spark.windows): files by name, rows in order
+            position = F.monotonically_increasing_id()
+            frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), position) if from_files else position)
     return frame
 
 

@@ -178,6 +178,17 @@ def _random_auction(config, rng, event):
     return oldest + (rng.random(len(event)) * (newest - oldest + 1 + AUCTION_ID_LEAD)).astype(np.int64)
 
 
+def _hot(ids: np.ndarray) -> np.ndarray:
+    """The first id of each batch of HOT_RATIO_BASE: the hot seller, bidder or auction."""
+    return ids // HOT_RATIO_BASE * HOT_RATIO_BASE
+
+
+def _hot_or_random(rng, ratio: int, hot: np.ndarray, random) -> np.ndarray:
+    """The hot id with probability 1 - 1/ratio (Flink: nextInt(ratio) > 0), else random()."""
+    is_hot = rng.integers(0, ratio, len(hot)) > 0
+    return np.where(is_hot, hot, random())
+
+
 def _price(rng, n):
     return np.round(10.0 ** (rng.random(n) * 6.0) * 100.0).astype(np.int64)
 
@@ -202,9 +213,8 @@ def _persons(config, rng, event, time_ms):
 
 def _auctions(config, rng, event, time_ms):
     n = len(event)
-    hot = rng.integers(0, config.hot_sellers, n) > 0
-    seller = np.where(hot, _last_person(config, event) // HOT_RATIO_BASE * HOT_RATIO_BASE,
-                      _random_person(config, rng, event)) + FIRST_PERSON_ID
+    seller = _hot_or_random(rng, config.hot_sellers, _hot(_last_person(config, event)),
+                            lambda: _random_person(config, rng, event)) + FIRST_PERSON_ID
     category = FIRST_CATEGORY_ID + rng.integers(0, NUM_CATEGORIES, n)
     initial_bid = _price(rng, n)
     # An auction lasts on average until NUM_IN_FLIGHT_AUCTIONS more auctions have started.
@@ -224,12 +234,11 @@ def _auctions(config, rng, event, time_ms):
 
 def _bids(config, rng, event, time_ms):
     n = len(event)
-    hot_auction = rng.integers(0, config.hot_auctions, n) > 0
-    auction = np.where(hot_auction, _last_auction(config, event) // HOT_RATIO_BASE * HOT_RATIO_BASE,
-                       _random_auction(config, rng, event)) + FIRST_AUCTION_ID
-    hot_bidder = rng.integers(0, config.hot_bidders, n) > 0
-    bidder = np.where(hot_bidder, _last_person(config, event) // HOT_RATIO_BASE * HOT_RATIO_BASE + 1,
-                      _random_person(config, rng, event))
+    auction = _hot_or_random(rng, config.hot_auctions, _hot(_last_auction(config, event)),
+                             lambda: _random_auction(config, rng, event)) + FIRST_AUCTION_ID
+    # The second of a batch of people: hot bidders and hot sellers differ.
+    bidder = _hot_or_random(rng, config.hot_bidders, _hot(_last_person(config, event)) + 1,
+                            lambda: _random_person(config, rng, event))
     bidder += 2 * FIRST_PERSON_ID  # Flink's generator adds the first person id twice
     price = _price(rng, n)
     names, urls = _channels(config.seed)
