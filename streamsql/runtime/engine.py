@@ -167,14 +167,12 @@ class Engine:
             source_frame(spark, table, streaming, observed, self.drain).createOrReplaceTempView(spark_name(table.name))
         for function in plan.functions:
             register_udf(spark, function)
-        sources: dict[str, str] = {}  # window relation -> view of its on-time input rows
         for name, derived in plan.derived.items():
             if isinstance(derived, WindowRelation):
-                sources[name] = self._register_window(derived, streaming, observed)
+                self._register_window(derived, streaming, observed)
             else:
-                derived = self._sliced(derived, plan, sources, name, streaming)
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
-        query = self._sliced(plan.query, plan, sources, "__query", streaming)
+        query = plan.query
         if streaming and plan.windows:
             from streamsql.spark.windows import group_by_window_struct
 
@@ -182,20 +180,8 @@ class Engine:
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
-    def _sliced(self, query, plan: QueryPlan, sources: dict, prefix: str, streaming: bool):
-        """HOP/CUMULATE aggregations over bounded input read per-pane partial aggregates."""
-        if streaming or not plan.windows or not self.settings.window_slicing:
-            return query
-        from streamsql.spark.slicing import slice_window_aggregates
-
-        def register(name: str, sql: str) -> None:
-            self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {sql}")
-
-        return slice_window_aggregates(query, {w.name: w for w in plan.windows}, sources, register, prefix)
-
-    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> str | None:
+    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> None:
         """Register a window TVF's output; drop (and count, and route) late rows first.
-        Returns the view of the rows the windows are assigned to (None when streaming).
 
         Telling late rows apart needs the source's read order, which a batch read of a
         bounded table has; Spark streaming drops late rows itself.
@@ -210,7 +196,7 @@ class Engine:
         source = window.input_name
         if streaming:
             self.spark.sql(streaming_window_sql(window, source)).createOrReplaceTempView(window.name)
-            return None
+            return
         if window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
             flagged = self.spark.sql(late_flag_sql(window, source, delay))
@@ -224,7 +210,6 @@ class Engine:
             source = f"{window.name}_on_time"
             flagged.filter(~late).createOrReplaceTempView(source)
         self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
-        return source
 
     def _displayable(self, frame, plan: QueryPlan):
         """Timestamps as the wall-clock values Flink shows: TIMESTAMP as stored (UTC),

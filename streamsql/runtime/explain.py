@@ -26,9 +26,6 @@ def explain(engine, step: QueryStep | InsertStep) -> list[str]:
             late = "late rows: dropped and counted" + (
                 f", routed to {window.late_table.name}" if window.late_table else "")
         lines.append(f"window {window.name}: {window.kind}({params}) on {window.time_column}; {late}")
-        if window.kind in ("HOP", "CUMULATE") and engine.settings.window_slicing:
-            pane = window.parameters.get("SLIDE", window.parameters.get("STEP"))
-            lines.append(f"  sliced: COUNT/SUM/MIN/MAX aggregate once per {pane} ms pane, panes combine per window")
     if isinstance(step, InsertStep):
         lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
     streaming = engine._streams(plan, step.table if isinstance(step, InsertStep) else None)

@@ -11,7 +11,6 @@ _CHOICES = {
     "execution.runtime-mode": ("streaming", "batch"),
     "sql-client.execution.result-mode": ("table", "changelog", "tableau"),
     "sql-client.verbose": ("true", "false"),
-    "table.optimizer.window-slicing.enabled": ("true", "false"),
 }
 
 
@@ -37,11 +36,6 @@ class Settings:
         if choices and value.lower() not in choices:
             raise ValidationError(f"'{key}' must be one of {', '.join(choices)}, not '{value}'")
         self._values[key] = value.lower() if choices else value
-
-    @property
-    def window_slicing(self) -> bool:
-        """HOP/CUMULATE aggregations over panes (spark.slicing); on unless SET to 'false'."""
-        return self._values.get("table.optimizer.window-slicing.enabled", "true") == "true"
 
     @property
     def streaming(self) -> bool:
