@@ -52,10 +52,25 @@ def main() -> None:
     for statement in filter(None, statements):
         if statement.upper().startswith("USE "):
             continue
+        if statement.upper().startswith("CREATE TEMPORARY FUNCTION"):
+            _register_udf(env, statement)
+            continue
         result = env.execute_sql(statement)
         if statement.upper().startswith("INSERT"):
             result.wait()
     print(json.dumps({"seconds": time.perf_counter() - started}))
+
+
+def _register_udf(env, statement: str) -> None:
+    """PyFlink wants its own @udf wrapper around a plain Python function."""
+    import importlib
+
+    from pyflink.table import DataTypes
+    from pyflink.table.udf import udf
+
+    name, target = re.match(r"CREATE TEMPORARY FUNCTION (\w+) AS '([\w.]+)'", statement, re.IGNORECASE).groups()
+    module, function = target.rsplit(".", 1)
+    env.create_temporary_function(name, udf(getattr(importlib.import_module(module), function), result_type=DataTypes.BIGINT()))
 
 
 def _strip_comments(text: str) -> str:

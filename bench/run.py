@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--with-flink", action="store_true", help="also run Apache Flink (pip-installed into target/flink-venv)")
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "target" / "bench" / "results.json"))
+    parser.add_argument("--merge", action="store_true", help="re-measure --queries into the existing --out file")
     args = parser.parse_args()
 
     work = ROOT / "target" / "bench"
@@ -64,6 +65,11 @@ def main() -> int:
         print(_line(row), file=sys.stderr)
 
     result = {"machine": _machine(args.cores), "events": args.events, "rows": counts, "queries": rows}
+    if args.merge and Path(args.out).exists():
+        previous = json.loads(Path(args.out).read_text())
+        fresh = {row["query"]: row for row in rows}
+        previous["queries"] = [fresh.pop(row["query"], row) for row in previous["queries"]] + list(fresh.values())
+        result = previous
     if not args.no_latency:
         result["latency"] = latency(catalog)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -217,7 +223,8 @@ def _rate(events: int, report: dict | None) -> str:
         return "—"
     if "error" in report:
         return "failed"
-    return f"{events / report['seconds'] / 1000:,.0f} k"
+    rate = events / report["seconds"]
+    return f"{rate / 1000:,.0f} k" if rate >= 10_000 else f"{rate:,.0f}"
 
 
 def _ratio(a: dict | None, b: dict | None) -> str:

@@ -148,3 +148,17 @@ def test_create_table_as_select_and_statement_set(run, tmp_path):
                     "SELECT 'big', COUNT(*), SUM(twice) FROM big UNION ALL SELECT 'a', COUNT(*), SUM(id) FROM a "
                     "UNION ALL SELECT 'b', COUNT(*), SUM(id) FROM b")
     assert sorted(rows) == [["a", "1", "1"], ["b", "2", "5"], ["big", "2", "100"]]
+
+
+def test_bounded_select_with_limit_runs_as_one_computation(run, tmp_path):
+    path = write(tmp_path / "in.csv", ROWS)
+    plan = run.output(source("t", path) + "EXPLAIN SELECT id FROM t LIMIT 2")
+    assert "execution: bounded input, run to its end as one computation" in plan
+    assert len(run.rows(source("u", path) + "SELECT id FROM u LIMIT 2")) == 2
+
+
+def test_bounded_insert_into_blackhole_runs_as_one_computation(run, tmp_path):
+    path = write(tmp_path / "in.csv", ROWS)
+    sink = "CREATE TEMPORARY TABLE nothing (id BIGINT) WITH ('connector' = 'blackhole');"
+    plan = run.output(source("t", path) + sink + "EXPLAIN INSERT INTO nothing SELECT id FROM t")
+    assert "execution: bounded input, run to its end as one computation" in plan

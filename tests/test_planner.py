@@ -109,12 +109,13 @@ def test_missing_udf_module():
 
 def test_spark_translation_keeps_flink_semantics():
     step = plan(
-        "SELECT REGEXP_EXTRACT(url, 'id=(\\d+)', 1) AS r, SPLIT_INDEX(url, '.', 1) AS s, price / 2 AS half,"
-        " AVG(price) AS a, CAST(ts AS STRING) AS t FROM bid GROUP BY url, price, ts"
+        "SELECT REGEXP_EXTRACT(url, 'id=(\\d+)', 1) AS r, SPLIT_INDEX(url, '.', 1) AS s, SPLIT_INDEX(url, '::', 0) AS s2,"
+        " price / 2 AS half, AVG(price) AS a, CAST(ts AS STRING) AS t FROM bid GROUP BY url, price, ts"
     )
     sql = to_spark_sql(step.plan.query)
     assert "CASE WHEN `bid`.`url` RLIKE 'id=(\\\\d+)' THEN REGEXP_EXTRACT(`bid`.`url`, 'id=(\\\\d+)', 1) END" in sql
-    assert "SPLIT(`bid`.`url`, '\\\\Q.\\\\E', -1)" in sql
+    assert "SPLIT(`bid`.`url`, '\\\\.', -1)" in sql  # one character: no regex to compile
+    assert "SPLIT(`bid`.`url`, '\\\\Q::\\\\E', -1)" in sql
     assert "CAST((`bid`.`price` DIV 2) AS BIGINT)" in sql
     assert "CAST(AVG(`bid`.`price`) AS BIGINT)" in sql
 

@@ -121,6 +121,18 @@ def test_directory_is_read_in_file_name_order(run, tmp_path):
     assert not any("late" in line for line in run.log)
 
 
+def test_the_same_window_twice_counts_late_rows_once(run, tmp_path):
+    ddl = events(tmp_path, [("a", 1, 1), ("a", 1, 15), ("a", 1, 5)])
+    hop = "TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))"
+    rows = run.rows(ddl + f"SELECT x.window_start, x.c, y.c FROM (SELECT window_start, COUNT(*) AS c FROM {hop} "
+                    f"GROUP BY window_start, window_end) x JOIN (SELECT window_start, COUNT(*) AS c FROM {hop} "
+                    "GROUP BY window_start, window_end) y ON x.window_start = y.window_start")
+    # The row at 5 s is late (its slice [5, 10) ended before the watermark 14 s): four windows of one row.
+    assert len(rows) == 4 and all(r[1:] == ["1", "1"] for r in rows)
+    assert [line for line in run.log if "late" in line] == [
+        "Dropped 1 late row(s) of table 'ev' in a HOP window on ts"]
+
+
 def test_late_rows_routed_to_a_table(run, tmp_path):
     late_path = tmp_path / "late"
     ddl = events(tmp_path, [("a", 1, 1), ("a", 1, 15), ("x", 7, 5)], extra=", 'late-rows.table' = 'late_ev'")

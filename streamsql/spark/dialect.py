@@ -28,9 +28,16 @@ def _regexp_extract(self, e: F.RegexpExtractGroup) -> str:
     return self.sql(exp.Case(ifs=[exp.If(this=matches, true=extract)]))
 
 
+REGEX_SPECIAL = set(".$|()[]{}^?*+\\")
+
+
 def _split_index(self, e: F.SplitIndex) -> str:
     separator = e.expression
-    if isinstance(separator, exp.Literal):
+    if isinstance(separator, exp.Literal) and len(separator.this) == 1:
+        # One (escaped) character: Java's String.split takes it without compiling a regex.
+        char = separator.this
+        pattern = exp.Literal.string("\\" + char if char in REGEX_SPECIAL else char)
+    elif isinstance(separator, exp.Literal):
         pattern = exp.Literal.string(f"\\Q{separator.this}\\E")
     else:
         pattern = exp.func("CONCAT", exp.Literal.string("\\Q"), separator, exp.Literal.string("\\E"))
