@@ -9,9 +9,11 @@ micro-batch holding the whole input.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 FILE_ROWS = 250_000
+SIDE_INPUT = Path(__file__).resolve().parent.parent / "catalog" / "nexmark" / "side_input.sql"  # q13's table
 KINDS = {"person": 0, "auction": 1, "bid": 2}  # event_type codes (generators.nexmark); flink_job.py
 # imports this module in Flink's virtualenv, so streamsql and pyarrow are imported where used.
 COLUMNS = {
@@ -32,6 +34,7 @@ def generate_files(directory: Path, events: int) -> dict:
     done = directory / "counts.json"
     if done.exists():
         return json.loads(done.read_text())
+    print(f"Generating {events:,} Nexmark events into {directory} ...", file=sys.stderr)
     writers: dict[str, _SplitWriter] = {kind: _SplitWriter(directory / kind, kind) for kind in KINDS}
     for batch in generate(NexmarkConfig(events=events), 0, events):
         kinds = batch.column("event_type")
@@ -94,10 +97,22 @@ def streamsql_catalog(directory: Path, data: Path) -> Path:
     database.mkdir(parents=True, exist_ok=True)
     for kind in KINDS:
         (database / f"{kind}.sql").write_text(table_ddl(kind, data / kind, "'source.max-files-per-batch' = '1'"))
-    side = Path(__file__).resolve().parent.parent / "catalog" / "nexmark" / "side_input.sql"
-    (database / "side_input.sql").write_text(side.read_text().replace(
-        "'nexmark/data/side_input.csv'", repr(str(side.parent / "data" / "side_input.csv"))))
+    (database / "side_input.sql").write_text(side_input_ddl())
     return directory
+
+
+def side_input_ddl() -> str:
+    """The embedded catalog's side_input table (q13), its file by absolute path."""
+    return SIDE_INPUT.read_text().replace("'nexmark/data/side_input.csv'", repr(str(side_input_file())))
+
+
+def side_input_file() -> Path:
+    return SIDE_INPUT.parent / "data" / "side_input.csv"
+
+
+def spark_schema(kind: str) -> str:
+    """The columns of person/auction/bid as a Spark DDL schema (Spark's TIMESTAMP has no precision)."""
+    return COLUMNS[kind].replace("TIMESTAMP(3)", "TIMESTAMP")
 
 
 def table_ddl(kind: str, path: Path, *extra: str) -> str:

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "queries" / "nexmark"))  # q14's Python UDF, imported when planning
 
-from data import KINDS, table_ddl  # noqa: E402  (pure Python: no streamsql import)
+from data import KINDS, side_input_ddl, table_ddl  # noqa: E402  (pure Python: no streamsql import)
+from job import query_file  # noqa: E402
 
 
 def main() -> None:
@@ -40,14 +41,9 @@ def main() -> None:
     env.execute_sql("USE nexmark")
     for kind in KINDS:
         env.execute_sql(table_ddl(kind, Path(args.data) / kind).rstrip().rstrip(";"))
-    side = ROOT / "catalog" / "nexmark" / "data" / "side_input.csv"
-    env.execute_sql(f"CREATE TABLE side_input (key BIGINT, `value` VARCHAR) WITH "
-                    f"('connector' = 'filesystem', 'path' = '{side}', 'format' = 'csv')")
+    env.execute_sql(side_input_ddl().rstrip().rstrip(";"))
     env.execute_sql("SELECT 1").wait()  # start the mini-cluster before timing
-    script = ROOT / "queries" / "nexmark" / f"{args.query}.sql"
-    if not script.exists():
-        script = ROOT / "bench" / "queries" / f"{args.query}.sql"
-    statements = [s.strip() for s in _strip_comments(script.read_text()).split(";")]
+    statements = [s.strip() for s in _strip_comments(query_file(args.query).read_text()).split(";")]
     started = time.perf_counter()
     for statement in filter(None, statements):
         if statement.upper().startswith("USE "):

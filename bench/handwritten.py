@@ -9,14 +9,6 @@ processing-time windows over event files) are absent and reported as such.
 
 from __future__ import annotations
 
-SCHEMAS = {
-    "person": "id BIGINT, name STRING, emailAddress STRING, creditCard STRING, city STRING, state STRING,"
-              " dateTime TIMESTAMP, extra STRING",
-    "auction": "id BIGINT, itemName STRING, description STRING, initialBid BIGINT, reserve BIGINT,"
-               " dateTime TIMESTAMP, expires TIMESTAMP, seller BIGINT, category BIGINT, extra STRING",
-    "bid": "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, dateTime TIMESTAMP, extra STRING",
-}
-
 QUERIES = {
     "q0": "SELECT auction, bidder, price, dateTime, extra FROM bid",
     "q1": "SELECT auction, bidder, 0.908 * price AS price, dateTime, extra FROM bid",
@@ -57,21 +49,17 @@ QUERIES = {
     "q22": """SELECT auction, bidder, price, channel,
                 split(url, '/')[3] AS dir1, split(url, '/')[4] AS dir2, split(url, '/')[5] AS dir3 FROM bid""",
 }
-# Output mode per query: append unless the result updates. (q15-q17 need COUNT(DISTINCT),
-# which Spark streaming rejects.)
-UPDATE_MODE: set[str] = set()
 
 
 def register_sources(spark, data: str) -> None:
     """Streaming views person/auction/bid over the files (one file per micro-batch), and q13's side input."""
-    from pathlib import Path
+    from data import KINDS, side_input_file, spark_schema
 
-    for name, schema in SCHEMAS.items():
-        frame = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+    for name in KINDS:
+        frame = (spark.readStream.schema(spark_schema(name)).option("maxFilesPerTrigger", 1)
                  .option("timestampFormat", "yyyy-MM-dd HH:mm:ss.SSS").csv(f"{data}/{name}"))
         frame.withWatermark("dateTime", "4 seconds").createOrReplaceTempView(name)
-    side = Path(__file__).resolve().parent.parent / "catalog" / "nexmark" / "data" / "side_input.csv"
-    spark.read.schema("key BIGINT, value STRING").csv(str(side)).createOrReplaceTempView("side_input")
+    spark.read.schema("key BIGINT, value STRING").csv(str(side_input_file())).createOrReplaceTempView("side_input")
     from pyspark.sql.functions import udf
 
     count_char = udf(lambda s, c: None if s is None else s.count(c), "bigint", useArrow=True)
@@ -82,5 +70,5 @@ def run(spark, query: str, data: str, checkpoint: str) -> None:
     """Run one query to the end of its input into Spark's noop sink."""
     register_sources(spark, data)
     frame = spark.sql(QUERIES[query])
-    (frame.writeStream.format("noop").outputMode("update" if query in UPDATE_MODE else "append")
+    (frame.writeStream.format("noop").outputMode("append")
      .option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination())

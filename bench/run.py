@@ -48,7 +48,6 @@ def main() -> int:
 
     work = ROOT / "target" / "bench"
     files = work / f"data-{args.events}"
-    print(f"Generating {args.events:,} Nexmark events into {files} ...", file=sys.stderr)
     counts = data.generate_files(files, args.events)
     catalog = data.streamsql_catalog(work / f"catalog-{args.events}", files)
     flink = _flink_python(work) if args.with_flink else None
@@ -56,9 +55,9 @@ def main() -> int:
     rows = []
     for query in args.queries.split(","):
         row = {"query": query, "events": args.events, "plan_ms": planning_ms(query, catalog)}
-        row["streamsql"] = measure([sys.executable, str(BENCH / "job.py"), "--engine", "streamsql", *_job_args(query, files, catalog, args)])
+        row["streamsql"] = measure(_spark_job("streamsql", query, files, catalog, args))
         if query in handwritten.QUERIES:
-            row["pyspark"] = measure([sys.executable, str(BENCH / "job.py"), "--engine", "pyspark", *_job_args(query, files, catalog, args)])
+            row["pyspark"] = measure(_spark_job("pyspark", query, files, catalog, args))
         if flink:
             row["flink"] = measure([flink, str(BENCH / "flink_job.py"), "--query", query, "--data", str(files), "--cores", str(args.cores)])
         rows.append(row)
@@ -104,8 +103,9 @@ def planning_ms(query: str, catalog: Path) -> float:
     return round(statistics.median(times[1:]), 1)
 
 
-def _job_args(query, files, catalog, args) -> list[str]:
-    return ["--query", query, "--data", str(files), "--catalog", str(catalog), "--cores", str(args.cores)]
+def _spark_job(engine: str, query, files, catalog, args) -> list[str]:
+    return [sys.executable, str(BENCH / "job.py"), "--engine", engine, "--query", query, "--data", str(files),
+            "--catalog", str(catalog), "--cores", str(args.cores)]
 
 
 def measure(command: list[str]) -> dict:

@@ -405,14 +405,14 @@ class Engine:
         return None, {}
 
     def _trigger(self, plan: QueryPlan) -> dict:
-        from streamsql.runtime.sources import is_bounded
+        from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
 
         if all(is_bounded(t) for t in plan.tables):
             return {"availableNow": True}
         interval = self.settings.get("execution.checkpointing.interval")
         if interval is None:
             interval = next((t.options["source.monitor-interval"] for t in plan.tables
-                             if not is_bounded(t) and "source.monitor-interval" in t.options), "1 second")
+                             if "source.monitor-interval" in t.options), DEFAULT_POLL_INTERVAL)
         return {"processingTime": interval}
 
     def _checkpoint(self, step: InsertStep, name: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamsql.plan.planner import InsertStep, QueryStep
 from streamsql.plan.windows import watermark_delay_ms
-from streamsql.runtime.sources import is_bounded
+from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
 from streamsql.spark.dialect import to_spark_sql
 
 
@@ -14,7 +14,7 @@ def explain(engine, step: QueryStep | InsertStep) -> list[str]:
     for table in plan.tables:
         options = table.options
         kind = f"{options['connector']}" + (f" {options['format']}" if "format" in options else "")
-        bounded = "bounded" if is_bounded(table) else f"unbounded (every {options.get('source.monitor-interval', '1 second')})"
+        bounded = "bounded" if is_bounded(table) else f"unbounded (every {options.get('source.monitor-interval', DEFAULT_POLL_INTERVAL)})"
         watermark = ""
         if table.watermark is not None:
             watermark = f", watermark on {table.watermark.column} - {watermark_delay_ms(table)} ms"

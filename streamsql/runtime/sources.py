@@ -23,6 +23,7 @@ MALFORMED_MARK = "streamsql-malformed-row"
 
 
 GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
+DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 
 def is_bounded(table: TableDef) -> bool:

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-CHUNK = 8192
+from streamsql.runtime.generators.chunks import CHUNK, chunk_rng, in_chunks, strings_from_lengths
+
 DEFAULT_RATE = 10_000
 DEFAULT_STRING_LENGTH = 100
 HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -70,15 +71,14 @@ class DatagenSpec:
 
 def generate(spec: DatagenSpec, start: int, end: int):
     """Record batches of rows ``start`` (inclusive) to ``end`` (exclusive)."""
-    while start < end:
-        chunk = start // CHUNK
-        stop = min(end, (chunk + 1) * CHUNK)
-        rng = np.random.default_rng([spec.seed, 0, chunk])
-        numbers = np.arange(chunk * CHUNK, (chunk + 1) * CHUNK, dtype=np.int64)
-        arrays = [_column(field, rng, numbers) for field in spec.fields]
-        batch = pa.RecordBatch.from_arrays(arrays, names=[f.name for f in spec.fields])
-        yield batch.slice(start - chunk * CHUNK, stop - start)
-        start = stop
+    return in_chunks(start, end, lambda chunk: _chunk(spec, chunk))
+
+
+def _chunk(spec: DatagenSpec, chunk: int) -> pa.RecordBatch:
+    rng = chunk_rng(spec.seed, chunk)
+    numbers = np.arange(chunk * CHUNK, (chunk + 1) * CHUNK, dtype=np.int64)
+    arrays = [_column(field, rng, numbers) for field in spec.fields]
+    return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in spec.fields])
 
 
 def _column(field: FieldSpec, rng, numbers: np.ndarray) -> pa.Array:
@@ -105,9 +105,7 @@ def _column(field: FieldSpec, rng, numbers: np.ndarray) -> pa.Array:
     if kind == "boolean":
         return pa.array(rng.integers(0, 2, n).astype(bool), mask=nulls)
     if kind == "string":
-        chars = HEX[rng.integers(0, 16, n * field.length)]
-        offsets = np.arange(n + 1, dtype=np.int32) * field.length
-        strings = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars))
+        strings = strings_from_lengths(HEX[rng.integers(0, 16, n * field.length)], np.full(n, field.length))
         return strings if nulls is None else pc.if_else(pa.array(nulls), pa.scalar(None, pa.string()), strings)
     if kind in ("timestamp", "timestamp_ntz", "date"):
         import time

@@ -3,9 +3,8 @@
 The model is Flink Nexmark's generator (nexmark-flink's ``NexmarkGenerator``): event
 ``n`` is a person, an auction or a bid by ``n % (sum of proportions)``; ids, sellers,
 bidders and hot auctions follow from ``n`` the same way; event time advances by
-``1 / first-event.rate`` seconds per event. Random draws come from a generator seeded by
-``(seed, chunk)``, so an event's content depends only on its number and the seed: any
-split of the event range over tasks or micro-batches gives the same events.
+``1 / first-event.rate`` seconds per event. Events are made a seeded chunk at a time
+(generators.chunks), so an event's content depends only on its number and the seed.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-CHUNK = 8192  # events per seeded block
+from streamsql.runtime.generators.chunks import CHUNK, chunk_rng, in_chunks, strings_from_lengths
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000
 FIRST_CATEGORY_ID = 10
@@ -102,7 +101,6 @@ OPTIONS = {  # Flink Nexmark option -> NexmarkConfig field
     "bid.hot-ratio.auctions": "hot_auctions", "bid.hot-ratio.bidders": "hot_bidders",
     "auction.hot-ratio.sellers": "hot_sellers", "seed": "seed",
 }
-ACCEPTED = {"next-event.rate", "rate.shape", "rate.period", "rate.limited", "keep-alive", "stop-at", "max-emit-speed", "base-time"}
 
 
 def nexmark_config(options) -> NexmarkConfig:
@@ -123,17 +121,11 @@ def _number(text: str) -> int:
 
 def generate(config: NexmarkConfig, start: int, end: int):
     """Record batches of events ``start`` (inclusive) to ``end`` (exclusive), in order."""
-    chunk = start // CHUNK
-    while start < end:
-        chunk_start = chunk * CHUNK
-        batch = _chunk(config, chunk)
-        yield batch.slice(start - chunk_start, min(end, chunk_start + CHUNK) - start)
-        chunk += 1
-        start = chunk * CHUNK
+    return in_chunks(start, end, lambda chunk: _chunk(config, chunk))
 
 
 def _chunk(config: NexmarkConfig, chunk: int) -> pa.RecordBatch:
-    rng = np.random.default_rng([config.seed, 0, chunk])
+    rng = chunk_rng(config.seed, chunk)
     number = np.arange(chunk * CHUNK, (chunk + 1) * CHUNK, dtype=np.int64)
     remainder = number % config.total_proportion
     kind = np.where(remainder < config.person_proportion, PERSON,
@@ -263,18 +255,12 @@ def _pick(rng, n: int, choices: tuple[str, ...]) -> pa.Array:
     return pa.array(choices).take(pa.array(rng.integers(0, len(choices), n)))
 
 
-def _from_lengths(chars: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(chars.astype(np.uint8)))
-
-
 def _strings(rng, n: int, max_length: int, special: str = " ") -> pa.Array:
     """Flink's nextString: 3..max_length-1 letters, one in 13 ``special``, trimmed."""
     lengths = 3 + rng.integers(0, max_length - 3, n)
     total = int(lengths.sum())
     chars = np.where(rng.integers(0, 13, total) == 0, ord(special), ord("a") + rng.integers(0, 26, total))
-    strings = _from_lengths(chars, lengths)
+    strings = strings_from_lengths(chars, lengths)
     return pc.utf8_trim(strings, special) if special == " " else strings
 
 
@@ -282,7 +268,7 @@ def _credit_cards(rng, n: int) -> pa.Array:
     """Four space-separated groups of four digits."""
     digits = rng.integers(0, 10, (n, 4, 5)) + ord("0")
     digits[:, :, 4] = ord(" ")
-    return _from_lengths(digits.reshape(n, 20)[:, :19].ravel(), np.full(n, 19))
+    return strings_from_lengths(digits.reshape(n, 20)[:, :19].ravel(), np.full(n, 19))
 
 
 def _extra(seed: int, rng, current_size: np.ndarray, average: int) -> pa.Array:
@@ -295,7 +281,7 @@ def _extra(seed: int, rng, current_size: np.ndarray, average: int) -> pa.Array:
     start = (rng.random(len(size)) * (len(pool) - size)).astype(np.int64)
     ends = np.cumsum(size)
     index = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(start - (ends - size), size)
-    return _from_lengths(pool[index], size)
+    return strings_from_lengths(pool[index], size)
 
 
 @lru_cache(maxsize=4)
