@@ -82,3 +82,9 @@ class ExecutionError(StreamsqlError):
     """A failure while Spark runs a job, reduced to its message."""
 
     kind = "Execution error"
+
+
+class JobStateError(StreamsqlError):
+    """A job's saved state does not fit what is asked of it (another query, a lost state)."""
+
+    kind = "Job error"

@@ -21,6 +21,7 @@ from streamsql.errors import Position, StreamsqlError, ValidationError
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.connectors import CONNECTORS
 from streamsql.plan.define import define
+from streamsql.plan.fingerprint import plan_fingerprint
 from streamsql.plan.objects import (
     DEFAULT_DATABASE,
     CatalogObject,
@@ -88,6 +89,7 @@ class InsertStep:
     table: TableDef
     plan: QueryPlan
     overwrite: bool
+    fingerprint: str = ""  # plan.fingerprint: what must not change for the job to resume
 
 
 @dataclass
@@ -197,7 +199,8 @@ class Planner:
         definition = table_as_select(node, plan.columns)
         self._plan(definition)
         table = self.catalog.get(object_name(definition.this.this, self.catalog.current_database))
-        return StatementSetStep([InsertStep(table, plan, overwrite=False)])
+        fingerprint = plan_fingerprint(node.expression, table, self.catalog)
+        return StatementSetStep([InsertStep(table, plan, overwrite=False, fingerprint=fingerprint)])
 
     def _alter(self, node: exp.Expression) -> ResultStep:
         if isinstance(node, exp.Command):  # ALTER TABLE t RESET ('k', ...)
@@ -237,7 +240,8 @@ class Planner:
             raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
         plan = self.plan_query(node.expression)
         _check_insert_columns(table, columns, plan)
-        return InsertStep(table, plan, bool(node.args.get("overwrite")))
+        fingerprint = plan_fingerprint(node, table, self.catalog)
+        return InsertStep(table, plan, bool(node.args.get("overwrite")), fingerprint)
 
     # -- queries -----------------------------------------------------------------------
 

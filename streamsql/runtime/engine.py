@@ -7,7 +7,6 @@ stored. Spark starts only when a statement needs it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tempfile
@@ -32,11 +31,12 @@ from streamsql.plan.planner import (
     Step,
     spark_name,
 )
+from streamsql.plan.durations import spark_interval
 from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.results import ResultWriter
 from streamsql.runtime.settings import Settings
-from streamsql.spark.dialect import spark_type, to_spark_sql
+from streamsql.spark.dialect import to_spark_sql
 
 
 class Engine:
@@ -157,7 +157,11 @@ class Engine:
                 if key.startswith("spark.sql.") and self._spark.conf.get(key, None) != value:
                     self._spark.conf.set(key, value)
 
-    def _frame(self, plan: QueryPlan, streaming: bool):
+    def _frame(self, plan: QueryPlan, streaming: bool, late_writes: list | None = None):
+        """The query as a DataFrame over its sources (and the metrics observed on the way).
+
+        Late rows routed to a 'late-rows.table' are written at once, or, when
+        ``late_writes`` is given, appended to it as (rows, table) for the caller to commit."""
         from streamsql.runtime.sources import source_frame
         from streamsql.runtime.udfs import register_udf
 
@@ -176,7 +180,7 @@ class Engine:
                 if same != name:
                     spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM `{same}`")
                 else:
-                    self._register_window(derived, streaming, observed)
+                    self._register_window(derived, streaming, observed, late_writes)
             else:
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
         query = plan.query
@@ -187,7 +191,7 @@ class Engine:
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
-    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict) -> None:
+    def _register_window(self, window: WindowRelation, streaming: bool, observed: dict, late_writes: list | None) -> None:
         """Register a window TVF's output; drop (and count, and route) late rows first.
 
         Telling late rows apart needs the source's read order, which a batch read of a
@@ -210,7 +214,10 @@ class Engine:
             late = F.col(LATE_COLUMN)
             if window.late_table is not None:
                 rows = flagged.filter(late).select(*[F.col(f"`{c.name}`") for c in window.late_source.physical_columns])
-                write_batch(rows, window.late_table, overwrite=False)
+                if late_writes is None:
+                    write_batch(rows, window.late_table, overwrite=False)
+                else:
+                    late_writes.append((rows, window.late_table))
             observation = Observation(f"late_{window.name}")
             flagged = flagged.observe(observation, F.count(F.when(late, 1)).alias("rows"))
             observed[f"late_{window.name}"] = (window, observation)
@@ -296,14 +303,16 @@ class Engine:
         from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, JobMonitor, StopRequested
         from streamsql.runtime.progress import ProgressDisplay
 
+        from streamsql.runtime.inserts import insert_name, job_names, start_insert
+
         started, monitor = [], None
         try:
-            for step in steps:
-                query, observed = self._start_insert(step)
+            for step, name in zip(steps, job_names(steps, self.settings.get("pipeline.name"))):
+                query, observed = start_insert(self, step, name)
                 started.append((query, observed))
             queries = [q for q, _ in started if q is not None]
             if queries:
-                name = self.settings.get("pipeline.name") or ", ".join(_insert_name(s) for s in steps)
+                name = self.settings.get("pipeline.name") or ", ".join(insert_name(s) for s in steps)
                 monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
                 monitor.start()
             with ProgressDisplay(queries):
@@ -327,24 +336,6 @@ class Engine:
             self._report_skipped(observed, query)
             self._report_streaming_late(query)
 
-    def _start_insert(self, step: InsertStep) -> tuple:
-        """Start the INSERT as a streaming query, or run it to its end as a bounded one."""
-        from streamsql.runtime.sinks import start_stream, write_batch
-
-        table = step.table
-        if self._streams(step.plan, table):
-            name = self.settings.get("pipeline.name") or _insert_name(step)
-            checkpoint = self._checkpoint(step, name)
-            query, observed = self._start_streaming(
-                step.plan,
-                lambda frame: start_stream(self._conform(frame, step), table, checkpoint, self._trigger(step.plan), name),
-            )
-            if query is not None:
-                return query, observed
-        frame, observed = self._frame(step.plan, streaming=False)
-        write_batch(self._conform(frame, step), table, step.overwrite)
-        return None, observed
-
     @staticmethod
     def _stop_all(started: list) -> None:
         for query, _ in started:
@@ -357,13 +348,6 @@ class Engine:
 
         base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
         return JobRegistry(Path(base) / "_jobs")
-
-    def _conform(self, frame, step: InsertStep):
-        """The query's columns cast to the target's types and named as its columns (by position)."""
-        return frame.selectExpr(*[
-            f"CAST(`{source.name}` AS {spark_type(target.type)}) AS `{target.name}`"
-            for source, target in zip(step.plan.columns, step.table.physical_columns)
-        ])
 
     def _streams(self, plan: QueryPlan, sink=None) -> bool:
         """Whether to run on Spark Structured Streaming.
@@ -413,18 +397,7 @@ class Engine:
         if interval is None:
             interval = next((t.options["source.monitor-interval"] for t in plan.tables
                              if "source.monitor-interval" in t.options), DEFAULT_POLL_INTERVAL)
-        return {"processingTime": interval}
-
-    def _checkpoint(self, step: InsertStep, name: str) -> str:
-        """A job's checkpoint: the same INSERT resumes where its last run stopped."""
-        root = self.settings.get("execution.checkpointing.dir")
-        if root is None:
-            base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
-            root = str(base / "_checkpoints")
-        # The same query into another table (or another path) is another job.
-        identity = to_spark_sql(step.plan.query) + repr(sorted(step.table.options.items()))
-        digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-        return str(Path(root) / f"{name}-{digest}")
+        return {"processingTime": spark_interval(interval)}
 
     def _await(self, query, each_wait=None) -> None:
         """Wait for a streaming query in short steps, so Ctrl-C and STOP JOB land between
@@ -494,8 +467,3 @@ def _window_identity(window: WindowRelation) -> tuple:
     """What makes two window TVF applications produce the same rows."""
     return (window.kind, window.input_name, window.time_column, tuple(sorted(window.parameters.items())),
             tuple(window.partition_by), window.proctime, tuple(c.name for c in window.input_columns))
-
-
-def _insert_name(step: InsertStep) -> str:
-    """The default name of an INSERT's streaming query (and of a job made of it)."""
-    return f"insert-into-{step.table.name.name}"

@@ -1,18 +1,25 @@
 """Writing a query's rows into a catalog table: filesystem, print or blackhole.
 
-Streaming writes to the filesystem go through Spark's file sink, whose commit log
-(``_spark_metadata``) together with the job's checkpoint makes output exactly-once
-across restarts; batch readers of the directory honour that log.
+Files are never written in place: every write stages its files in a hidden directory of
+the sink and publishes them by renaming (runtime.commits), so whoever lists the
+directory — Spark, streamsql, pandas, DuckDB, `cat part-*` — reads committed rows only.
+Jobs (runtime.inserts) add a commit record between the two, which makes their output
+exactly-once across restarts; a batch-mode INSERT (Flink's batch semantics: each run
+appends) publishes without one.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-from streamsql.errors import ConnectorError
 from streamsql.plan.connectors import csv_separator, is_true
 from streamsql.plan.objects import TableDef
+from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, _remove_if_empty
 from streamsql.runtime.results import format_value
 
 _WRITE_OPTIONS = {
@@ -23,24 +30,53 @@ _WRITE_OPTIONS = {
 
 
 def write_batch(frame, table: TableDef, overwrite: bool) -> None:
+    """A batch-mode write: staged, then published (after removing the old files, to overwrite)."""
     connector = table.options["connector"]
     if connector == "print":
         print_rows(frame.collect(), table)
     elif connector == "blackhole":
         frame.write.format("noop").mode("overwrite").save()
     else:
-        if (Path(table.options["path"]) / "_spark_metadata").exists():
-            raise ConnectorError(
-                f"Table '{table.name.name}': {table.options['path']} is written by a streaming job; rows"
-                " a batch INSERT adds there would be invisible to its readers. Insert in streaming mode."
-            )
-        writer = frame.write.format(table.options["format"]).options(**_file_options(table))
-        if table.partition_keys:
-            writer = writer.partitionBy(*table.partition_keys)
-        writer.mode("overwrite" if overwrite else "append").save(table.options["path"])
+        sink = Path(table.options["path"])
+        _remove_abandoned_batches(sink)
+        staged = sink / STAGING / f"batch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        write_files(frame, table, staged)
+        if overwrite:
+            for old in _data_files(sink):
+                old.unlink()
+        for index, path in enumerate(sorted(_data_files(staged))):
+            relative = path.relative_to(staged)
+            target = sink / relative.parent / f"part-{staged.name}-{index:05d}.{relative.name.split('.', 1)[-1]}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        shutil.rmtree(staged, ignore_errors=True)
+        _remove_if_empty(staged.parent)
 
 
-def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: str):
+def write_files(frame, table: TableDef, directory: Path) -> None:
+    """The rows as files of the table's format (and partitions) in ``directory``."""
+    writer = frame.write.format(table.options["format"]).options(**_file_options(table))
+    if table.partition_keys:
+        writer = writer.partitionBy(*table.partition_keys)
+    writer.mode("overwrite").save(str(directory))
+
+
+@dataclass(frozen=True)
+class CommitMicroBatch:
+    """foreachBatch for a file sink: stage the micro-batch, record it, publish it; a batch
+    Spark replays after a crash is already recorded and is skipped."""
+
+    table: TableDef
+    committer: SinkCommitter
+
+    def __call__(self, frame, batch_id: int) -> None:
+        if self.committer.is_committed(batch_id):
+            return
+        write_files(frame, self.table, self.committer.stage(batch_id))
+        self.committer.commit(batch_id)
+
+
+def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: str, committer: SinkCommitter | None):
     """Start a streaming query writing into the table; returns the StreamingQuery."""
     connector = table.options["connector"]
     writer = frame.writeStream.queryName(name).option("checkpointLocation", checkpoint).trigger(**trigger)
@@ -49,11 +85,23 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector == "blackhole":
         writer = writer.format("noop")
     else:
-        writer = writer.format(table.options["format"]).options(**_file_options(table))
-        writer = writer.option("path", table.options["path"])
-        if table.partition_keys:
-            writer = writer.partitionBy(*table.partition_keys)
+        writer = writer.foreachBatch(CommitMicroBatch(table, committer))
     return writer.outputMode("append").start()
+
+
+def _remove_abandoned_batches(sink: Path) -> None:
+    """Staged files of batch-mode writes whose process is gone (it crashed before publishing)."""
+    root = sink / STAGING
+    if not root.exists():
+        return
+    for staged in root.glob("batch-*"):
+        pid = int(staged.name.split("-")[1]) if staged.name.split("-")[1].isdigit() else 0
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, ValueError):
+            shutil.rmtree(staged, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 def print_rows(rows: list, table: TableDef) -> None:

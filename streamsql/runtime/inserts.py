@@ -1,0 +1,164 @@
+"""Running an INSERT: as a streaming query, or as one bounded computation, exactly once.
+
+Both ways write a filesystem table through runtime.commits (stage, record, publish):
+
+- **Streaming** (Spark Structured Streaming): each micro-batch is staged and committed
+  under its batch id, with Spark's checkpoint (what was read, operator state) in the
+  job's state directory; a replayed micro-batch finds its commit record and is skipped.
+- **Bounded** (windows or an updating result over bounded input, computed as one batch
+  with Flink's end-of-input semantics): the commit record keeps what was consumed (each
+  input file's name, size and modification time) and the result committed. A rerun over
+  the same input writes nothing; a rerun over more input computes the result again and
+  writes only the rows not written before. A row written before that the new input
+  changes (a window that fired at the end of the previous input gets more rows) cannot
+  be taken back from an append-only file: that is an error, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from streamsql.errors import JobStateError, ValidationError
+from streamsql.plan.objects import TableDef
+from streamsql.plan.planner import InsertStep
+from streamsql.runtime.jobstate import BOUNDED, STREAMING, JobState
+from streamsql.spark.dialect import spark_type
+
+
+def insert_name(step: InsertStep) -> str:
+    """The default name of an INSERT's job (and of its streaming query)."""
+    return f"insert-into-{step.table.name.name}"
+
+
+def job_names(steps: list[InsertStep], pipeline: str | None) -> list[str]:
+    """Each INSERT's job name: pipeline.name or insert-into-<table>; repeats get '#2', '#3'."""
+    names, seen = [], {}
+    for step in steps:
+        base = pipeline or insert_name(step)
+        target = (base, str(step.table.name))
+        seen[target] = seen.get(target, 0) + 1
+        names.append(base if seen[target] == 1 else f"{base}#{seen[target]}")
+    return names
+
+
+def state_root(engine) -> Path:
+    root = engine.settings.get("execution.checkpointing.dir")
+    if root is None:
+        base = engine.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
+        return Path(base) / "_checkpoints"
+    return Path(root)
+
+
+def start_insert(engine, step: InsertStep, name: str) -> tuple:
+    """Start the INSERT as a streaming query, or run it to its end as a bounded one."""
+    from streamsql.runtime.sinks import start_stream, write_batch
+
+    table = step.table
+    if step.overwrite and engine.settings.streaming:
+        raise ValidationError(f"INSERT OVERWRITE {table.name.name}: overwriting needs batch mode, as in Flink"
+                              " (SET 'execution.runtime-mode' = 'batch')")
+    if engine._streams(step.plan, table):
+        state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
+        state.check()
+        committer = state.committer() if state.is_file_sink else None
+        if committer is not None:
+            committer.recover()
+        query, observed = engine._start_streaming(
+            step.plan,
+            lambda frame: start_stream(conform(frame, step), table, state.checkpoint, engine._trigger(step.plan),
+                                       name, committer),
+        )
+        if query is not None:
+            state.save()
+            return query, observed
+    if table.options["connector"] == "filesystem" and engine.settings.streaming:
+        return None, run_bounded(engine, step, name)
+    frame, observed = engine._frame(step.plan, streaming=False)
+    write_batch(conform(frame, step), table, step.overwrite)
+    return None, observed
+
+
+def run_bounded(engine, step: InsertStep, name: str) -> dict:
+    """A bounded INSERT into files, exactly once across reruns (see the module docstring)."""
+    state = JobState.of(state_root(engine), name, step.table, step.fingerprint, BOUNDED)
+    state.check()
+    committer = state.committer()
+    committer.recover()
+    inputs = consumed_inputs(step.plan.tables)
+    last = committer.last()
+    if last is not None and last.get("inputs") == inputs:
+        engine.log(f"INSERT INTO {step.table.name.name}: no new input since job '{name}' last ran; nothing to write.")
+        return {}
+    late_writes: list = []
+    frame, observed = engine._frame(step.plan, streaming=False, late_writes=late_writes)
+    state.save()
+    n = last["n"] + 1 if last else 0
+    commit_result(engine.spark, conform(frame, step), step.table, committer, state.results, n, last,
+                  inputs=inputs)
+    for rows, late_table in late_writes:
+        late = state.committer_for(late_table, "-late")
+        late.recover()
+        commit_result(engine.spark, rows, late_table, late, state.results, n, late.last(), inputs=inputs)
+    return observed
+
+
+def commit_result(spark, frame, table: TableDef, committer, results: Path, n: int, last: dict | None, **extra) -> None:
+    """Commit the rows of ``frame`` that the previous commit (``last``) did not have."""
+    from streamsql.runtime.sinks import write_files
+
+    snapshot = results / f"{committer.key}-{n}"
+    frame.write.mode("overwrite").parquet(str(snapshot))
+    result = spark.read.parquet(str(snapshot))
+    new = result
+    if last is not None and last.get("snapshot"):
+        before = spark.read.parquet(last["snapshot"])
+        changed = before.exceptAll(result).limit(3).collect()
+        if changed:
+            shutil.rmtree(snapshot, ignore_errors=True)
+            shown = "; ".join(str(tuple(row)) for row in changed)
+            raise JobStateError(
+                f"INSERT INTO {table.name.name}: the new input changes rows this job already wrote (e.g. {shown}):"
+                " windows that fired at the end of the previous input got more rows, or the result updates."
+                " An append-only file cannot take rows back, so nothing was written. Run the job continuously"
+                " ('source.monitor-interval'), where a window is written once the watermark passes it, or start"
+                " afresh (a new sink path, or delete the job's state and output)."
+            )
+        new = result.exceptAll(before)
+    write_files(new, table, committer.stage(n))
+    committer.commit(n, snapshot=str(snapshot), **extra)
+    if last is not None and last.get("snapshot") and last["snapshot"] != str(snapshot):
+        shutil.rmtree(last["snapshot"], ignore_errors=True)
+
+
+def consumed_inputs(tables: list[TableDef]) -> dict:
+    """What a bounded run reads: each file's name, size and modification time; a generated
+    table's options (its rows follow from them)."""
+    inputs = {}
+    for table in tables:
+        if "path" not in table.options:
+            inputs[str(table.name)] = sorted(table.options.items())
+            continue
+        root = Path(table.options["path"])
+        files = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*") if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
+        ) if root.exists() else []
+        inputs[str(table.name)] = [[str(p), *_size_and_time(p)] for p in files]
+    return inputs
+
+
+def _size_and_time(path: Path) -> list[int]:
+    status = os.stat(path)
+    return [status.st_size, status.st_mtime_ns]
+
+
+def conform(frame, step: InsertStep):
+    """The query's columns cast to the target's types and named as its columns."""
+    sources = getattr(step, "sources", None) or [c.name for c in step.plan.columns]
+    return frame.selectExpr(*[
+        (f"CAST(`{source}` AS {spark_type(target.type)})" if source is not None
+         else f"CAST(NULL AS {spark_type(target.type)})") + f" AS `{target.name}`"
+        for source, target in zip(sources, step.table.physical_columns)
+    ])

@@ -1,0 +1,123 @@
+"""A job's identity and its state directory.
+
+An INSERT's job is identified by its name (``pipeline.name``, else ``insert-into-<table>``)
+and its target (the table and, for files, its path) — not by the query text, and not
+by the Spark SQL streamsql generates for it. Its state directory,
+``<checkpoints>/<name>-<key>/``, holds ``job.json`` (the plan fingerprint and how it
+runs), Spark's checkpoint (``checkpoint/``), the commit records of what it wrote
+(``commits/``) and, for bounded runs, the result it last committed (``results/``).
+
+Resuming is refused, with what to do, when the state cannot be resumed honestly: the
+query changed (another fingerprint), the job ran another way before (streaming vs.
+bounded), or the state is gone while the sink still holds the job's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamsql.errors import JobStateError
+from streamsql.plan.objects import TableDef
+from streamsql.runtime.commits import SinkCommitter, _write_atomically
+
+STREAMING, BOUNDED = "streaming", "bounded"
+
+
+@dataclass
+class JobState:
+    name: str
+    table: TableDef
+    fingerprint: str
+    mode: str
+    directory: Path
+    key: str
+
+    @classmethod
+    def of(cls, root: Path, name: str, table: TableDef, fingerprint: str, mode: str) -> JobState:
+        target = f"{table.name}|{table.options['connector']}|{table.options.get('path', '')}"
+        key = hashlib.sha1(f"{name}|{target}".encode()).hexdigest()[:12]
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
+        return cls(name, table, fingerprint, mode, Path(root) / f"{safe}-{key}", key)
+
+    @property
+    def checkpoint(self) -> str:
+        return str(self.directory / "checkpoint")
+
+    @property
+    def results(self) -> Path:
+        return self.directory / "results"
+
+    @property
+    def is_file_sink(self) -> bool:
+        return self.table.options["connector"] == "filesystem"
+
+    def committer(self) -> SinkCommitter:
+        """The commit protocol into the target's directory."""
+        return self.committer_for(self.table)
+
+    def committer_for(self, table: TableDef, suffix: str = "") -> SinkCommitter:
+        """The commit protocol into a table the job writes (the target, or with a suffix
+        another one, such as the late-rows table)."""
+        return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
+
+    def check(self) -> None:
+        """Raise when this state must not be resumed (see the module's docstring)."""
+        saved = self._saved()
+        label = f"INSERT INTO {self.table.name.name}"
+        if saved is None:
+            self._check_fresh_sink(label)
+            return
+        if saved.get("fingerprint") != self.fingerprint:
+            raise JobStateError(
+                f"{label}: the query differs from the one job '{self.name}' ran before, and resuming its"
+                f" state ({self.directory}) would mix the results of two queries. Either restore the previous"
+                " query, or write to a new sink path, or start the job afresh: delete its state directory"
+                f" and the files it wrote ({self._output_pattern()})."
+            )
+        if saved.get("mode") != self.mode:
+            raise JobStateError(
+                f"{label}: job '{self.name}' ran as a {saved.get('mode')} job before and would now run as a"
+                f" {self.mode} one (its sources became {'unbounded' if self.mode == STREAMING else 'bounded'}); its"
+                f" state ({self.directory}) cannot carry over. Restore the sources' options, or start afresh:"
+                f" delete the state directory and the files it wrote ({self._output_pattern()})."
+            )
+
+    def save(self) -> None:
+        """Record the job (first run): its fingerprint and how it runs."""
+        if self._saved() is not None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        record = {"name": self.name, "target": str(self.table.name), "path": self.table.options.get("path"),
+                  "fingerprint": self.fingerprint, "mode": self.mode}
+        _write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
+
+    def _saved(self) -> dict | None:
+        path = self.directory / "job.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def _check_fresh_sink(self, label: str) -> None:
+        if not self.is_file_sink:
+            return
+        path = Path(self.table.options["path"])
+        if (path / "_spark_metadata").is_dir():
+            raise JobStateError(
+                f"{label}: '{path}' was written by an earlier streamsql through Spark's file sink (it has a"
+                " _spark_metadata log). Output is now published by renaming committed files into place, so"
+                " files that log left out would become visible: move the directory's content elsewhere, or"
+                " write to a new path."
+            )
+        written = self.committer().published_files() if path.is_dir() else []
+        if written:
+            raise JobStateError(
+                f"{label}: '{path}' holds {len(written)} file(s) written by job '{self.name}'"
+                f" ({self._output_pattern()}), but the job's state ({self.directory}) is gone: running it"
+                " again would write those rows a second time. Restore the state directory, or delete those"
+                " files to start afresh."
+            )
+
+    def _output_pattern(self) -> str:
+        return f"{self.table.options['path']}/part-{self.key}-*" if self.is_file_sink else "none"

@@ -1,0 +1,237 @@
+"""Exactly-once INSERTs into files: reruns, new input, changed queries, lost state, kill -9.
+
+The sink is read as any tool would read it — every ``part-*`` file listed, lines counted
+— not through the commit log, so a file that is visible but uncommitted shows up as a
+wrong answer.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from streamsql.errors import JobStateError, ValidationError
+from tests.conftest import ROOT, wait_for, write
+
+pytestmark = pytest.mark.spark
+
+BASE = datetime(2026, 1, 1)
+
+
+def rows_csv(first: int, last: int, key=lambda i: "ab"[i % 2]) -> str:
+    """Rows id,k,ts for ids first..last-1; event time is BASE + id seconds (in order)."""
+    return "".join(f"{i},{key(i)},{(BASE + timedelta(seconds=i)):%Y-%m-%d %H:%M:%S}\n" for i in range(first, last))
+
+
+def ddl(source, sink, wsink, continuous: bool = False) -> str:
+    watched = ", 'source.monitor-interval' = '1s', 'source.max-files-per-batch' = '1'" if continuous else ""
+    return f"""
+CREATE TABLE src (id BIGINT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv'{watched});
+CREATE TABLE dst (id BIGINT, k STRING, ts TIMESTAMP(3))
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+CREATE TABLE wdst (k STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), n BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{wsink}', 'format' = 'csv');
+"""
+
+
+PLAIN = "INSERT INTO dst SELECT id, UPPER(k), ts FROM src"
+WINDOWED = ("INSERT INTO wdst SELECT k, window_start, window_end, COUNT(*) FROM"
+            " TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end")
+
+
+def lines(directory) -> list[str]:
+    """Every line of every part file a directory listing shows (any tool's view)."""
+    return sorted(line for f in directory.rglob("part-*") if ".streamsql-staging" not in f.parts
+                  for line in f.read_text().splitlines())
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return tmp_path / "in", tmp_path / "out", tmp_path / "wout"
+
+
+def test_bounded_windowed_rerun_adds_only_new_windows(run, paths):
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 20, key=lambda i: "a"))
+    script = ddl(source, sink, wsink) + WINDOWED + ";"
+    run.rows(script)
+    first = lines(wsink)
+    assert len(first) == 2, first
+
+    run.rows(script)  # nothing new
+    assert lines(wsink) == first
+    assert any("no new input" in message for message in run.log)
+
+    write(source / "part-1.csv", rows_csv(20, 30, key=lambda i: "a"))
+    run.rows(script)
+    assert lines(wsink) == sorted(first + ["a,2026-01-01 00:00:20.000,2026-01-01 00:00:30.000,10"])
+
+
+def test_bounded_windowed_rerun_refuses_to_change_written_windows(run, paths):
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 15, key=lambda i: "a"))
+    script = ddl(source, sink, wsink) + WINDOWED + ";"
+    run.rows(script)
+    before = lines(wsink)
+    write(source / "part-1.csv", rows_csv(15, 25, key=lambda i: "a"))  # window 10-20 gets 5 more rows
+    with pytest.raises(JobStateError, match="changes rows this job already wrote"):
+        run.rows(script)
+    assert lines(wsink) == before
+
+
+def test_plain_insert_rerun_adds_only_new_rows(run, paths):
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 10))
+    script = ddl(source, sink, wsink) + PLAIN + ";"
+    run.rows(script)
+    run.rows(script)
+    assert len(lines(sink)) == 10
+    write(source / "part-1.csv", rows_csv(10, 25))
+    run.rows(script)
+    written = lines(sink)
+    assert len(written) == 25 and len(set(written)) == 25
+
+
+@pytest.mark.parametrize("query", [PLAIN, WINDOWED], ids=["plain", "windowed"])
+def test_changed_query_is_refused_with_what_to_do(run, paths, query):
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 10))
+    run.rows(ddl(source, sink, wsink) + query + ";")
+    changed = query.replace("UPPER(k)", "LOWER(k)").replace("COUNT(*)", "COUNT(id)")
+    write(source / "part-1.csv", rows_csv(10, 12))
+    with pytest.raises(JobStateError) as error:
+        run.rows(ddl(source, sink, wsink) + changed + ";")
+    message = error.value.message
+    assert "differs from the one job" in message and "restore the previous query" in message
+    assert "new sink path" in message and "delete its state directory" in message
+    # Spacing, comments and keyword case are not changes.
+    run.rows(ddl(source, sink, wsink) + "-- same job\n" + query.replace(" FROM", "\n  from") + ";")
+
+
+def test_lost_state_with_output_in_the_sink_is_refused(run, paths, tmp_path):
+    import shutil
+
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 10))
+    script = ddl(source, sink, wsink) + PLAIN + ";"
+    run.rows(script)
+    shutil.rmtree(tmp_path / "catalog" / "_checkpoints")
+    with pytest.raises(JobStateError, match="state .* is gone"):
+        run.rows(script)
+    assert len(lines(sink)) == 10
+
+
+def test_insert_overwrite_needs_batch_mode(run, paths):
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 4))
+    with pytest.raises(ValidationError, match="batch mode"):
+        run.rows(ddl(source, sink, wsink) + PLAIN.replace("INTO", "OVERWRITE") + ";")
+    run.rows("SET 'execution.runtime-mode' = 'batch';" + PLAIN.replace("INTO", "OVERWRITE") + ";")
+    run.rows(PLAIN.replace("INTO", "OVERWRITE") + ";")
+    assert len(lines(sink)) == 4
+    assert not (sink / ".streamsql-staging").exists()
+
+
+# -- kill -9 at random points, then restart: the output of an uninterrupted run ------------
+
+FILES, ROWS_PER_FILE = 12, 40
+
+
+def start(tmp_path, script) -> subprocess.Popen:
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"))
+    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def jvm_of(pid: int) -> int | None:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+        except OSError:
+            continue
+        if parent == pid and b"java" in command:
+            return int(entry)
+    return None
+
+
+def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> None:
+    assert wait_for(lambda: jvm_of(job.pid) is not None or job.poll() is not None, 120)
+    time.sleep(rng.uniform(0, 8))
+    jvm = jvm_of(job.pid)
+    victim = jvm if which == "jvm" and jvm is not None else job.pid
+    try:
+        os.kill(victim, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        job.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(job.pid, signal.SIGKILL)  # whatever is left of that run
+    except ProcessLookupError:
+        pass
+    job.wait()
+
+
+def all_read(tmp_path) -> bool:
+    """Each streaming query has read every input file and finished the micro-batch that did."""
+    checkpoints = list((tmp_path / "catalog" / "_checkpoints").glob("*/checkpoint"))
+    if len(checkpoints) != 2:
+        return False
+    for checkpoint in checkpoints:
+        read = {line for log in (checkpoint / "sources" / "0").glob("[0-9]*") for line in log.read_text().splitlines()
+                if line.startswith("{")}
+        last = lambda folder: max((int(p.name) for p in (checkpoint / folder).glob("[0-9]*")), default=-1)
+        if len(read) < FILES or last("commits") < last("offsets"):
+            return False
+    return True
+
+
+def expected(run, source, name: str, query: str) -> list[str]:
+    """The rows an uninterrupted run writes, computed by a batch-mode run into a fresh table."""
+    out = source.parent / f"expected-{name}"
+    target, columns = ("dst", "id BIGINT, k STRING, ts TIMESTAMP(3)") if name == "plain" else (
+        "wdst", "k STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), n BIGINT")
+    run.rows(f"SET 'execution.runtime-mode' = 'batch'; CREATE TEMPORARY TABLE e_{name} ({columns}) WITH"
+             f" ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');"
+             + query.replace(f"INSERT INTO {target}", f"INSERT INTO e_{name}") + ";")
+    return lines(out)
+
+
+@pytest.mark.parametrize("continuous", [False, True], ids=["bounded", "continuous"])
+def test_kill_9_at_random_points_then_restart_gives_the_uninterrupted_output(run, tmp_path, continuous):
+    source, sink, wsink = tmp_path / "in", tmp_path / "out", tmp_path / "wout"
+    for f in range(FILES):  # Spark's file stream reads files in modification-time order
+        path = write(source / f"part-{f:03d}.csv", rows_csv(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE))
+        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    script = write(tmp_path / "job.sql", ddl(source, sink, wsink, continuous)
+                   + f"EXECUTE STATEMENT SET BEGIN {PLAIN}; {WINDOWED}; END;")
+    rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "7")) + continuous)
+    kills = int(os.environ.get("STREAMSQL_TEST_KILLS", "5"))
+    for attempt in range(kills):
+        kill_at_random(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
+        for directory in (sink, wsink):  # whatever is visible is committed: never a row twice
+            assert len(lines(directory)) == len(set(lines(directory)))
+
+    job = start(tmp_path, script)
+    if continuous:  # run until both queries have read every file, then drain: every window fires
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 240)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGUSR1)
+    assert job.wait(240) == 0, job.stderr.read()
+    assert lines(sink) == expected(run, source, "plain", PLAIN)
+    assert lines(wsink) == expected(run, source, "windowed", WINDOWED)
