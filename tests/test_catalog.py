@@ -360,3 +360,28 @@ def test_cli_reports_each_broken_file_once_and_runs(tmp_path):
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
     assert f"its catalog file {cat / 'demo' / 'zeta.sql'} does not load" in failed.stderr
+
+
+def test_shell_reports_at_start_and_never_overwrites(tmp_path):
+    """The shell session of the bug report: the first error must not leave the catalog half-loaded."""
+    pexpect = pytest.importorskip("pexpect")
+    cat = broken_catalog(tmp_path)
+    env = dict(os.environ, STREAMSQL_CATALOG=str(cat), TERM="xterm", HOME=str(tmp_path))
+    shell = pexpect.spawn(sys.executable, [str(ROOT / "cli.py")], cwd=str(tmp_path), env=env, encoding="utf-8",
+                          timeout=60, dimensions=(50, 400))
+    try:
+        shell.expect_exact(f"Warning: catalog file {cat / 'demo' / 'junk.sql'} does not load")
+        shell.expect_exact(f"Warning: catalog file {cat / 'demo' / 'zeta.sql'} does not load")
+        shell.expect_exact("Flink SQL>")
+        shell.send("SELECT * FROM demo.zeta;\r")
+        shell.expect_exact("zeta.sql does not load")
+        shell.expect_exact("Flink SQL>")
+        shell.send("CREATE TABLE demo.zeta (a INT) WITH ('connector' = 'blackhole');\r")
+        shell.expect_exact("exists but does not load")
+        shell.expect_exact("Flink SQL>")
+        shell.send("QUIT;\r")
+        shell.expect(pexpect.EOF)
+        assert "Warning" not in shell.before
+    finally:
+        shell.terminate(force=True)
+    assert (cat / "demo" / "zeta.sql").read_text() == TRUNCATED
