@@ -180,7 +180,7 @@ class CatalogFiles:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-            with os.fdopen(fd, "w") as handle:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(_file_text(obj))
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -197,7 +197,7 @@ class CatalogFiles:
             return self.read(kind, obj.name, path)
         except OSError as error:
             raise _store_error(obj, path, error) from None
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(_file_text(obj))
         return None
 
