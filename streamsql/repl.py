@@ -38,7 +38,7 @@ TO_TIMESTAMP CURRENT_TIMESTAMP CHAR_LENGTH""".split()
 
 HELP = """Statements end with ';'. Enter inside an unfinished statement starts a new line.
   SELECT ...; INSERT INTO t SELECT ...;          run a query or a pipeline
-  CREATE [TEMPORARY] TABLE|VIEW|FUNCTION ...;    define catalog objects (DROP ... to remove)
+  CREATE [OR REPLACE] [TEMPORARY] TABLE|VIEW|FUNCTION ...;  define catalog objects (DROP ... to remove)
   SHOW CATALOGS|DATABASES|TABLES|VIEWS|FUNCTIONS|JOBS;  SHOW CREATE TABLE t;  DESCRIBE t;
   EXPLAIN SELECT ...;                            how streamsql and Spark will run it
   USE db;  CREATE DATABASE db;  SET 'key' = 'value';  SET;  RESET 'key';
@@ -148,6 +148,7 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
         prompt_continuation=lambda width, line, wrap: "-> ".rjust(width),
     )
     console.print("streamsql: Flink SQL on Spark. HELP; for help, QUIT; to leave.", style="bold")
+    engine.catalog.databases()  # catalog files that do not load are reported now, not while typing
     while True:
         try:
             text = session.prompt("Flink SQL> ")

@@ -56,8 +56,8 @@ def resolve_like(create: exp.Create, source: TableDef) -> exp.Create:
     options = {} if "OPTIONS" in excluded else dict(source.options)
     options.update(_own_options(create))
     table = create.this.this if isinstance(create.this, exp.Schema) else create.this
-    merged = exp.Create(this=exp.Schema(this=table.copy(), expressions=items), kind="TABLE",
-                        exists=create.args.get("exists"), properties=_non_like_properties(create))
+    merged = exp.Create(this=exp.Schema(this=table.copy(), expressions=items), kind="TABLE", exists=create.args.get("exists"),
+                        replace=create.args.get("replace"), properties=_non_like_properties(create))
     return with_options(merged, options)
 
 
@@ -68,7 +68,8 @@ def table_as_select(create: exp.Create, columns: list[Column]) -> exp.Create:
         exp.ColumnDef(this=exp.to_identifier(c.name, quoted=not c.name.isidentifier()), kind=_storable(c.type))
         for c in columns
     ])
-    return exp.Create(this=schema, kind="TABLE", exists=create.args.get("exists"), properties=create.args.get("properties"))
+    return exp.Create(this=schema, kind="TABLE", exists=create.args.get("exists"), replace=create.args.get("replace"),
+                      properties=create.args.get("properties"))
 
 
 def altered(table: TableDef, action: exp.Expression | str) -> exp.Create:

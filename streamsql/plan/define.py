@@ -22,6 +22,7 @@ def define(create: exp.Expression, database: str, base_dir: Path | str | None = 
     if not isinstance(create, exp.Create):
         raise ValidationError(f"Not a CREATE statement: {create.sql()[:60]}")
     kind = create.kind
+    create.set("replace", False)  # OR REPLACE is how it was created, not part of the definition
     name = object_name(create.this if isinstance(create.this, exp.Table) else create.this.this, database)
     if kind == "TABLE":
         _absolutize_path(create, Path(base_dir or Path.cwd()))

@@ -15,6 +15,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from streamsql.catalog import Catalog
+from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
@@ -63,6 +64,7 @@ class QueryPlan:
 class DefineStep:
     obj: CatalogObject
     if_not_exists: bool
+    replace: bool = False
 
 
 @dataclass
@@ -176,13 +178,7 @@ class Planner:
                 raise ValidationError(f"CREATE TABLE ... LIKE needs a table, '{source.name}' is a view")
             node = resolve_like(node, source)
         if isinstance(node, exp.Create):
-            obj = define(node, self.catalog.current_database, self.base_dir)
-            if isinstance(obj, ViewDef):
-                obj.columns = self.plan_query(obj.query).columns
-            elif isinstance(obj, FunctionDef):
-                load_function(obj)
-            self.catalog.create(obj, if_not_exists=bool(node.args.get("exists")))
-            return DefineStep(obj, bool(node.args.get("exists")))
+            return self._define(node)
         if isinstance(node, exp.Drop):
             return self._drop(node)
         if isinstance(node, exp.Set):
@@ -192,6 +188,18 @@ class Planner:
         if isinstance(node, exp.Query):
             return QueryStep(self.plan_query(node))
         raise ValidationError(f"Unsupported statement: {node.key.upper()}")
+
+    def _define(self, node: exp.Create) -> DefineStep:
+        """CREATE [OR REPLACE] [TEMPORARY] TABLE/VIEW/FUNCTION [IF NOT EXISTS] ..."""
+        if_not_exists, replace = bool(node.args.get("exists")), bool(node.args.get("replace"))
+        obj = define(node, self.catalog.current_database, self.base_dir)
+        if isinstance(obj, ViewDef):
+            obj.columns = self.plan_query(obj.query).columns
+        elif isinstance(obj, FunctionDef):
+            load_function(obj)
+        self.catalog.create(obj, if_not_exists=if_not_exists, replace=replace)
+        self._view_plans.clear()  # a view planned before may read what just changed
+        return DefineStep(obj, if_not_exists, replace)
 
     def _create_table_as(self, node: exp.Create) -> StatementSetStep:
         """CREATE TABLE t WITH (...) AS SELECT: define t from the query's columns, then fill it."""
@@ -215,8 +223,7 @@ class Planner:
             raise ValidationError(f"ALTER TABLE works on (persistent) tables; '{table.name}' is not one")
         definition = altered(table, action)
         new = define(definition, table.name.database, self.base_dir)
-        self.catalog.drop(table.name, "relation")
-        self.catalog.create(new)
+        self.catalog.alter(table.name, new)
         return ResultStep([], [])
 
     def _drop(self, node: exp.Drop) -> DropStep:
@@ -280,13 +287,14 @@ class Planner:
     def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict) -> None:
         obj = self._relation(table)
         name = spark_name(obj.name)
-        columns = self._input_columns(obj, plan)
+        columns = self._input_columns(obj, plan, table)
         _replace_relation(table, name, table.alias or table.name, columns, schema, relations)
 
-    def _input_columns(self, obj: TableDef | ViewDef, plan: QueryPlan) -> list[Column]:
+    def _input_columns(self, obj: TableDef | ViewDef, plan: QueryPlan, reference: exp.Table) -> list[Column]:
         """Register a table or view (and what the view reads) with the plan; its columns."""
         if isinstance(obj, ViewDef):
-            view_plan = self._view_plan(obj)
+            with reported_at(reference):  # a broken table the view reads: show where the view is used
+                view_plan = self._view_plan(obj)
             _merge(plan.tables, view_plan.tables)
             plan.derived.update(view_plan.derived)
             plan.derived[spark_name(obj.name)] = view_plan.query
@@ -298,7 +306,7 @@ class Planner:
     def _bind_window(self, wrapper: exp.Table, tvf, plan: QueryPlan, schema: dict, relations: dict) -> None:
         argument = tvf.args["table"]
         source = self._relation(argument.this)
-        columns = self._input_columns(source, plan)
+        columns = self._input_columns(source, plan, argument.this)
         time_column = check_time_attribute(tvf, columns)
         clashes = [c.name for c in columns if c.name in ("window_start", "window_end", "window_time")]
         if clashes:
@@ -349,7 +357,8 @@ class Planner:
 
     def _relation(self, table: exp.Table) -> TableDef | ViewDef:
         name = object_name(table, self.catalog.current_database)
-        obj = self.catalog.get(name)
+        with reported_at(table):
+            obj = self.catalog.get(name)
         if obj is None:
             known = ", ".join(o.name.name for o in self.catalog.objects(name.database)) or "none"
             raise ValidationError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.catalog import Catalog
+from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import Flink, Show
 from streamsql.errors import ValidationError
 from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef, object_name, to_flink_sql
@@ -77,7 +78,8 @@ def _listing(kind: str, catalog: Catalog) -> tuple[list[str], list[tuple]]:
 
 
 def _relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
-    obj = catalog.get(object_name(table, catalog.current_database))
+    with reported_at(table):
+        obj = catalog.get(object_name(table, catalog.current_database))
     if obj is None:
         raise ValidationError(f"Table or view '{table.sql()}' does not exist")
     return obj

@@ -50,6 +50,8 @@ class Engine:
         self.remote = remote
         self.base_dir = Path(base_dir or Path.cwd())
         self.log = log or (lambda message: print(message, file=sys.stderr))
+        if catalog.warn is None:  # catalog files that do not load are reported in this session's log
+            catalog.warn = self.log
         self._spark = spark
         self._owns_spark = spark is None
         self.drain = DrainSources()
