@@ -136,6 +136,9 @@ class Planner:
         self.catalog = catalog
         self.base_dir = base_dir
         self._view_plans: dict[ObjectName, QueryPlan] = {}
+        # Derived relations (window TVFs) are numbered per planner, not per query: a query
+        # includes its views' plans, and two windows must never share a Spark name.
+        self._derived_count = 0
 
     def plan(self, statement: Statement) -> Step:
         try:
@@ -306,7 +309,8 @@ class Planner:
         unknown = [p for p in partition_by if p not in {c.name for c in columns}]
         if unknown:
             raise ValidationError(f"SESSION: PARTITION BY column(s) {', '.join(unknown)} not in the input")
-        name = f"__window_{len(plan.windows) + 1}"
+        self._derived_count += 1
+        name = f"__window_{self._derived_count}"
         late_source = None
         if isinstance(source, TableDef) and source.watermark and source.watermark.column == time_column.name:
             late_source = source
