@@ -192,7 +192,7 @@ def fs_table(tmp_path, extra: str, fmt: str = "csv") -> str:
         ("csv", "'auto-compaction' = 'true'", "option 'auto-compaction' is the filesystem sink"),
         ("csv", "'sink.parallelism' = '2'", "Spark decides the sink's parallelism"),
         ("csv", "'partition.default-name' = 'x'", "option 'partition.default-name'"),
-        ("csv", "'source.path.regex-pattern' = '.*csv'", "not supported yet; point 'path' at a directory"),
+        ("csv", "'source.path.regex-pattern' = '(unclosed'", "option 'source.path.regex-pattern' is not a valid regular expression"),
         ("csv", "'csv.array-element-delimiter' = '|'", "cannot have ARRAY columns"),
         ("csv", "'csv.write-bigdecimal-in-scientific-notation' = 'false'", "sink does not implement"),
         ("json", "'json.encode.ignore-null-fields' = 'true'", "sink does not implement"),
@@ -203,7 +203,7 @@ def fs_table(tmp_path, extra: str, fmt: str = "csv") -> str:
         ("parquet", "'parquet.write.int64.timestamp' = 'true'", "sink does not implement"),
     ],
 )
-def test_options_nothing_implements_are_refused(plan, tmp_path, fmt, option, message):
+def test_options_nothing_implements_are_refused_and_bad_values_too(plan, tmp_path, fmt, option, message):
     with pytest.raises(ConnectorError, match=f"Table 't': .*{message}"):
         plan(fs_table(tmp_path, ", " + option, fmt))
 
@@ -377,3 +377,28 @@ def test_interval_literal_beyond_its_precision(plan, interval, message, col):
 def test_ordinary_expressions_pass(plan):
     plan("SELECT price * 2 + 1, price / 3, MOD(price, 2), ts - INTERVAL '10' SECOND, ts + INTERVAL '100' SECOND,"
          " CAST(url AS BIGINT) + 1, url || 'x', price > 1.5, ts >= ts FROM bid WHERE url <> 'x' AND price = 3")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["batch", "streaming"])
+def test_source_path_regex_pattern_filters_files_by_full_path(run, tmp_path, mode):
+    write(tmp_path / "in" / "a.csv", "1,x\n")
+    write(tmp_path / "in" / "b.txt", "2,y\n")
+    write(tmp_path / "in" / "sub" / "c.csv", "3,z\n")
+    script = (f"SET 'execution.runtime-mode' = '{mode}';"
+              f"CREATE TEMPORARY TABLE t (a BIGINT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'in'}',"
+              " 'format' = 'csv', 'source.path.regex-pattern' = '.*/in/(sub/)?[a-z]+[.]csv');"
+              "SELECT a FROM t")
+    assert sorted(run.rows(script)) == [["1"], ["3"]]
+
+
+@pytest.mark.spark
+def test_datagen_scan_parallelism_sets_the_generating_tasks(spark, tmp_path):
+    from streamsql.runtime.sources import source_frame
+
+    planner = Planner(Catalog(None), tmp_path)
+    [step] = [planner.plan(s) for s in parse_script(
+        "CREATE TEMPORARY TABLE g (a BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '30', 'scan.parallelism' = '3')")]
+    frame = source_frame(spark, step.obj, streaming=False, skipped_counters={})
+    assert frame.rdd.getNumPartitions() == 3
+    assert frame.count() == 30

@@ -17,7 +17,6 @@ from streamsql.plan.objects import TableDef
 
 _SINK = "the filesystem sink does not implement it yet (its files are written by Spark); remove the option"
 NOT_SUPPORTED = {
-    "source.path.regex-pattern": "not supported yet; point 'path' at a directory (or file) holding only the files to read",
     "partition.default-name": _SINK,
     "sink.rolling-policy.file-size": _SINK,
     "sink.rolling-policy.rollover-interval": _SINK,
@@ -84,6 +83,11 @@ def check_values(table: TableDef) -> None:
             _fail(table, f"option '{key}' must be 'true' or 'false', not '{value}'")
         if key in SINGLE_CHARACTER and len(value) != 1 and not (key == "csv.field-delimiter" and value == "\\t"):
             _fail(table, f"option '{key}' must be a single character, not '{value}'")
+        if key == "source.path.regex-pattern":
+            try:
+                re.compile(value)
+            except re.error as error:
+                _fail(table, f"option '{key}' is not a valid regular expression ({error}): '{value}'")
         if key == "base-time":
             try:
                 datetime.fromisoformat(value)

@@ -53,11 +53,14 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
             read = read.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
         return read
 
+    pattern = options.get("source.path.regex-pattern")
     if path.is_file():
         # A streaming file source watches a directory: read the file's folder, only that file.
         frame = reader().option("pathGlobFilter", globlib.escape(path.name)).load(str(path.parent))
     else:
-        frame = reader().load(str(path))
+        frame = (reader().option("recursiveFileLookup", "true") if pattern else reader()).load(str(path))
+    if pattern:
+        frame = frame.filter(_path_matches(pattern, F))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
     drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
@@ -86,6 +89,13 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
             position = F.monotonically_increasing_id()
             frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), position) if from_files else position)
     return frame
+
+
+def _path_matches(pattern: str, F):
+    """Flink's 'source.path.regex-pattern': the whole absolute path of a row's file matches.
+    Spark knows the file as a URI (file:/dir/name); its path part is what Flink matches."""
+    file_path = F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "")
+    return file_path.rlike(f"^(?:{pattern})$")
 
 
 def _generated_frame(spark, table: TableDef, streaming: bool):
