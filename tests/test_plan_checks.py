@@ -291,7 +291,8 @@ def test_bad_set_values_fail_at_plan_time(plan, key, value, message):
 @pytest.mark.parametrize(
     "key, value",
     [("execution.checkpointing.interval", "10s"), ("execution.checkpointing.interval", "1 second"),
-     ("parallelism.default", "4"), ("table.local-time-zone", "Europe/Berlin"), ("table.local-time-zone", "UTC")],
+     ("parallelism.default", "4"), ("table.local-time-zone", "Europe/Berlin"), ("table.local-time-zone", "UTC"),
+     ("table.local-time-zone", "GMT-08:00"), ("table.local-time-zone", "PST")],
 )
 def test_good_set_values(plan, key, value):
     plan(f"SET '{key}' = '{value}'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from streamsql.errors import Position, ValidationError
@@ -30,7 +31,16 @@ def check_setting(key: str, value: str, position: Position | None = None) -> Non
         )
 
 
+# Java's ZoneId.SHORT_IDS, which Flink (and Spark) accept besides region ids and offsets.
+_SHORT_IDS = {"ACT", "AET", "AGT", "ART", "AST", "BET", "BST", "CAT", "CNT", "CST", "CTT", "EAT", "ECT", "EST",
+              "HST", "IET", "IST", "JST", "MIT", "MST", "NET", "NST", "PLT", "PNT", "PRT", "PST", "SST", "VST"}
+_OFFSET = re.compile(r"^(?:GMT|UTC|UT)?[+-](?:0?\d|1[0-8])(?::?[0-5]\d)?$|^Z$")
+
+
 def _is_zone(value: str) -> bool:
+    """A region id ('Europe/Berlin', via zoneinfo), a short id ('PST') or an offset ('GMT-08:00')."""
+    if value in _SHORT_IDS or _OFFSET.match(value):
+        return True
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError):
