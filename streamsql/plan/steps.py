@@ -59,7 +59,7 @@ class InsertStep:
     overwrite: bool
     # For each physical column of the table, in its order: the name of the query column
     # (plan.columns[i].name) that feeds it, or None for NULL (plan.inserts).
-    sources: list[str | None] = field(default_factory=list)
+    sources: list[str | None]
 
 
 @dataclass
