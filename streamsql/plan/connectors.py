@@ -7,8 +7,10 @@ way Flink's factories reject unknown options.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from streamsql.errors import ConnectorError
+from streamsql.plan.option_values import check_values, refuse_unsupported
 from streamsql.plan.objects import TableDef
 from streamsql.plan.types import type_name
 
@@ -72,11 +74,6 @@ CONNECTORS = {
 # Columns of a 'nexmark' table: Nexmark's event schema (ddl_gen.sql), nested ROWs by kind.
 NEXMARK_COLUMNS = ("event_type", "person", "auction", "bid")
 DATAGEN_FIELD_OPTIONS = {"kind", "min", "max", "max-past", "length", "var-len", "start", "end", "null-rate"}
-INTEGER_OPTIONS = {
-    "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
-    "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
-    "seed", "source.max-rows-per-batch", "number-of-rows", "scan.parallelism",
-}
 
 
 def validate_options(table: TableDef) -> None:
@@ -92,6 +89,7 @@ def validate_options(table: TableDef) -> None:
     missing = sorted(spec.required - set(options))
     if missing:
         raise ConnectorError(f"Table '{name}': connector '{connector}' needs option(s) {_listing(missing)}")
+    refuse_unsupported(table)
     allowed = {"connector"} | spec.required | spec.optional
     fmt = options.get("format")
     if "format" in spec.required:
@@ -113,15 +111,7 @@ def _check_values(table: TableDef) -> None:
         _check_nexmark(table)
     if connector == "datagen":
         _check_datagen(table)
-    for key, value in table.options.items():
-        if key in INTEGER_OPTIONS and not value.strip().isdigit():
-            raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a non-negative integer, not '{value}'")
-        if key.endswith(("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field", "standard-error")):
-            if value.lower() not in ("true", "false"):
-                raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'true' or 'false', not '{value}'")
-        if key in ("csv.field-delimiter", "csv.quote-character", "csv.escape-character") and len(value) != 1:
-            if not (key == "csv.field-delimiter" and value in ("\\t",)):
-                raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a single character, not '{value}'")
+    check_values(table)
 
 
 def _check_nexmark(table: TableDef) -> None:
@@ -131,6 +121,7 @@ def _check_nexmark(table: TableDef) -> None:
             f"Table '{table.name.name}': a 'nexmark' table has the columns {', '.join(NEXMARK_COLUMNS)}"
             f" (Nexmark's event schema, with ROW columns person, auction and bid), not {', '.join(names)}"
         )
+    check_values(table)
     if sum(int(table.options.get(f"{kind}.proportion", "1")) for kind in ("person", "auction", "bid")) == 0:
         raise ConnectorError(f"Table '{table.name.name}': the event proportions must not all be 0")
 
@@ -154,6 +145,32 @@ def _check_datagen(table: TableDef) -> None:
             raise ConnectorError(
                 f"Table '{table.name.name}': datagen cannot generate column '{column.name}' of type {type_name(column.type)}"
             )
+
+
+def is_bounded(table: TableDef) -> bool:
+    """Flink's filesystem source is bounded unless it monitors its path; a generated one when
+    it is told how many rows to make (or a datagen sequence ends)."""
+    connector = table.options["connector"]
+    if connector == "nexmark":
+        return int(table.options.get("events.num", "0")) > 0
+    if connector == "datagen":
+        return "number-of-rows" in table.options or any(
+            table.options.get(f"fields.{c.name}.kind") == "sequence" and f"fields.{c.name}.end" in table.options
+            for c in table.physical_columns
+        )
+    return "source.monitor-interval" not in table.options
+
+
+def check_source_path(table: TableDef, written: set[str]) -> None:
+    """A filesystem table read as a source must have its path, unless this script writes it first."""
+    path = table.options.get("path")
+    if table.options.get("connector") != "filesystem" or path is None or path in written or "://" in path:
+        return
+    if not Path(path).exists():
+        raise ConnectorError(
+            f"Table '{table.name.name}': path '{path}' does not exist (a table read as a source needs its"
+            " file or directory; create it, or fix the table's 'path')"
+        )
 
 
 def csv_separator(options: dict[str, str]) -> str:

@@ -86,7 +86,9 @@ def _column(item: exp.ColumnDef, previous: list[Column]) -> Column:
         return Column(name, infer_type(expression, previous), expression)
     if item.args.get("kind") is None:
         raise ValidationError(f"Column '{name}' needs a type", identifier_position(item.this))
-    return Column(name, item.args["kind"])
+    not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) and not c.args["kind"].args.get("allow_null")
+                   for c in item.args.get("constraints") or [])
+    return Column(name, item.args["kind"], not_null=not_null)
 
 
 def _options(create: exp.Create) -> dict[str, str]:

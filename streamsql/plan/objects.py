@@ -36,6 +36,7 @@ class Column:
     type: exp.DataType
     expression: exp.Expression | None = None
     time_attribute: str | None = None  # 'rowtime' or 'proctime'
+    not_null: bool = False
 
     @property
     def is_computed(self) -> bool:

@@ -7,7 +7,6 @@ The planner works against a staged copy of the catalog, so a whole script is che
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
@@ -20,12 +19,12 @@ from streamsql.dialect.flink import Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
 from streamsql.plan.alter import altered, resolve_like, table_as_select
-from streamsql.plan.connectors import CONNECTORS
+from streamsql.plan.commands import command_text, set_step, stop_job
+from streamsql.plan.connectors import CONNECTORS, check_source_path
 from streamsql.plan.define import define
 from streamsql.plan.fingerprint import plan_fingerprint
+from streamsql.plan.inserts import insert_sources
 from streamsql.plan.objects import (
-    DEFAULT_DATABASE,
-    CatalogObject,
     Column,
     FunctionDef,
     ObjectName,
@@ -34,7 +33,24 @@ from streamsql.plan.objects import (
     identifier_position,
     object_name,
 )
-from streamsql.plan.udfs import PythonFunction, load_function
+from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps from here)
+    DefineStep,
+    DropStep,
+    ExplainStep,
+    InsertStep,
+    JobsStep,
+    QueryPlan,
+    QueryStep,
+    ResultStep,
+    SetStep,
+    StatementSetStep,
+    Step,
+    StopJobStep,
+    spark_name,
+)
+from streamsql.plan.temporal import check_temporal_joins
+from streamsql.plan.typecheck import check_types
+from streamsql.plan.udfs import load_function
 from streamsql.plan.windows import (
     WindowRelation,
     check_time_attribute,
@@ -44,95 +60,6 @@ from streamsql.plan.windows import (
 )
 
 
-@dataclass
-class QueryPlan:
-    """A query with names resolved against the catalog and Flink's output columns."""
-
-    query: exp.Query
-    columns: list[Column]
-    tables: list[TableDef] = field(default_factory=list)
-    # Views and window relations by Spark name, each after the relations it reads.
-    derived: dict[str, exp.Query | WindowRelation] = field(default_factory=dict)
-    functions: list[PythonFunction] = field(default_factory=list)
-
-    @property
-    def windows(self) -> list[WindowRelation]:
-        return [d for d in self.derived.values() if isinstance(d, WindowRelation)]
-
-
-@dataclass
-class DefineStep:
-    obj: CatalogObject
-    if_not_exists: bool
-    replace: bool = False
-
-
-@dataclass
-class DropStep:
-    name: ObjectName
-    kind: str
-    if_exists: bool
-    temporary: bool
-
-
-@dataclass
-class SetStep:
-    key: str | None
-    value: str | None
-
-
-@dataclass
-class QueryStep:
-    plan: QueryPlan
-
-
-@dataclass
-class InsertStep:
-    table: TableDef
-    plan: QueryPlan
-    overwrite: bool
-    fingerprint: str = ""  # plan.fingerprint: what must not change for the job to resume
-
-
-@dataclass
-class ResultStep:
-    """A statement answered from the catalog alone (SHOW, DESCRIBE, USE, ...)."""
-
-    columns: list[str]
-    rows: list[tuple]
-
-
-@dataclass
-class ExplainStep:
-    step: QueryStep | InsertStep
-
-
-@dataclass
-class JobsStep:
-    pass
-
-
-@dataclass
-class StopJobStep:
-    job_id: str
-    savepoint: bool
-    drain: bool
-
-
-@dataclass
-class StatementSetStep:
-    inserts: list[InsertStep]
-
-
-Step = (DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | ExplainStep | JobsStep
-        | StopJobStep | StatementSetStep)
-
-
-def spark_name(name: ObjectName) -> str:
-    """The Spark temp-view name a catalog relation is registered under."""
-    return name.name if name.database == DEFAULT_DATABASE else f"{name.database}__{name.name}"
-
-
 class Planner:
     """Turns parsed statements into steps, tracking the catalog as the script changes it."""
 
@@ -140,6 +67,12 @@ class Planner:
         self.catalog = catalog
         self.base_dir = base_dir
         self._view_plans: dict[ObjectName, QueryPlan] = {}
+        # Derived relations (window TVFs) are numbered per planner, not per query: a query
+        # includes its views' plans, and two windows must never share a Spark name.
+        self._derived_count = 0
+        # Paths an INSERT planned earlier in this script writes: reading them later is fine
+        # even if they do not exist yet (the INSERT runs first).
+        self._written: set[str] = set()
 
     def plan(self, statement: Statement) -> Step:
         try:
@@ -163,9 +96,9 @@ class Planner:
         if isinstance(node, StatementSet):
             return StatementSetStep([self._insert(insert) for insert in node.expressions])
         if isinstance(node, exp.Command) and node.name.upper() == "STOP":
-            return _stop_job(node)
+            return stop_job(node)
         if isinstance(node, exp.Command) and node.name.upper() == "RESET":
-            key = _command_text(node).strip().strip("'") or None
+            key = command_text(node).strip().strip("'") or None
             return SetStep(key, None) if key else SetStep("__all__", None)
         if isinstance(node, exp.Alter) or (isinstance(node, exp.Command) and node.name.upper() == "ALTER"):
             return self._alter(node)
@@ -182,7 +115,7 @@ class Planner:
         if isinstance(node, exp.Drop):
             return self._drop(node)
         if isinstance(node, exp.Set):
-            return _set_step(node)
+            return set_step(node)
         if isinstance(node, exp.Insert):
             return self._insert(node)
         if isinstance(node, exp.Query):
@@ -207,12 +140,14 @@ class Planner:
         definition = table_as_select(node, plan.columns)
         self._plan(definition)
         table = self.catalog.get(object_name(definition.this.this, self.catalog.current_database))
+        self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node.expression, table, self.catalog)
-        return StatementSetStep([InsertStep(table, plan, overwrite=False, fingerprint=fingerprint)])
+        return StatementSetStep([InsertStep(table, plan, overwrite=False, sources=insert_sources(table, None, plan),
+                                            fingerprint=fingerprint)])
 
     def _alter(self, node: exp.Expression) -> ResultStep:
         if isinstance(node, exp.Command):  # ALTER TABLE t RESET ('k', ...)
-            match = re.fullmatch(r"\s*TABLE\s+(.+?)\s+RESET\s*\((.*)\)\s*", _command_text(node), re.I | re.S)
+            match = re.fullmatch(r"\s*TABLE\s+(.+?)\s+RESET\s*\((.*)\)\s*", command_text(node), re.I | re.S)
             if not match:
                 raise ValidationError("Expected ALTER TABLE t SET (...), RESET (...) or RENAME TO u")
             table_node, action = exp.to_table(match.group(1), dialect=Flink), match.group(2)
@@ -238,7 +173,7 @@ class Planner:
         target = node.this
         columns = None
         if isinstance(target, exp.Schema):
-            columns = [c.name for c in target.expressions]
+            columns = list(target.expressions)
             target = target.this
         table = self._relation(target)
         if not isinstance(table, TableDef):
@@ -246,9 +181,10 @@ class Planner:
         if not CONNECTORS[table.options["connector"]].as_sink:
             raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
         plan = self.plan_query(node.expression)
-        _check_insert_columns(table, columns, plan)
+        sources = insert_sources(table, columns, plan)
+        self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node, table, self.catalog)
-        return InsertStep(table, plan, bool(node.args.get("overwrite")), fingerprint)
+        return InsertStep(table, plan, bool(node.args.get("overwrite")), sources, fingerprint)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -258,6 +194,7 @@ class Planner:
         plan = QueryPlan(query, [])
         schema: dict[str, dict[str, str]] = {}
         relations: dict[str, list[Column]] = {}
+        versioned: dict[int, TableDef | ViewDef] = {}  # FROM items with FOR SYSTEM_TIME AS OF
         rewrite_group_windows(query)
         for table in list(query.find_all(exp.Table)):
             if tvf_of(table) is not None:
@@ -266,7 +203,7 @@ class Planner:
         for table in list(query.find_all(exp.Table)):
             if (table.name in ctes and not table.db) or table.name in plan.derived:
                 continue
-            self._bind_relation(table, plan, schema, relations)
+            self._bind_relation(table, plan, schema, relations, versioned)
         self._bind_functions(query, plan)
         _name_projections(query)
         try:
@@ -277,18 +214,24 @@ class Planner:
         except OptimizeError as error:
             raise _resolution_error(error) from None
         _group_window_time(qualified)
+        check_temporal_joins(qualified, versioned, relations)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
+        check_types(typed)
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
         _uniquify(plan.columns)
         return plan
 
-    def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict) -> None:
+    def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict, versioned: dict) -> None:
         obj = self._relation(table)
         name = spark_name(obj.name)
         columns = self._input_columns(obj, plan, table)
-        _replace_relation(table, name, table.alias or table.name, columns, schema, relations)
+        version = table.args.get("version")
+        bound = _replace_relation(table, name, table.alias or table.name, columns, schema, relations)
+        if version is not None:  # checked (and dropped) once names are resolved: plan.temporal
+            bound.set("version", version)
+            versioned[id(bound)] = obj
 
     def _input_columns(self, obj: TableDef | ViewDef, plan: QueryPlan, reference: exp.Table) -> list[Column]:
         """Register a table or view (and what the view reads) with the plan; its columns."""
@@ -300,6 +243,7 @@ class Planner:
             plan.derived[spark_name(obj.name)] = view_plan.query
             _merge(plan.functions, view_plan.functions)
             return view_plan.columns
+        check_source_path(obj, self._written)
         _merge(plan.tables, [obj])
         return obj.columns
 
@@ -318,7 +262,8 @@ class Planner:
         unknown = [p for p in partition_by if p not in {c.name for c in columns}]
         if unknown:
             raise ValidationError(f"SESSION: PARTITION BY column(s) {', '.join(unknown)} not in the input")
-        name = f"__window_{len(plan.windows) + 1}"
+        self._derived_count += 1
+        name = f"__window_{self._derived_count}"
         late_source = None
         if isinstance(source, TableDef) and source.watermark and source.watermark.column == time_column.name:
             late_source = source
@@ -380,12 +325,14 @@ class Planner:
             _merge(plan.functions, [function])
 
 
-def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> None:
+def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> exp.Table:
     """Point a FROM item at the Spark relation `name` (keeping the alias the query uses) and
     make its columns known to name resolution and time-attribute tracking."""
     schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
     relations[alias] = columns
-    node.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    bound = exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+    node.replace(bound)
+    return bound
 
 
 def _group_window_time(query: exp.Expression) -> None:
@@ -458,42 +405,3 @@ def _resolution_error(error: OptimizeError) -> ValidationError:
         position = Position(int(match.group(1)), max(1, int(match.group(2)) - length + 1))
     message = message.replace('"', "")
     return ValidationError(message, position)
-
-
-def _command_text(node: exp.Command) -> str:
-    """What follows a command's keyword, as written."""
-    rest = node.expression
-    return "" if rest is None else rest if isinstance(rest, str) else rest.name
-
-
-def _stop_job(node: exp.Command) -> StopJobStep:
-    """STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]."""
-    text = _command_text(node)
-    match = re.fullmatch(r"\s*JOB\s+'([^']+)'((?:\s+WITH\s+(?:SAVEPOINT|DRAIN))*)\s*", text, re.IGNORECASE)
-    if not match:
-        raise ValidationError("Expected STOP JOB 'job id' [WITH SAVEPOINT] [WITH DRAIN]")
-    options = match.group(2).upper()
-    return StopJobStep(match.group(1), "SAVEPOINT" in options, "DRAIN" in options)
-
-
-def _set_step(node: exp.Set) -> SetStep:
-    item = node.expressions[0] if node.expressions else None
-    if item is None:
-        return SetStep(None, None)
-    assignment = item.this
-    if isinstance(assignment, exp.EQ):
-        return SetStep(assignment.this.name, assignment.expression.name)
-    raise ValidationError(f"Expected SET 'key' = 'value', got: {node.sql()}")
-
-
-def _check_insert_columns(table: TableDef, columns: list[str] | None, plan: QueryPlan) -> None:
-    physical = [c.name for c in table.physical_columns]
-    wanted = columns or physical
-    unknown = [c for c in wanted if c not in physical]
-    if unknown:
-        raise ValidationError(f"Table '{table.name}' has no column(s) {', '.join(unknown)}")
-    if len(wanted) != len(plan.columns):
-        raise ValidationError(
-            f"INSERT INTO {table.name.name}: the query produces {len(plan.columns)} column(s)"
-            f" but the target takes {len(wanted)} ({', '.join(wanted)})"
-        )

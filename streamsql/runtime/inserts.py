@@ -156,9 +156,8 @@ def _size_and_time(path: Path) -> list[int]:
 
 def conform(frame, step: InsertStep):
     """The query's columns cast to the target's types and named as its columns."""
-    sources = getattr(step, "sources", None) or [c.name for c in step.plan.columns]
     return frame.selectExpr(*[
         (f"CAST(`{source}` AS {spark_type(target.type)})" if source is not None
          else f"CAST(NULL AS {spark_type(target.type)})") + f" AS `{target.name}`"
-        for source, target in zip(sources, step.table.physical_columns)
+        for source, target in zip(step.sources, step.table.physical_columns)
     ])

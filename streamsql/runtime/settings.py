@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from streamsql.errors import ValidationError
+from streamsql.plan.setting_values import CHOICES as _CHOICES
+from streamsql.plan.setting_values import check_setting
 
 DEFAULTS = {
     "execution.runtime-mode": "streaming",
-}
-_CHOICES = {
-    "execution.runtime-mode": ("streaming", "batch"),
-    "sql-client.execution.result-mode": ("table", "changelog", "tableau"),
-    "sql-client.verbose": ("true", "false"),
 }
 
 
@@ -32,10 +28,8 @@ class Settings:
             if key in DEFAULTS:
                 self._values[key] = DEFAULTS[key]
             return
-        choices = _CHOICES.get(key)
-        if choices and value.lower() not in choices:
-            raise ValidationError(f"'{key}' must be one of {', '.join(choices)}, not '{value}'")
-        self._values[key] = value.lower() if choices else value
+        check_setting(key, value)
+        self._values[key] = value.lower() if key in _CHOICES else value
 
     @property
     def streaming(self) -> bool:

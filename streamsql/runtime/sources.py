@@ -11,7 +11,7 @@ import glob as globlib
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import csv_separator, is_true
+from streamsql.plan.connectors import csv_separator, is_bounded, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -24,20 +24,6 @@ MALFORMED_MARK = "streamsql-malformed-row"
 
 GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
-
-
-def is_bounded(table: TableDef) -> bool:
-    """Flink's filesystem source is bounded unless it monitors its path; a generated one when
-    it is told how many rows to make (or a datagen sequence ends)."""
-    connector = table.options["connector"]
-    if connector == "nexmark":
-        return int(table.options.get("events.num", "0")) > 0
-    if connector == "datagen":
-        return "number-of-rows" in table.options or any(
-            table.options.get(f"fields.{c.name}.kind") == "sequence" and f"fields.{c.name}.end" in table.options
-            for c in table.physical_columns
-        )
-    return "source.monitor-interval" not in table.options
 
 
 def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None):
@@ -67,11 +53,14 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
             read = read.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
         return read
 
+    pattern = options.get("source.path.regex-pattern")
     if path.is_file():
         # A streaming file source watches a directory: read the file's folder, only that file.
         frame = reader().option("pathGlobFilter", globlib.escape(path.name)).load(str(path.parent))
     else:
-        frame = reader().load(str(path))
+        frame = (reader().option("recursiveFileLookup", "true") if pattern else reader()).load(str(path))
+    if pattern:
+        frame = frame.filter(_path_matches(pattern, F))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
     drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
@@ -102,6 +91,13 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
     return frame
 
 
+def _path_matches(pattern: str, F):
+    """Flink's 'source.path.regex-pattern': the whole absolute path of a row's file matches.
+    Spark knows the file as a URI (file:/dir/name); its path part is what Flink matches."""
+    file_path = F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "")
+    return file_path.rlike(f"^(?:{pattern})$")
+
+
 def _generated_frame(spark, table: TableDef, streaming: bool):
     """A 'nexmark' or 'datagen' table: rows generated in the executors (runtime.datasources)."""
     from streamsql.runtime.datasources import register
@@ -116,6 +112,7 @@ def _generated_frame(spark, table: TableDef, streaming: bool):
         parallelism = spark.sparkContext.defaultParallelism
     except Exception:  # Spark Connect has no SparkContext here
         parallelism = int(spark.conf.get("spark.sql.shuffle.partitions", "4")) // 2
+    parallelism = int(table.options.get("scan.parallelism", parallelism))  # datagen's option, if set
     options = {**table.options, "streamsql.partitions": str(max(1, parallelism))}
     reader = (spark.readStream if streaming else spark.read).format(f"streamsql_{table.options['connector']}")
     if table.options["connector"] == "datagen":

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamsql.plan.durations import parse_duration
 from streamsql.runtime.generators.chunks import CHUNK, chunk_rng, in_chunks, strings_from_lengths
 
 DEFAULT_RATE = 10_000
@@ -124,11 +125,8 @@ def _float(text):
 
 
 def _duration_ms(text: str) -> int:
-    """Flink durations: '5000' (ms), '10 s', '5 min', '1 h', '2 d'."""
-    text = text.strip().lower()
-    units = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    number = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
-    unit = text[len(number):].strip() or "ms"
-    if unit not in units:
+    """Flink durations ('5000' is ms, '10 s', '5 min', '1 h'), checked by plan.option_values."""
+    millis = parse_duration(text)
+    if millis is None:
         raise ValueError(f"not a duration: '{text}'")
-    return int(float(number) * units[unit])
+    return millis

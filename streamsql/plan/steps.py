@@ -1,0 +1,102 @@
+"""What the planner hands the runtime: one step per statement, and the plan of a query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from streamsql.plan.objects import DEFAULT_DATABASE, CatalogObject, Column, ObjectName, TableDef
+from streamsql.plan.udfs import PythonFunction
+from streamsql.plan.windows import WindowRelation
+
+
+@dataclass
+class QueryPlan:
+    """A query with names resolved against the catalog and Flink's output columns."""
+
+    query: exp.Query
+    columns: list[Column]
+    tables: list[TableDef] = field(default_factory=list)
+    # Views and window relations by Spark name, each after the relations it reads.
+    derived: dict[str, exp.Query | WindowRelation] = field(default_factory=dict)
+    functions: list[PythonFunction] = field(default_factory=list)
+
+    @property
+    def windows(self) -> list[WindowRelation]:
+        return [d for d in self.derived.values() if isinstance(d, WindowRelation)]
+
+
+@dataclass
+class DefineStep:
+    obj: CatalogObject
+    if_not_exists: bool
+
+
+@dataclass
+class DropStep:
+    name: ObjectName
+    kind: str
+    if_exists: bool
+    temporary: bool
+
+
+@dataclass
+class SetStep:
+    key: str | None
+    value: str | None
+
+
+@dataclass
+class QueryStep:
+    plan: QueryPlan
+
+
+@dataclass
+class InsertStep:
+    table: TableDef
+    plan: QueryPlan
+    overwrite: bool
+    # For each physical column of the table, in its order: the name of the query column
+    # (plan.columns[i].name) that feeds it, or None for NULL (plan.inserts).
+    sources: list[str | None]
+    fingerprint: str = ""  # plan.fingerprint: what must not change for the job to resume
+
+
+@dataclass
+class ResultStep:
+    """A statement answered from the catalog alone (SHOW, DESCRIBE, USE, ...)."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+
+@dataclass
+class ExplainStep:
+    step: QueryStep | InsertStep
+
+
+@dataclass
+class JobsStep:
+    pass
+
+
+@dataclass
+class StopJobStep:
+    job_id: str
+    savepoint: bool
+    drain: bool
+
+
+@dataclass
+class StatementSetStep:
+    inserts: list[InsertStep]
+
+
+Step = (DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | ExplainStep | JobsStep
+        | StopJobStep | StatementSetStep)
+
+
+def spark_name(name: ObjectName) -> str:
+    """The Spark temp-view name a catalog relation is registered under."""
+    return name.name if name.database == DEFAULT_DATABASE else f"{name.database}__{name.name}"

@@ -1,0 +1,98 @@
+"""Type errors Flink's validator reports, found in the planner's typed tree.
+
+Conservative by design: only what Flink refuses in every case is refused here, because
+sqlglot's inferred types are not always Flink's, and a false error is worse than none.
+- Arithmetic (+ - * / %) on a character string or a BOOLEAN: Flink has no implicit
+  coercion from strings to numbers ("Cannot apply '+' to arguments of type ...").
+- Comparing values of families that Calcite never compares: a datetime or TIME with a
+  number or a BOOLEAN, a BOOLEAN with a number. A character string compares with
+  anything (Calcite casts it, e.g. `ts > '2024-01-01 00:00:00'`, literal or column), so
+  string comparisons pass.
+- INTERVAL literals whose leading field has more digits than its precision allows
+  (Flink: "Interval field value ... exceeds precision of SECOND(p) field"): an explicit
+  precision, e.g. SECOND(3), or at most 10 digits, Flink's maximum. (Flink's default
+  precision is 2, so it also refuses INTERVAL '100' SECOND; streamsql accepts that one.)
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from streamsql.errors import ValidationError
+from streamsql.plan.positions import start_position
+from streamsql.plan.typefamilies import family
+from streamsql.plan.types import type_name
+
+ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+COMPARISON = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_NOT_ARITHMETIC = {"character string", "boolean"}
+_NOT_COMPARABLE = [({"datetime", "time"}, {"numeric", "boolean"}), ({"boolean"}, {"numeric"})]
+MAX_INTERVAL_PRECISION = 10
+_LEADING = re.compile(r"^\s*[+-]?\s*(\d+)")
+
+
+def check_types(query: exp.Expression) -> None:
+    """Raise ValidationError, with the SQL position, for the first type error found."""
+    for node in query.walk():
+        if type(node) in ARITHMETIC:
+            _check_arithmetic(node)
+        elif type(node) in COMPARISON:
+            _check_comparison(node)
+        elif isinstance(node, exp.Interval):
+            _check_interval(node)
+
+
+def _check_arithmetic(node: exp.Binary) -> None:
+    families = {family(node.left.type), family(node.right.type)}
+    if families & _NOT_ARITHMETIC:
+        symbol = ARITHMETIC[type(node)]
+        raise ValidationError(
+            f"Cannot apply '{symbol}' to arguments of type '<{_flink_type(node.left)}> {symbol} <{_flink_type(node.right)}>'."
+            f" Supported form(s): '<NUMERIC> {symbol} <NUMERIC>' (and datetime/interval arithmetic);"
+            " CAST a character string to a number first",
+            start_position(node),
+        )
+
+
+def _check_comparison(node: exp.Binary) -> None:
+    left, right = family(node.left.type), family(node.right.type)
+    for one, other in _NOT_COMPARABLE:
+        if (left in one and right in other) or (left in other and right in one):
+            symbol = COMPARISON[type(node)]
+            raise ValidationError(
+                f"Cannot apply '{symbol}' to arguments of type '<{_flink_type(node.left)}> {symbol} <{_flink_type(node.right)}>'."
+                f" Supported form(s): '<COMPARABLE_TYPE> {symbol} <COMPARABLE_TYPE>'",
+                start_position(node),
+            )
+
+
+def _check_interval(node: exp.Interval) -> None:
+    value, unit = node.this, node.args.get("unit")
+    if not isinstance(value, exp.Literal) or not value.is_string or unit is None:
+        return
+    leading = _LEADING.match(value.this)
+    if leading is None:
+        return
+    if isinstance(unit, exp.IntervalSpan):
+        unit = unit.this
+    name = (unit.name if isinstance(unit, exp.Var) else unit.key).upper()
+    precision = MAX_INTERVAL_PRECISION
+    if not isinstance(unit, exp.Var) and isinstance(unit.this, exp.Literal) and unit.this.is_int:
+        precision = int(unit.this.this)
+    digits = leading.group(1).lstrip("0")
+    if len(digits) > precision:
+        raise ValidationError(
+            f"Interval field value {int(digits):,} exceeds precision of {name}({precision}) field"
+            f" (at most {precision} digits; use a larger unit)",
+            start_position(value),
+        )
+
+
+def _flink_type(node: exp.Expression) -> str:
+    """A type as Flink's messages show it: a string literal is CHAR(n), INT is INTEGER."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return f"CHAR({len(node.this)})"
+    name = type_name(node.type)
+    return {"INT": "INTEGER", "TEXT": "STRING"}.get(name, name)
