@@ -71,3 +71,10 @@ def wait_for(check, seconds: float = 120) -> bool:
             return True
         time.sleep(0.5)
     return False
+
+
+def pytest_collection_modifyitems(items):
+    """A test that uses the SparkSession (directly or through `run`) is a Spark test, marked or not."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+
+import pytest
 import sys
 
 from tests.conftest import ROOT
@@ -22,6 +24,7 @@ def test_generated_files_hold_every_event(tmp_path):
     assert lines[0].split(",")[5] == '"2024-01-01 00:00:00.000"'  # Flink's TIMESTAMP(3) text
 
 
+@pytest.mark.spark
 def test_a_query_runs_through_streamsql_and_by_hand(tmp_path):
     files = tmp_path / "data"
     data.generate_files(files, 5000)

@@ -31,6 +31,7 @@ class QueryPlan:
 class DefineStep:
     obj: CatalogObject
     if_not_exists: bool
+    replace: bool = False
 
 
 @dataclass
