@@ -3,9 +3,8 @@ attributes, state, and the plan-time changelog checks. No Spark."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sqlglot import exp
@@ -13,7 +12,7 @@ from sqlglot import exp
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
 from streamsql.errors import ValidationError
-from streamsql.plan import operators as ops
+from streamsql.plan import aggregate_operators, join_operators, operators
 from streamsql.plan.changelog_checks import accepted_kinds, check_consumption, check_sink, consumption_issues
 from streamsql.plan.logical import build_operator_plan
 from streamsql.plan.objects import ObjectName, TableDef
@@ -21,6 +20,7 @@ from streamsql.plan.operator_explain import explain_operators
 from streamsql.plan.planner import InsertStep, Planner, QueryStep
 from streamsql.runtime.sources import is_bounded
 
+ops = SimpleNamespace(**{**vars(operators), **vars(aggregate_operators), **vars(join_operators)})
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
 
@@ -388,3 +388,45 @@ def test_every_shipped_query_builds(path, monkeypatch):
     assert built
     if path.parent.name == "nexmark":
         assert built[-1].updating == (path.stem in UPDATING)
+
+
+# -- the runtime's entry point and EXPLAIN -------------------------------------------
+
+def test_operator_plan_checks_in_streaming_mode_only():
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.runtime.settings import Settings
+
+    step = steps("INSERT INTO files_out SELECT auction, COUNT(*) FROM bid GROUP BY auction")[-1]
+    settings = Settings()
+    with pytest.raises(ValidationError, match="doesn't support consuming update changes"):
+        operator_plan(step, settings)
+    settings.set("execution.runtime-mode", "batch")
+    plan = operator_plan(step, settings)
+    assert isinstance(plan.root, ops.Sink) and plan.updating and plan.warnings == []
+
+
+def test_operator_plan_warns_for_bounded_input_and_applies_the_state_ttl():
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.runtime.settings import Settings
+
+    settings = Settings()
+    settings.set("table.exec.state.ttl", "1 h")
+    plan = operator_plan(steps(OVER_RANK.format(auction="auction"))[-1], settings)
+    assert len(plan.warnings) == 1 and "OverAggregate doesn't support" in plan.warnings[0]
+    assert plan.root.state == "TTL 1 h" and "state=[TTL 1 h]" in plan.explain()[0]
+
+
+def test_explain_shows_the_operator_plan_before_the_spark_sql(tmp_path):
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.explain import describe
+
+    engine = Engine(Catalog(None), base_dir=tmp_path)
+    step = engine.plan_script(DDL + "EXPLAIN INSERT INTO files_out SELECT auction, COUNT(*) FROM bid GROUP BY auction;")[-1]
+    lines, _ = describe(engine, step.step)
+    start = lines.index("== Operator plan ==")
+    assert lines.index("== Spark SQL ==") > start
+    assert lines[start + 1].startswith("Sink(table=[default_catalog.default_database.files_out]")
+    assert lines[start + 2].startswith("+- GroupAggregate(groupBy=[auction]")
+    assert any(line.startswith("note: Table sink 'default_catalog.default_database.files_out' doesn't support")
+               for line in lines)
+    assert engine._spark is None  # no Spark was started

@@ -28,10 +28,10 @@ from sqlglot import exp
 from streamsql.dialect.functions import Proctime
 from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text
 from streamsql.plan.objects import TableDef
-from streamsql.plan.operators import (
-    Calc, Deduplicate, Field, GroupAggregate, Limit, Operator, OverAggregate, Rank, Sort, SortLimit, Union,
-    Unrecognized, WindowAggregate, WindowDeduplicate, WindowRank, WindowSpec, walk,
+from streamsql.plan.aggregate_operators import (
+    Deduplicate, GroupAggregate, OverAggregate, Rank, WindowAggregate, WindowDeduplicate, WindowRank,
 )
+from streamsql.plan.operators import Calc, Field, Limit, Operator, Sort, SortLimit, Union, Unrecognized, WindowSpec, walk
 
 
 def build_operator_plan(plan, bounded: Callable[[TableDef], bool], state_ttl: str | None = None) -> Operator:
@@ -208,7 +208,7 @@ class Builder:
 
     def _subquery_filters(self, source, scope, conditions):
         """IN / EXISTS subqueries in WHERE: Flink makes them semi (anti) joins."""
-        from streamsql.plan.operators import Join
+        from streamsql.plan.join_operators import Join
 
         kept = []
         for condition in conditions:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
+from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.operators import (
-    Correlate, Field, IntervalJoin, Join, Operator, Scan, TemporalJoin, Unrecognized, Values,
-    WindowAssign, WindowJoin, WindowRole, WindowSpec, _JOIN_TYPES,
+    Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
 )
 from streamsql.plan.windows import WindowRelation, watermark_delay_ms
 

@@ -10,6 +10,10 @@ ranks, windowed operators). Operators that need insert-only input (OverAggregate
 windowed operators, interval joins, deduplication) record it in ``requires_insert_only``;
 ``streamsql.plan.changelog_checks`` reports where that, or a sink, is not satisfied.
 
+This module has the model (fields, windows, the base class) and the stateless
+operators, sources and sinks, sort and limit; ``aggregate_operators`` has aggregates,
+ranks and deduplication, ``join_operators`` the joins.
+
 Boundedness never changes a mode: Flink runs a bounded input as a stream too, and so
 does streamsql. It is recorded per node (``bounded``) for the runtime to use.
 """
@@ -25,7 +29,7 @@ from streamsql.changelog import DELETE, INSERT, INSERT_ONLY, RETRACT, UPDATE_AFT
 
 # Flink's short names for row kinds, as EXPLAIN CHANGELOG_MODE prints them.
 _SHORT = {INSERT: "I", UPDATE_BEFORE: "UB", UPDATE_AFTER: "UA", DELETE: "D"}
-_UPDATES = frozenset({INSERT, UPDATE_BEFORE, UPDATE_AFTER})  # I and U: an aggregate over insert-only input
+I_AND_U = frozenset({INSERT, UPDATE_BEFORE, UPDATE_AFTER})  # I and U: an aggregate over insert-only input
 ALL_CHANGES = RETRACT
 
 
@@ -138,7 +142,7 @@ def _duration(ms: int) -> str:
     return f"{ms} ms"
 
 
-def _keys_text(keys: list[str]) -> str:
+def keys_text(keys: list[str]) -> str:
     return ", ".join(keys)
 
 
@@ -230,229 +234,6 @@ class Sink(Operator):
         return [("table", self.table), ("fields", ", ".join(self.names))]
 
 
-# -- aggregates ----------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class GroupAggregate(Operator):
-    """A non-windowed aggregate: updates its result per key ([I,UB,UA]), and also deletes
-    ([D]) when its input retracts; state per key (TTL or unbounded)."""
-
-    group_by: list[str] = field(default_factory=list)
-    select: list[str] = field(default_factory=list)
-    kind: ClassVar[str] = "GroupAggregate"
-    keeps_state: ClassVar[str] = "per key"
-
-    def provides(self) -> ChangelogMode:
-        updating_input = any(not i.mode.insert_only for i in self.inputs)
-        return ALL_CHANGES if updating_input else ChangelogMode(_UPDATES)
-
-    def attributes(self):
-        parts = [("groupBy", _keys_text(self.group_by))] if self.group_by else []
-        return parts + [("select", ", ".join(self.select))]
-
-
-@dataclass(eq=False)
-class WindowAggregate(Operator):
-    """A window TVF aggregate: one final row per window when the watermark passes it."""
-
-    group_by: list[str] = field(default_factory=list)
-    window: WindowSpec | None = None
-    select: list[str] = field(default_factory=list)
-    kind: ClassVar[str] = "WindowAggregate"
-    requires_insert_only: ClassVar[bool] = True
-
-    def provides(self) -> ChangelogMode:
-        return INSERT_ONLY
-
-    @property
-    def state(self) -> str:
-        return "processing time" if self.window and self.window.proctime else "watermark"
-
-    def attributes(self):
-        parts = [("groupBy", _keys_text(self.group_by))] if self.group_by else []
-        return parts + [("window", str(self.window)), ("select", ", ".join(self.select))]
-
-
-@dataclass(eq=False)
-class OverAggregate(Operator):
-    """OVER windows. Flink's streaming planner needs insert-only input here
-    ("OverAggregate doesn't support consuming update changes"); over an updating input
-    the result can only be updating too, which is what this node then reports."""
-
-    partition_by: list[str] = field(default_factory=list)
-    order_by: list[str] = field(default_factory=list)
-    calls: list[str] = field(default_factory=list)
-    note: str | None = None
-    kind: ClassVar[str] = "OverAggregate"
-    requires_insert_only: ClassVar[bool] = True
-    keeps_state: ClassVar[str] = "per key"
-
-    def attributes(self):
-        return [("partitionBy", _keys_text(self.partition_by)), ("orderBy", _keys_text(self.order_by)),
-                ("select", ", ".join(self.names)), ("calls", ", ".join(self.calls))] + (
-                    [("note", self.note)] if self.note else [])
-
-
-# -- ranks ---------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class Rank(Operator):
-    """Top-N (ROW_NUMBER ... WHERE rn <= N): rows enter and leave the top N ([I,UB,UA,D])."""
-
-    partition_by: list[str] = field(default_factory=list)
-    order_by: list[str] = field(default_factory=list)
-    rank_end: int = 1
-    output_rank: bool = False
-    kind: ClassVar[str] = "Rank"
-    keeps_state: ClassVar[str] = "per key"
-
-    def provides(self) -> ChangelogMode:
-        return ALL_CHANGES
-
-    def attributes(self):
-        strategy = "AppendFastStrategy" if all(i.mode.insert_only for i in self.inputs) else "RetractStrategy"
-        return [("strategy", strategy), ("rankType", "ROW_NUMBER"),
-                ("rankRange", f"rankStart=1, rankEnd={self.rank_end}"),
-                ("partitionBy", _keys_text(self.partition_by)), ("orderBy", _keys_text(self.order_by)),
-                ("select", ", ".join(self.names))]
-
-
-@dataclass(eq=False)
-class WindowRank(Rank):
-    """Window Top-N (partitioned by window_start, window_end): final when the window is."""
-
-    window: WindowSpec | None = None
-    kind: ClassVar[str] = "WindowRank"
-    requires_insert_only: ClassVar[bool] = True
-    keeps_state: ClassVar[str] = "watermark"
-
-    def provides(self) -> ChangelogMode:
-        return INSERT_ONLY
-
-    def attributes(self):
-        return [("window", str(self.window)), *super().attributes()[1:]]
-
-
-@dataclass(eq=False)
-class Deduplicate(Operator):
-    """ROW_NUMBER() = 1 ordered by a time attribute. Only keeping the first row on
-    processing time is insert-only; keeping the last row, or the first on event time
-    (a row with an earlier time may still come), updates."""
-
-    keys: list[str] = field(default_factory=list)
-    keep_last: bool = False
-    rowtime: bool = True
-    kind: ClassVar[str] = "Deduplicate"
-    requires_insert_only: ClassVar[bool] = True
-    keeps_state: ClassVar[str] = "per key"
-
-    def provides(self) -> ChangelogMode:
-        return ALL_CHANGES if self.keep_last or self.rowtime else INSERT_ONLY
-
-    def attributes(self):
-        return [("keep", "LastRow" if self.keep_last else "FirstRow"), ("key", _keys_text(self.keys)),
-                ("order", "ROWTIME" if self.rowtime else "PROCTIME")]
-
-
-@dataclass(eq=False)
-class WindowDeduplicate(Deduplicate):
-    window: WindowSpec | None = None
-    kind: ClassVar[str] = "WindowDeduplicate"
-    keeps_state: ClassVar[str] = "watermark"
-
-    def provides(self) -> ChangelogMode:
-        return INSERT_ONLY
-
-    def attributes(self):
-        return [("window", str(self.window)), *super().attributes()]
-
-
-# -- joins ---------------------------------------------------------------------------
-
-_JOIN_TYPES = {"": "InnerJoin", "INNER": "InnerJoin", "LEFT": "LeftOuterJoin", "RIGHT": "RightOuterJoin",
-               "FULL": "FullOuterJoin", "SEMI": "LeftSemiJoin", "ANTI": "LeftAntiJoin", "CROSS": "InnerJoin"}
-
-
-@dataclass(eq=False)
-class Join(Operator):
-    """A regular join: both sides kept in state (TTL or unbounded). An inner (or semi) join
-    forwards its inputs' kinds; an outer (or anti) join retracts its null-padded rows."""
-
-    join_type: str = "InnerJoin"
-    condition: str = ""
-    kind: ClassVar[str] = "Join"
-    keeps_state: ClassVar[str] = "per key"
-
-    def provides(self) -> ChangelogMode:
-        if self.join_type in ("InnerJoin", "LeftSemiJoin"):
-            return modes_union(*(i.mode for i in self.inputs))
-        return ALL_CHANGES
-
-    def attributes(self):
-        return [("joinType", self.join_type), ("where", self.condition or "true"), ("select", ", ".join(self.names))]
-
-
-@dataclass(eq=False)
-class IntervalJoin(Join):
-    """Both rowtimes bounded against each other: rows leave state with the watermark;
-    null-padded rows of an outer interval join are emitted once, when time has passed."""
-
-    bounds: str = ""
-    kind: ClassVar[str] = "IntervalJoin"
-    requires_insert_only: ClassVar[bool] = True
-    keeps_state: ClassVar[str] = "watermark"
-
-    def provides(self) -> ChangelogMode:
-        return INSERT_ONLY
-
-    def attributes(self):
-        return [("joinType", self.join_type), ("windowBounds", self.bounds), ("where", self.condition),
-                ("select", ", ".join(self.names))]
-
-
-@dataclass(eq=False)
-class WindowJoin(Join):
-    """Two windowed inputs joined on window_start and window_end (and the same window)."""
-
-    window: WindowSpec | None = None
-    kind: ClassVar[str] = "WindowJoin"
-    requires_insert_only: ClassVar[bool] = True
-    keeps_state: ClassVar[str] = "watermark"
-
-    def provides(self) -> ChangelogMode:
-        return INSERT_ONLY
-
-    def attributes(self):
-        return [("window", str(self.window)), *super().attributes()]
-
-
-@dataclass(eq=False)
-class TemporalJoin(Join):
-    """FOR SYSTEM_TIME AS OF: each left row joins the right version as of its time.
-    Event time (TemporalJoin) keeps versions until the watermark passes them; processing
-    time is a lookup (LookupJoin) and keeps no state. Forwards the left input's kinds."""
-
-    rowtime: bool = True
-    kind: ClassVar[str] = "TemporalJoin"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.rowtime:
-            self.bounded = self.inputs[0].bounded  # a lookup reads the right side per row
-
-    @property
-    def state(self) -> str:
-        return "watermark" if self.rowtime else "none"
-
-    def describe(self) -> str:
-        return super().describe() if self.rowtime else super().describe().replace("TemporalJoin(", "LookupJoin(", 1)
-
-    def provides(self) -> ChangelogMode:
-        return self.inputs[0].mode
-
-
 # -- sort and limit ------------------------------------------------------------------
 
 
@@ -482,7 +263,7 @@ class Sort(Operator):
         return text.replace("Sort(", "TemporalSort(", 1) if self.temporal else text
 
     def attributes(self):
-        return [("orderBy", _keys_text(self.order_by))]
+        return [("orderBy", keys_text(self.order_by))]
 
 
 @dataclass(eq=False)
@@ -498,7 +279,7 @@ class SortLimit(Operator):
         return ALL_CHANGES
 
     def attributes(self):
-        return [("orderBy", _keys_text(self.order_by)), ("offset", "0"), ("fetch", str(self.fetch))]
+        return [("orderBy", keys_text(self.order_by)), ("offset", "0"), ("fetch", str(self.fetch))]
 
 
 @dataclass(eq=False)
