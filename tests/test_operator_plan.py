@@ -197,7 +197,7 @@ def test_regular_inner_join_of_insert_only_inputs_is_insert_only_and_materialise
     root = build("SELECT b.auction, b.ts, a.seller FROM bid b, auction a WHERE a.id = b.auction AND a.category = 1")
     join = below(root, ops.Join)
     assert type(join) is ops.Join and join.join_type == "InnerJoin" and join.mode == ops.INSERT_ONLY
-    assert join.condition == "id = auction" and root.condition == "category = 1"
+    assert join.condition == "a.id = b.auction" and root.condition == "category = 1"
     assert join.state == "unbounded" and root.fields[1].time_attribute is None
 
 
@@ -430,3 +430,19 @@ def test_explain_shows_the_operator_plan_before_the_spark_sql(tmp_path):
     assert any(line.startswith("note: Table sink 'default_catalog.default_database.files_out' doesn't support")
                for line in lines)
     assert engine._spark is None  # no Spark was started
+
+
+def test_top_n_over_a_view_is_recognised():
+    root = build("CREATE TEMPORARY VIEW ranked AS SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC)"
+                 " AS rn FROM bid;\nSELECT auction, price, rn FROM ranked WHERE rn <= 2")
+    assert isinstance(root, (ops.Calc, ops.Rank))
+    rank = below(root, ops.Rank)
+    assert rank.rank_end == 2 and rank.output_rank and root.updating
+
+
+def test_scalar_subquery_is_joined_and_makes_the_result_update():
+    root = build("SELECT auction, (SELECT MAX(price) FROM bid) AS top FROM bid")
+    join = below(root, ops.Join)
+    assert join.join_type == "LeftOuterJoin" and isinstance(join.inputs[1], ops.GroupAggregate) and root.updating
+    join = below(build("SELECT auction FROM bid WHERE price > (SELECT AVG(price) FROM bid)"), ops.Join)
+    assert join.join_type == "InnerJoin" and kinds(join) == "I,UB,UA"

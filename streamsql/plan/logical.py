@@ -82,11 +82,12 @@ class Builder:
         return op
 
     def select(self, select: exp.Select, rank: tuple[str, int, bool] | None = None) -> Operator:
-        pattern = None if rank else _rank_pattern(select)
+        pattern = None if rank else _rank_pattern(select, self._view_query)
         if pattern is not None:
             return self._ranked(select, pattern)
         source, scope, conditions = from_clause(self, select)
         source, scope, conditions = self._subquery_filters(source, scope, conditions)
+        source = self._scalar_subqueries(select, source, conditions)
         if select.args.get("group") or _aggregates(select):
             op = self._aggregate(select, source, scope, conditions)
         elif rank is not None or _over_calls(select):
@@ -98,6 +99,13 @@ class Builder:
             op = GroupAggregate(inputs=[op], fields=_plain(op.fields), upsert_keys=[tuple(names)],
                                 group_by=names, select=names)
         return self._order_limit(select, op)
+
+    def _view_query(self, table: exp.Table) -> exp.Expression | None:
+        """The query of a view or CTE a FROM item names (Flink inlines views)."""
+        if not table.db and table.name in self.ctes:
+            return self.ctes[table.name]
+        derived = self.plan.derived.get(table.name)
+        return derived if isinstance(derived, exp.Query) else None
 
     # -- shapes ----------------------------------------------------------------------
     def _calc(self, projections, source: Operator, scope: Scope, conditions) -> Operator:
@@ -223,6 +231,21 @@ class Builder:
                           join_type="LeftAntiJoin" if negated else "LeftSemiJoin", condition=text(condition))
         return source, scope, kept
 
+    def _scalar_subqueries(self, select: exp.Select, source: Operator, conditions) -> Operator:
+        """Scalar subqueries: Flink joins their (single-row) result to each row, a left
+        outer join for one in the SELECT list, an inner join for one in WHERE."""
+        from streamsql.plan.join_operators import Join
+
+        places = [(p, "LeftOuterJoin") for p in select.expressions] + [(c, "InnerJoin") for c in conditions]
+        for node, join_type in places:
+            for subquery in node.find_all(exp.Subquery):
+                if subquery.find_ancestor(exp.Select) is not select or isinstance(subquery.parent, (exp.In, exp.Exists)):
+                    continue
+                right = self.query(subquery.this)
+                source = Join(inputs=[source, right], fields=source.fields, upsert_keys=source.upsert_keys,
+                              join_type=join_type, condition="true")
+        return source
+
     def _order_limit(self, node: exp.Expression, op: Operator) -> Operator:
         order = node.args.get("order")
         limit = node.args.get("limit")
@@ -325,13 +348,18 @@ def _order_text(ordered: exp.Expression) -> str:
     return f"{text(node)} {'DESC' if ordered.args.get('desc') else 'ASC'}"
 
 
-def _rank_pattern(select: exp.Select):
+def _rank_pattern(select: exp.Select, view_query):
     """(inner select, rank column, N, other outer conditions) when `select` filters the
-    ROW_NUMBER() of its FROM subquery by `rn <= N`, `rn < N` or `rn = 1`."""
+    ROW_NUMBER() of its FROM subquery (or view) by `rn <= N`, `rn < N` or `rn = 1`."""
     source = select.args.get("from_")
-    if source is None or select.args.get("joins") or not isinstance(source.this, exp.Subquery):
+    if source is None or select.args.get("joins"):
         return None
-    inner = source.this.this
+    if isinstance(source.this, exp.Subquery):
+        inner = source.this.this
+    elif isinstance(source.this, exp.Table):
+        inner = view_query(source.this)
+    else:
+        return None
     if not isinstance(inner, exp.Select):
         return None
     numbers = {p.alias_or_name for p in inner.expressions

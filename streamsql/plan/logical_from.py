@@ -62,24 +62,25 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def text(node: exp.Expression) -> str:
-    """Flink SQL for an expression, without relation qualifiers (as Flink's explain shows)."""
+def text(node: exp.Expression, qualified: bool = False) -> str:
+    """Flink SQL for an expression, names bare (as Flink's explain shows them); without
+    relation qualifiers unless ``qualified`` (join conditions, where both sides have a `ts`)."""
     from streamsql.dialect.flink import Flink
 
     copy = node.copy()
     for sub in copy.walk():
         sub.comments = None
         if isinstance(sub, exp.Identifier):
-            sub.set("quoted", False)  # Flink's explain shows names bare
-        if isinstance(sub, exp.Column):
+            sub.set("quoted", False)
+        if isinstance(sub, exp.Column) and not qualified:
             sub.set("table", None)
     if isinstance(copy, exp.Alias) and isinstance(copy.this, exp.Column) and copy.this.name == copy.alias:
         copy = copy.this
     return copy.sql(dialect=Flink)
 
 
-def and_text(conditions: list[exp.Expression]) -> str:
-    return " AND ".join(f"({text(c)})" if isinstance(c, exp.Or) else text(c) for c in conditions)
+def and_text(conditions: list[exp.Expression], qualified: bool = False) -> str:
+    return " AND ".join(f"({text(c, qualified)})" if isinstance(c, exp.Or) else text(c, qualified) for c in conditions)
 
 
 def from_clause(builder, select: exp.Select) -> tuple[Operator, Scope, list[exp.Expression]]:
@@ -182,7 +183,7 @@ def _aliases(node: exp.Expression) -> set[str]:
 
 
 def _join(join, join_type, left, lscope, right, rscope, conditions) -> tuple[Operator, Scope]:
-    condition = and_text(conditions)
+    condition = and_text(conditions, qualified=True)
     version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
     if version is None and isinstance(join.this, exp.Table):
         version = join.this.meta.get("version")
@@ -273,9 +274,9 @@ def _interval_bounds(conditions, lscope: Scope, rscope: Scope) -> str | None:
                 a, b, op = b, a, _FLIP[op]
             kinds.add(sa[1])
             if op in ("<", "<="):
-                upper = f"{text(a)} {op} {text(b)}"
+                upper = f"{text(a, True)} {op} {text(b, True)}"
             else:
-                lower = f"{text(a)} {op} {text(b)}"
+                lower = f"{text(a, True)} {op} {text(b, True)}"
     if lower and upper and len(kinds) == 1:
         return f"isRowTime={kinds == {'rowtime'}}, lower=[{lower}], upper=[{upper}]".replace("True", "true").replace(
             "False", "false")

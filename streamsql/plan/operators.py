@@ -50,8 +50,8 @@ class WindowSpec:
 
     kind: str
     parameters: tuple[tuple[str, int], ...]
-    time_column: str
-    proctime: bool
+    time_column: str = field(compare=False)  # Flink compares windows by kind and sizes only
+    proctime: bool = False
     partition_by: tuple[str, ...] = ()
 
     def __str__(self) -> str:
