@@ -344,7 +344,7 @@ def test_over_aggregate_over_updates_is_an_error_over_unbounded_input():
 
 def test_explain_renders_flinks_tree_with_modes_and_state():
     root, table = insert("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid WHERE price > 1 GROUP BY auction")
-    lines = explain_operators(ops.Sink(inputs=[root], fields=root.fields, table=str(table.name), connector="print"))
+    lines = ops.Sink(inputs=[root], fields=root.fields, table=str(table.name), connector="print").explain()
     assert lines[0].startswith("Sink(table=[default_catalog.default_database.print_out]")
     assert lines[1] == ("+- GroupAggregate(groupBy=[auction], select=[auction, COUNT(*) AS EXPR$1],"
                         " changelogMode=[I,UB,UA], upsertKeys=[[auction]], state=[unbounded])")
@@ -446,3 +446,9 @@ def test_scalar_subquery_is_joined_and_makes_the_result_update():
     assert join.join_type == "LeftOuterJoin" and isinstance(join.inputs[1], ops.GroupAggregate) and root.updating
     join = below(build("SELECT auction FROM bid WHERE price > (SELECT AVG(price) FROM bid)"), ops.Join)
     assert join.join_type == "InnerJoin" and kinds(join) == "I,UB,UA"
+
+
+def test_a_subquery_inside_a_condition_still_feeds_the_plan():
+    root = build("SELECT auction FROM bid WHERE price > 10 OR auction IN"
+                 " (SELECT auction FROM bid GROUP BY auction HAVING COUNT(*) > 1)")
+    assert any(isinstance(n, ops.GroupAggregate) for n in ops.walk(root)) and root.updating

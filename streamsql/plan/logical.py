@@ -232,14 +232,15 @@ class Builder:
         return source, scope, kept
 
     def _scalar_subqueries(self, select: exp.Select, source: Operator, conditions) -> Operator:
-        """Scalar subqueries: Flink joins their (single-row) result to each row, a left
-        outer join for one in the SELECT list, an inner join for one in WHERE."""
+        """Scalar subqueries (and IN / EXISTS inside a larger condition): Flink joins their
+        result to each row, a left outer join for one in the SELECT list, an inner join for
+        one in WHERE. The node's condition is not shown; what matters is the changelog."""
         from streamsql.plan.join_operators import Join
 
         places = [(p, "LeftOuterJoin") for p in select.expressions] + [(c, "InnerJoin") for c in conditions]
         for node, join_type in places:
-            for subquery in node.find_all(exp.Subquery):
-                if subquery.find_ancestor(exp.Select) is not select or isinstance(subquery.parent, (exp.In, exp.Exists)):
+            for subquery in node.find_all(exp.Subquery, exp.Exists):  # also IN / EXISTS not at the top of WHERE
+                if subquery.find_ancestor(exp.Select) is not select:
                     continue
                 right = self.query(subquery.this)
                 source = Join(inputs=[source, right], fields=source.fields, upsert_keys=source.upsert_keys,

@@ -134,6 +134,12 @@ class Operator:
     def updating(self) -> bool:
         return not self.mode.insert_only
 
+    def explain(self) -> list[str]:
+        """This tree as Flink's optimized plan shows it (see ``operator_explain``)."""
+        from streamsql.plan.operator_explain import explain_operators
+
+        return explain_operators(self)
+
 
 def _duration(ms: int) -> str:
     for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
