@@ -1,4 +1,9 @@
-"""EXPLAIN: what streamsql will do with a statement, and the plan Spark will run."""
+"""EXPLAIN: what streamsql will do with a statement, and the plan Spark will run.
+
+Sections: the sources, windows, sink and execution (== streamsql plan ==), Flink's
+operators with their changelog modes and state (== Operator plan ==), the Spark SQL,
+and Spark's physical plan. All but the last are made without Spark (``describe``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,16 @@ from streamsql.spark.dialect import to_spark_sql
 
 
 def explain(engine, step: QueryStep | InsertStep) -> list[str]:
+    lines, streaming = describe(engine, step)
+    lines.append("== Spark plan ==")
+    frame, _ = engine._frame(step.plan, streaming=streaming)
+    return lines + _spark_plan(frame).splitlines()
+
+
+def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
+    """Every section but Spark's plan, and whether the step runs on Structured Streaming."""
+    from streamsql.runtime.operator_plan import changelog_problems, operator_plan
+
     plan = step.plan
     lines = ["== streamsql plan =="]
     for table in plan.tables:
@@ -37,10 +52,12 @@ def explain(engine, step: QueryStep | InsertStep) -> list[str]:
                      " end (watermark +inf); state is released when the run ends")
     else:
         lines.append("execution: batch")
-    lines += ["", "== Spark SQL ==", to_spark_sql(plan.query), "", "== Spark plan =="]
-    frame, _ = engine._frame(plan, streaming=streaming)
-    lines += _spark_plan(frame).splitlines()
-    return lines
+    operators = operator_plan(step, engine.settings, check=False)
+    lines += ["", "== Operator plan ==", *operators.explain()]
+    if engine.settings.streaming:  # in batch mode every result is final: nothing to check
+        lines += [f"note: {problem}" for problem in changelog_problems(step, operators)]
+    lines += ["", "== Spark SQL ==", to_spark_sql(plan.query), ""]
+    return lines, streaming
 
 
 def _spark_plan(frame) -> str:

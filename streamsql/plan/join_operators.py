@@ -1,0 +1,95 @@
+"""Join operators: regular joins, interval joins, window joins and temporal joins.
+
+An inner (or semi) regular join forwards its inputs' kinds and an outer (or anti) join
+retracts; interval and window joins need insert-only input and emit inserts only; a
+temporal join forwards its left input's kinds (Flink's rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from streamsql.changelog import INSERT_ONLY, ChangelogMode
+from streamsql.plan.operators import ALL_CHANGES, Operator, WindowSpec, modes_union
+
+_JOIN_TYPES = {"": "InnerJoin", "INNER": "InnerJoin", "LEFT": "LeftOuterJoin", "RIGHT": "RightOuterJoin",
+               "FULL": "FullOuterJoin", "SEMI": "LeftSemiJoin", "ANTI": "LeftAntiJoin", "CROSS": "InnerJoin"}
+
+
+@dataclass(eq=False)
+class Join(Operator):
+    """A regular join: both sides kept in state (TTL or unbounded). An inner (or semi) join
+    forwards its inputs' kinds; an outer (or anti) join retracts its null-padded rows."""
+
+    join_type: str = "InnerJoin"
+    condition: str = ""
+    kind: ClassVar[str] = "Join"
+    keeps_state: ClassVar[str] = "per key"
+
+    def provides(self) -> ChangelogMode:
+        if self.join_type in ("InnerJoin", "LeftSemiJoin"):
+            return modes_union(*(i.mode for i in self.inputs))
+        return ALL_CHANGES
+
+    def attributes(self):
+        return [("joinType", self.join_type), ("where", self.condition or "true"), ("select", ", ".join(self.names))]
+
+
+@dataclass(eq=False)
+class IntervalJoin(Join):
+    """Both rowtimes bounded against each other: rows leave state with the watermark;
+    null-padded rows of an outer interval join are emitted once, when time has passed."""
+
+    bounds: str = ""
+    kind: ClassVar[str] = "IntervalJoin"
+    requires_insert_only: ClassVar[bool] = True
+    keeps_state: ClassVar[str] = "watermark"
+
+    def provides(self) -> ChangelogMode:
+        return INSERT_ONLY
+
+    def attributes(self):
+        return [("joinType", self.join_type), ("windowBounds", self.bounds), ("where", self.condition),
+                ("select", ", ".join(self.names))]
+
+
+@dataclass(eq=False)
+class WindowJoin(Join):
+    """Two windowed inputs joined on window_start and window_end (and the same window)."""
+
+    window: WindowSpec | None = None
+    kind: ClassVar[str] = "WindowJoin"
+    requires_insert_only: ClassVar[bool] = True
+    keeps_state: ClassVar[str] = "watermark"
+
+    def provides(self) -> ChangelogMode:
+        return INSERT_ONLY
+
+    def attributes(self):
+        return [("window", str(self.window)), *super().attributes()]
+
+
+@dataclass(eq=False)
+class TemporalJoin(Join):
+    """FOR SYSTEM_TIME AS OF: each left row joins the right version as of its time.
+    Event time (TemporalJoin) keeps versions until the watermark passes them; processing
+    time is a lookup (LookupJoin) and keeps no state. Forwards the left input's kinds."""
+
+    rowtime: bool = True
+    kind: ClassVar[str] = "TemporalJoin"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.rowtime:
+            self.bounded = self.inputs[0].bounded  # a lookup reads the right side per row
+
+    @property
+    def state(self) -> str:
+        return "watermark" if self.rowtime else "none"
+
+    def describe(self) -> str:
+        return super().describe() if self.rowtime else super().describe().replace("TemporalJoin(", "LookupJoin(", 1)
+
+    def provides(self) -> ChangelogMode:
+        return self.inputs[0].mode
