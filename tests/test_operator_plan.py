@@ -38,8 +38,23 @@ CREATE TEMPORARY TABLE print_out (a BIGINT, b BIGINT) WITH ('connector' = 'print
 """
 
 
+def _source_files() -> Path:
+    """A folder holding the (empty) files the DDL's sources read: they must exist to plan."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="streamsql-opplan-"))
+    for name in ("bid.csv", "auction.csv", "users.csv"):
+        (folder / name).touch()
+    for name in ("clicks", "auction"):
+        (folder / name).mkdir()
+    return folder
+
+
+SOURCES = _source_files()
+
+
 def steps(sql: str, ddl: str = DDL, base_dir=None):
-    planner = Planner(Catalog(None), base_dir=base_dir)
+    planner = Planner(Catalog(None), base_dir=base_dir or SOURCES)
     return [planner.plan(s) for s in parse_script(ddl + sql)]
 
 
@@ -359,8 +374,9 @@ UPDATING = {"q4", "q6", "q9", "q15", "q16", "q17", "q18", "q19"}
 
 
 def _conformance_steps(name: str):
-    ddl = (CONFORMANCE / "ddl.sql").read_text().replace("${DATA}", "/nonexistent")
-    return steps((CONFORMANCE / "cases" / f"{name}.sql").read_text().replace("${DATA}", "/nonexistent"), ddl + "\n")
+    data = str(CONFORMANCE / "data" / "nexmark")
+    ddl = (CONFORMANCE / "ddl.sql").read_text().replace("${DATA}", data)
+    return steps((CONFORMANCE / "cases" / f"{name}.sql").read_text().replace("${DATA}", data), ddl + "\n")
 
 
 @pytest.mark.skipif(not (CONFORMANCE / "cases").is_dir(), reason="no conformance suite beside the repository")
@@ -420,7 +436,7 @@ def test_explain_shows_the_operator_plan_before_the_spark_sql(tmp_path):
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.explain import describe
 
-    engine = Engine(Catalog(None), base_dir=tmp_path)
+    engine = Engine(Catalog(None), base_dir=SOURCES)
     step = engine.plan_script(DDL + "EXPLAIN INSERT INTO files_out SELECT auction, COUNT(*) FROM bid GROUP BY auction;")[-1]
     lines, _ = describe(engine, step.step)
     start = lines.index("== Operator plan ==")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
-from streamsql.errors import StreamsqlError
+from streamsql.errors import StreamsqlError, ValidationError
 from streamsql.plan.planner import (
     DefineStep,
     DropStep,
@@ -60,10 +60,23 @@ class Engine:
 
     def plan_script(self, text: str) -> list[Step]:
         """Parse and validate every statement; raises on the first problem, with its position."""
+        statement = None
         try:
             planner = Planner(self.catalog.staged(), self.base_dir)
-            return [planner.plan(statement) for statement in parse_script(text)]
+            settings = self.settings.copy()
+            steps = []
+            for statement in parse_script(text):
+                step = planner.plan(statement)
+                if isinstance(step, SetStep):
+                    if step.key is not None:
+                        settings.set(step.key, step.value)
+                else:
+                    self.check_operators(step, settings)
+                steps.append(step)
+            return steps
         except StreamsqlError as error:
+            if error.position is None and statement is not None:
+                error.position = statement.position
             raise error.with_source(text)
 
     def run_script(self, text: str, writer: ResultWriter) -> None:
@@ -105,7 +118,7 @@ class Engine:
             writer.rows([record.row() for record in self.jobs_registry.all()])
             writer.end()
         elif isinstance(step, QueryStep):
-            self._run_query(step.plan, writer)
+            self._run_query(step, writer)
         elif isinstance(step, InsertStep):
             self._run_inserts([step])
         elif isinstance(step, StatementSetStep):
@@ -245,14 +258,15 @@ class Engine:
             columns.append(value)
         return frame.select(*columns)
 
-    def _run_query(self, plan: QueryPlan, writer: ResultWriter) -> None:
+    def _run_query(self, step: QueryStep, writer: ResultWriter) -> None:
+        plan = step.plan
         from streamsql.runtime.failures import translate
 
         names = [c.name for c in plan.columns]
         try:
             writer.begin(names)
             query, observed = None, {}
-            if self._streams(plan):
+            if self._streams(step):
                 query, observed = self._start_streaming(plan, self._select_sink(plan, writer))
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
@@ -351,17 +365,21 @@ class Engine:
         base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
         return JobRegistry(Path(base) / "_jobs")
 
-    def _streams(self, plan: QueryPlan, sink=None) -> bool:
-        """Whether to run on Spark Structured Streaming.
+    def _streams(self, step: QueryStep | InsertStep) -> bool:
+        """Whether to run on Spark Structured Streaming (decided from the operator plan).
 
-        Streaming mode over bounded input with windows runs as one bounded computation
-        instead: Spark's streaming never fires the windows still open at the end of the
-        input, Flink's does (its watermark reaches +infinity), and late rows are still
-        dropped as Flink's watermark would drop them (spark.windows). So does bounded input
-        into a blackhole (with no output to keep exactly-once, micro-batches and their
-        checkpoints would be pure overhead), and a SELECT ... LIMIT over bounded input
-        (a batch query stops reading once it has its rows).
+        Streaming mode over bounded input runs as one bounded computation instead when the
+        query has windows (Spark's streaming never fires the windows still open at the
+        end of the input, Flink's does: its watermark reaches +infinity; late rows are
+        still dropped as Flink's watermark would drop them, spark.windows) or an operator
+        Spark cannot stream (spark.physical: its final result is the table Flink's
+        changelog ends with). So does bounded input into a blackhole (with no output to
+        keep exactly-once, micro-batches and checkpoints would be pure overhead), and a
+        SELECT ... LIMIT over bounded input (a batch query stops reading once it has its
+        rows). Unbounded input that needs an operator Spark lacks was refused at plan time.
         """
+        plan = step.plan
+        sink = step.table if isinstance(step, InsertStep) else None
         if not self.settings.streaming or not plan.tables:
             return False
         bounded = "availableNow" in self._trigger(plan)
@@ -369,26 +387,47 @@ class Engine:
             return False
         if bounded and sink is None and plan.query.args.get("limit") is not None:
             return False
+        if bounded and self._stateful_operator(step) is not None:
+            return False
         return not (plan.windows and bounded)
 
+    def _stateful_operator(self, step: QueryStep | InsertStep):
+        """The first operator of the step's plan that Spark cannot stream natively, or None."""
+        from streamsql.runtime.operator_plan import operator_plan
+        from streamsql.spark.physical import needs_stateful_operator
+
+        return needs_stateful_operator(operator_plan(step, self.settings, check=False).root)
+
+    def check_operators(self, step: Step, settings: Settings) -> None:
+        """Plan-time checks of a query's operator plan, before Spark starts: Flink's changelog
+        rules (runtime.operator_plan), and an unbounded query that needs an operator Spark
+        cannot stream yet. Warnings (an OVER over updates on bounded input) are logged."""
+        from streamsql.runtime.operator_plan import operator_plan
+        from streamsql.runtime.sources import is_bounded
+        from streamsql.spark.physical import needs_stateful_operator
+
+        steps = step.inserts if isinstance(step, StatementSetStep) else [step]
+        for single in steps:
+            if not isinstance(single, (QueryStep, InsertStep)):
+                continue
+            operators = operator_plan(single, settings)
+            for warning in operators.warnings:
+                self.log(f"Note: {warning}")
+            if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
+                continue
+            missing = needs_stateful_operator(operators.root)
+            if missing is not None:
+                raise ValidationError(
+                    f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
+                    " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"
+                    " bounded input (its final result is computed), or in batch mode"
+                    " (SET 'execution.runtime-mode' = 'batch')."
+                )
+
     def _start_streaming(self, plan: QueryPlan, start) -> tuple:
-        """Start a streaming query; (None, {}) when Spark cannot stream it append-only but
-        every source is bounded.
-
-        Such a query's result updates (an aggregate without a window, a Top-N, an ORDER
-        BY); over bounded input its final result is computed over the whole input, which
-        is exactly the table Flink's changelog ends with.
-        """
-        from pyspark.errors import AnalysisException
-
+        """Start a streaming query."""
         frame, observed = self._frame(plan, streaming=True)
-        try:
-            return start(frame), observed
-        except AnalysisException as error:
-            if not ("output mode" in str(error) or "not supported" in str(error)) or "availableNow" not in self._trigger(plan):
-                raise
-        self.log("Note: this query's result updates; computed over the bounded input as its final result.")
-        return None, {}
+        return start(frame), observed
 
     def _trigger(self, plan: QueryPlan) -> dict:
         from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded

@@ -43,7 +43,7 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
         lines.append(f"window {window.name}: {window.kind}({params}) on {window.time_column}; {late}")
     if isinstance(step, InsertStep):
         lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
-    streaming = engine._streams(plan, step.table if isinstance(step, InsertStep) else None)
+    streaming = engine._streams(step)
     if streaming:
         lines.append("execution: Spark Structured Streaming, append-only changelog; state bounded by the watermark"
                      " where windows are used, otherwise kept for the job's life")

@@ -60,7 +60,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     if step.overwrite and engine.settings.streaming:
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: overwriting needs batch mode, as in Flink"
                               " (SET 'execution.runtime-mode' = 'batch')")
-    if engine._streams(step.plan, table):
+    if engine._streams(step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
         state.check()
         committer = state.committer() if state.is_file_sink else None

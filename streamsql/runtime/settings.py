@@ -19,6 +19,12 @@ class Settings:
     def get(self, key: str, default: str | None = None) -> str | None:
         return self._values.get(key, default)
 
+    def copy(self) -> Settings:
+        """An independent copy (the planner follows a script's SETs on one)."""
+        clone = Settings()
+        clone._values = dict(self._values)
+        return clone
+
     def set(self, key: str, value: str | None) -> None:
         if key == "__all__":  # RESET with no key
             self._values = dict(DEFAULTS)
