@@ -50,6 +50,8 @@ Ctrl-C cancels a running query; QUIT; or Ctrl-D leaves."""
 class LiveResult(ResultWriter):
     """Shows a result as it arrives: an updating table, a scrolling changelog, or tableau rows."""
 
+    handles_row_kinds = True  # it prints the op column itself in changelog mode
+
     def __init__(self, console: Console, mode: str):
         super().__init__("table", console.file)
         self.console = console

@@ -12,6 +12,7 @@ CHOICES = {
     "execution.runtime-mode": ("streaming", "batch"),
     "sql-client.execution.result-mode": ("table", "changelog", "tableau"),
     "sql-client.verbose": ("true", "false"),
+    "execution.bounded-input": ("auto", "stream"),
 }
 
 

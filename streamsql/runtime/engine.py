@@ -240,15 +240,29 @@ class Engine:
             flagged.filter(~late).createOrReplaceTempView(source)
         self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
 
-    def _displayable(self, frame, plan: QueryPlan):
+    def _shows_row_kinds(self, writer: ResultWriter) -> bool:
+        """Results print their row kinds (+I, -U, +U, -D) in 'changelog' result mode, unless
+        the writer shows them its own way (the shell's live result)."""
+        mode = (self.settings.get("sql-client.execution.result-mode") or "table").lower()
+        return mode == "changelog" and not getattr(writer, "handles_row_kinds", False)
+
+    def _displayable(self, frame, plan: QueryPlan, writer: ResultWriter | None = None):
         """Timestamps as the wall-clock values Flink shows: TIMESTAMP as stored (UTC),
-        TIMESTAMP_LTZ in 'table.local-time-zone'. Python then gets naive datetimes."""
+        TIMESTAMP_LTZ in 'table.local-time-zone'. Python then gets naive datetimes. With
+        row kinds shown, the kind comes first (an insert-only result's rows are all +I)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import TimestampType
         from sqlglot import exp
 
+        from streamsql.changelog import INSERT, ROWKIND_COLUMN
+
         zone = self.settings.get("table.local-time-zone") or "UTC"
         columns = []
+        if writer is not None and self._shows_row_kinds(writer):
+            has_kinds = ROWKIND_COLUMN in frame.columns
+            columns.append(F.col(ROWKIND_COLUMN) if has_kinds else F.lit(INSERT).alias(ROWKIND_COLUMN))
+            if has_kinds:
+                frame = frame.drop(ROWKIND_COLUMN)
         for field, column in zip(frame.schema.fields, plan.columns):
             value = F.col(f"`{field.name}`")
             if isinstance(field.dataType, TimestampType):
@@ -259,10 +273,12 @@ class Engine:
         return frame.select(*columns)
 
     def _run_query(self, step: QueryStep, writer: ResultWriter) -> None:
-        plan = step.plan
         from streamsql.runtime.failures import translate
 
+        plan = step.plan
         names = [c.name for c in plan.columns]
+        if self._shows_row_kinds(writer):  # Flink's changelog result mode: the op column first
+            names = ["op", *names]
         try:
             writer.begin(names)
             query, observed = None, {}
@@ -271,7 +287,7 @@ class Engine:
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
                 writer.begin(names)  # again: nothing was written yet (the header comes with the rows)
-                writer.rows(self._displayable(frame, plan).collect())
+                writer.rows(self._displayable(frame, plan, writer).collect())
             elif self.remote:
                 self._follow_memory_sink(query, writer)
             else:
@@ -290,7 +306,7 @@ class Engine:
 
         def start(frame):
             stream = (
-                self._displayable(frame, plan).writeStream
+                self._displayable(frame, plan, writer).writeStream
                 .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
                 .trigger(**self._trigger(plan)).outputMode("append")
             )
@@ -387,9 +403,14 @@ class Engine:
             return False
         if bounded and sink is None and plan.query.args.get("limit") is not None:
             return False
-        if bounded and self._stateful_operator(step) is not None:
+        stateful = self._stateful_operator(step) if bounded else None
+        if bounded and (stateful is not None or plan.windows):
+            if self.settings.get("execution.bounded-input") == "stream":
+                what = stateful.kind if stateful is not None else "window"
+                self.log(f"Note: 'execution.bounded-input' = 'stream': this query's {what} operator has no"
+                         " incremental form on Spark yet; it runs over the bounded input as one computation.")
             return False
-        return not (plan.windows and bounded)
+        return True
 
     def _stateful_operator(self, step: QueryStep | InsertStep):
         """The first operator of the step's plan that Spark cannot stream natively, or None."""
