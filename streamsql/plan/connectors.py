@@ -62,6 +62,14 @@ CONNECTORS = {
         }),
         as_sink=False,
     ),
+    "jdbc": ConnectorSpec(
+        required=frozenset({"url", "table-name"}),
+        optional=frozenset({
+            "driver", "username", "password", "connection.max-retry-timeout", "sink.buffer-flush.max-rows",
+            "sink.buffer-flush.interval", "sink.max-retries", "sink.parallelism",
+        }),
+        as_source=False,
+    ),
     "datagen": ConnectorSpec(
         optional=frozenset({"rows-per-second", "number-of-rows", "scan.parallelism", "seed", "source.max-rows-per-batch"}),
         as_sink=False,
@@ -76,7 +84,10 @@ INTEGER_OPTIONS = {
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
     "seed", "source.max-rows-per-batch", "number-of-rows", "scan.parallelism",
+    "sink.buffer-flush.max-rows", "sink.max-retries", "sink.parallelism",
 }
+JDBC_DRIVERS = {"org.postgresql.Driver"}
+JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout")
 
 
 def validate_options(table: TableDef) -> None:
@@ -113,6 +124,8 @@ def _check_values(table: TableDef) -> None:
         _check_nexmark(table)
     if connector == "datagen":
         _check_datagen(table)
+    if connector == "jdbc":
+        _check_jdbc(table)
     for key, value in table.options.items():
         if key in INTEGER_OPTIONS and not value.strip().isdigit():
             raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be a non-negative integer, not '{value}'")
@@ -154,6 +167,37 @@ def _check_datagen(table: TableDef) -> None:
             raise ConnectorError(
                 f"Table '{table.name.name}': datagen cannot generate column '{column.name}' of type {type_name(column.type)}"
             )
+
+
+def _check_jdbc(table: TableDef) -> None:
+    from streamsql.plan.durations import parse_duration
+
+    name, options = table.name.name, table.options
+    if not options["url"].startswith("jdbc:postgresql://"):
+        raise ConnectorError(
+            f"Table '{name}': option 'url' must be a PostgreSQL JDBC URL ('jdbc:postgresql://host:port/database'),"
+            f" not '{options['url']}': the jdbc connector writes into PostgreSQL only"
+        )
+    if "driver" in options and options["driver"] not in JDBC_DRIVERS:
+        raise ConnectorError(f"Table '{name}': option 'driver' must be {_listing(JDBC_DRIVERS)}, not '{options['driver']}'")
+    for key in JDBC_DURATION_OPTIONS:
+        if key in options and parse_duration(options[key]) is None:
+            raise ConnectorError(f"Table '{name}': option '{key}' must be a duration such as '1s' or '500 ms', not '{options[key]}'")
+    for key in ("sink.buffer-flush.max-rows", "sink.parallelism"):
+        if options.get(key, "1").strip() == "0":
+            raise ConnectorError(f"Table '{name}': option '{key}' must be at least 1")
+    for column in table.physical_columns:
+        if column.type.is_type("map", "struct"):
+            raise ConnectorError(
+                f"Table '{name}': the jdbc connector cannot write column '{column.name}' of type {type_name(column.type)}"
+                " (PostgreSQL has no ROW or MAP column type; arrays of scalars are fine)"
+            )
+
+
+def jdbc_accepts_updates(table: TableDef) -> bool:
+    """Whether a jdbc table takes an updating (changelog) stream: only with a PRIMARY KEY,
+    which the sink upserts and deletes by, as in Flink; without one it takes inserts only."""
+    return table.options.get("connector") == "jdbc" and bool(table.primary_key)
 
 
 def csv_separator(options: dict[str, str]) -> str:

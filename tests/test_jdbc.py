@@ -1,0 +1,220 @@
+"""The jdbc sink into a throwaway PostgreSQL server: upserts and deletes by key, plain inserts
+without one, exactly once per micro-batch, and an INSERT INTO through the engine."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from streamsql.dialect.script import parse_script
+from streamsql.errors import ConnectorError
+from streamsql.plan.connectors import jdbc_accepts_updates
+from streamsql.plan.define import define
+from tests.conftest import write
+from tests.postgres import postgres_bin, postgres_server
+
+KV = "k BIGINT, v BIGINT, name STRING"
+
+
+def table(sql: str):
+    return define(parse_script(sql)[0].expression, "default_database")
+
+
+def jdbc_ddl(name: str, url: str, schema: str = KV, key: str = "", extra: str = "") -> str:
+    key = f", PRIMARY KEY ({key}) NOT ENFORCED" if key else ""
+    return (f"CREATE TABLE {name} ({schema}{key}) WITH ('connector' = 'jdbc', 'url' = '{url}',"
+            f" 'table-name' = '{name}', 'username' = 'postgres'{extra})")
+
+
+# -- options, without Spark or PostgreSQL ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, message", [
+    ("'connector' = 'jdbc', 'table-name' = 't'", "needs option\\(s\\) 'url'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db'", "needs option\\(s\\) 'table-name'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'lookup.cache' = 'PARTIAL'",
+     "unsupported option\\(s\\) 'lookup.cache' for connector 'jdbc'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:mysql://h/db', 'table-name' = 't'", "PostgreSQL JDBC URL"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'driver' = 'com.mysql.Driver'",
+     "option 'driver' must be 'org.postgresql.Driver'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'sink.max-retries' = 'x'",
+     "'sink.max-retries' must be a non-negative integer"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'sink.buffer-flush.interval' = 'soon'",
+     "'sink.buffer-flush.interval' must be a duration"),
+])
+def test_bad_jdbc_options(options, message):
+    with pytest.raises(ConnectorError, match=message):
+        table(f"CREATE TABLE t (a INT) WITH ({options})")
+
+
+def test_jdbc_options_and_updates_need_a_key():
+    options = ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h:5432/db', 'table-name' = 'public.t',"
+               " 'driver' = 'org.postgresql.Driver', 'username' = 'u', 'password' = 'p',"
+               " 'sink.buffer-flush.max-rows' = '500', 'sink.buffer-flush.interval' = '1s', 'sink.max-retries' = '2',"
+               " 'sink.parallelism' = '2', 'connection.max-retry-timeout' = '30s'")
+    keyed = table(f"CREATE TABLE t (a INT, b STRING, PRIMARY KEY (a) NOT ENFORCED) WITH ({options})")
+    plain = table(f"CREATE TABLE t (a INT, b STRING) WITH ({options})")
+    assert jdbc_accepts_updates(keyed) and not jdbc_accepts_updates(plain)
+    with pytest.raises(ConnectorError, match="cannot write column 'r' of type ROW"):
+        table(f"CREATE TABLE t (a INT, r ROW<x INT>) WITH ({options})")
+
+
+def test_connection_parameters_from_the_url():
+    from streamsql.runtime.jdbc import connection_parameters
+
+    t = table("CREATE TABLE t (a INT) WITH ('connector' = 'jdbc', 'table-name' = 't', 'username' = 'u',"
+              " 'url' = 'jdbc:postgresql://db.example:6543/shop?sslmode=require&currentSchema=sales')")
+    assert connection_parameters(t) == {"host": "db.example", "port": 6543, "dbname": "shop", "sslmode": "require",
+                                        "options": "-c search_path=sales", "user": "u", "connect_timeout": 60}
+
+
+# -- against PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
+    with postgres_server(bin_dir) as server:
+        yield server
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def db(postgres):
+    """A fresh database; returns (jdbc url, connection)."""
+    name = f"test{next(_databases)}"
+    postgres.create_database(name)
+    with postgres.connect(name) as connection:
+        yield postgres.url(name), connection
+
+
+def rows_of(connection, sql: str) -> list[tuple]:
+    return sorted(connection.execute(sql).fetchall())
+
+
+def changelog(spark, rows, partitions: int = 3):
+    """A changelog DataFrame in this order over several partitions (slices keep the order)."""
+    return spark.sparkContext.parallelize(rows, partitions).toDF(f"__rowkind STRING, {KV}")
+
+
+BATCH_1 = [("+I", 1, 1, "a"), ("+I", 2, 1, "b"), ("-U", 1, 1, "a"), ("+U", 1, 2, "a2"), ("+I", 3, 1, "c"),
+           ("-D", 3, 1, "c"), ("+I", 4, 1, "d")]
+BATCH_2 = [("-U", 2, 1, "b"), ("+U", 2, 5, "b5"), ("-D", 4, 1, "d"), ("+I", 3, 7, "c7"), ("+I", 5, 1, "e"),
+           ("-D", 5, 1, "e"), ("+I", 5, 9, "e9")]
+AFTER_2 = [(1, 2, "a2"), (2, 5, "b5"), (3, 7, "c7"), (5, 9, "e9")]
+
+
+@pytest.mark.spark
+def test_changelog_batches_upsert_and_delete_by_key(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v bigint, name text)")
+    kv = table(jdbc_ddl("kv", url, key="k"))
+    write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)
+    assert rows_of(connection, "SELECT * FROM kv") == [(1, 2, "a2"), (2, 1, "b"), (4, 1, "d")]
+    write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)
+    assert rows_of(connection, "SELECT * FROM kv") == AFTER_2
+
+
+@pytest.mark.spark
+def test_replayed_micro_batches_change_nothing(spark, db):
+    """Batch 0 inserts k=4 and batch 1 deletes it: replaying batch 0 must not bring it back
+    (nor set k=1 back to 2, k=2 back to 1), whatever the shuffle partitions are now."""
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v bigint, name text)")
+    kv = table(jdbc_ddl("kv", url, key="k"))
+    write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)
+    write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)
+    spark.conf.set("spark.sql.shuffle.partitions", "5")
+    try:
+        assert write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)["written"] == 0
+        assert write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)["written"] == 0
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+    assert rows_of(connection, "SELECT * FROM kv") == AFTER_2
+    # another job writing the same batch ids is not mistaken for this one
+    write_changelog_batch(changelog(spark, [("+I", 4, 4, "x")]), kv, "other-job", 0)
+    assert (4, 4, "x") in rows_of(connection, "SELECT * FROM kv")
+
+
+@pytest.mark.spark
+def test_a_batch_that_failed_half_way_applies_only_its_missing_partitions(spark, db):
+    """Without a key (so a double insert would show): one partition fails, the others commit;
+    the replay writes only the failed partition's rows."""
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE log (k bigint, v bigint CHECK (v < 100), name text)")
+    log = table(jdbc_ddl("log", url, extra=", 'sink.parallelism' = '4'"))
+    rows = [("+I", i, 100 if i == 7 else i, f"r{i}") for i in range(20)]
+    with pytest.raises(Exception, match="violates check constraint"):
+        write_changelog_batch(changelog(spark, rows), log, "job", 0)
+    written = rows_of(connection, "SELECT k FROM log")
+    assert 0 < len(written) < 20  # the other partitions committed
+    connection.execute("ALTER TABLE log DROP CONSTRAINT log_v_check")
+    counts = write_changelog_batch(changelog(spark, rows), log, "job", 0)
+    assert counts["written"] >= 1 and counts["skipped"] >= 1 and counts["written"] + counts["skipped"] <= 4
+    assert rows_of(connection, "SELECT k FROM log") == [(i,) for i in range(20)]
+    assert write_changelog_batch(changelog(spark, rows), log, "job", 0)["written"] == 0
+    assert len(rows_of(connection, "SELECT k FROM log")) == 20
+
+
+@pytest.mark.spark
+def test_updates_into_a_table_without_a_key_are_refused(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE log (k bigint, v bigint, name text)")
+    with pytest.raises(Exception, match="has no PRIMARY KEY, so it takes inserts only"):
+        write_changelog_batch(changelog(spark, BATCH_1), table(jdbc_ddl("log", url)), "job", 0)
+    assert rows_of(connection, "SELECT * FROM log") == []
+
+
+@pytest.mark.spark
+def test_missing_table_and_key_index_are_named(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    frame = changelog(spark, BATCH_1)
+    with pytest.raises(ConnectorError, match="no such table in PostgreSQL"):
+        write_changelog_batch(frame, table(jdbc_ddl("kv", url, key="k")), "job", 0)
+    connection.execute("CREATE TABLE kv (k bigint, v bigint, name text)")
+    with pytest.raises(ConnectorError, match="no primary key or unique index on \\(k\\)"):
+        write_changelog_batch(frame, table(jdbc_ddl("kv", url, key="k")), "job", 0)
+
+
+SOURCE = "1,alpha,10,2026-01-01 00:00:01.500\n2,beta,20,2026-01-01 00:00:02\n3,,30,2026-01-01 00:00:03.250\n"
+
+
+@pytest.mark.spark
+def test_streaming_insert_into_jdbc_is_exactly_once_across_reruns(run, tmp_path, db):
+    import datetime
+
+    url, connection = db
+    connection.execute('CREATE TABLE totals (id bigint, "Name" text, amount int, ts timestamp(3))')
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    script = (
+        f"CREATE TABLE IF NOT EXISTS src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("totals", url, "id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)").replace(
+            "CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+        "INSERT INTO totals SELECT id, UPPER(name), amount * 2, ts FROM src WHERE amount > 10;\n"
+    )
+    run.output(script)
+    expected = [(2, "BETA", 40, datetime.datetime(2026, 1, 1, 0, 0, 2)),
+                (3, None, 60, datetime.datetime(2026, 1, 1, 0, 0, 3, 250000))]
+    assert rows_of(connection, "SELECT * FROM totals") == expected
+    run.output(script)  # nothing new to read: nothing written again
+    assert rows_of(connection, "SELECT * FROM totals") == expected
+    write(tmp_path / "in" / "b.csv", "4,delta,40,2026-01-01 00:00:04\n")
+    run.output(script)
+    assert rows_of(connection, "SELECT * FROM totals") == [*expected, (4, "DELTA", 80, datetime.datetime(2026, 1, 1, 0, 0, 4))]
+    assert connection.execute("SELECT count(*) FROM streamsql_commits").fetchone()[0] >= 2
