@@ -66,6 +66,7 @@ DEFAULT_MAX_ROWS = 100  # Flink's sink.buffer-flush.max-rows
 DEFAULT_MAX_RETRIES = 3  # Flink's sink.max-retries
 SEQUENCE_COLUMN = "__streamsql_seq"
 PART_COLUMN = "__streamsql_part"
+COPY_BUFFER_BYTES = 4 << 20
 
 # JDBC URL parameters of PostgreSQL's driver and their libpq names (others are refused).
 _URL_PARAMETERS = {
@@ -202,13 +203,27 @@ def _statements(target: Target) -> dict:
     columns = ", ".join(_quote(c) for c in target.columns)
     values = ", ".join(["%s"] * len(target.columns))
     insert = f"INSERT INTO {target.relation} ({columns}) VALUES ({values})"
-    statements = {"insert": insert}
+    statements = {
+        "insert": insert,
+        "copy": f"COPY {target.relation} ({columns}) FROM STDIN (FORMAT csv)",
+        "claim": f"INSERT INTO {target.commits} (job, batch, part, parts) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    }
     if target.key:
         key = ", ".join(_quote(c) for c in target.key)
         rest = [c for c in target.columns if c not in target.key]
         update = ", ".join(f"{_quote(c)} = EXCLUDED.{_quote(c)}" for c in rest)
-        statements["upsert"] = f"{insert} ON CONFLICT ({key}) " + (f"DO UPDATE SET {update}" if rest else "DO NOTHING")
+        on_conflict = f" ON CONFLICT ({key}) " + (f"DO UPDATE SET {update}" if rest else "DO NOTHING")
+        statements["upsert"] = insert + on_conflict
         statements["delete"] = f"DELETE FROM {target.relation} WHERE " + " AND ".join(f"{_quote(c)} = %s" for c in target.key)
+        # the COPY path: the part's rows into a temporary table, then one upsert and one delete from it
+        statements["stage"] = (f"CREATE TEMPORARY TABLE streamsql_stage ON COMMIT DROP AS SELECT NULL::text AS"
+                               f" streamsql_kind, {columns} FROM {target.relation} WITH NO DATA")
+        statements["copy_stage"] = f"COPY streamsql_stage FROM STDIN (FORMAT csv)"
+        statements["merge_upserts"] = (f"INSERT INTO {target.relation} ({columns}) SELECT {columns} FROM streamsql_stage"
+                                       f" WHERE streamsql_kind <> '{DELETE}'" + on_conflict)
+        statements["merge_deletes"] = (f"DELETE FROM {target.relation} AS t USING streamsql_stage AS s WHERE"
+                                       f" s.streamsql_kind = '{DELETE}' AND "
+                                       + " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in target.key))
     return statements
 
 
@@ -234,6 +249,7 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
     exactly_once = job_key is not None and batch_id is not None
     parts = _partitions(frame, table)
     if exactly_once:
+        job_key = f"{job_key} -> {target.relation}"  # a job's records per target table
         recorded = _recorded(target, job_key, batch_id)
         if recorded is not None:
             parts, done = recorded
@@ -283,8 +299,7 @@ def _finish(target: Target, job: str, batch: int, parts: int) -> None:
     with _connect(target.params) as connection:
         with connection.cursor() as cursor:
             cursor.executemany(
-                f"INSERT INTO {target.commits} (job, batch, part, parts) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [(job, batch, part, parts) for part in range(parts)],
+                target.statements["claim"], [(job, batch, part, parts) for part in range(parts)],
             )
             cursor.execute(f"DELETE FROM {target.commits} WHERE job = %s AND batch < %s", (job, batch - KEEP_BATCHES))
 
@@ -336,27 +351,85 @@ class PartitionWriter:
         import pyarrow.compute as pc
 
         target = self.target
-        parts = sorted(pc.unique(table.column(0)).to_pylist())
+        parts = sorted(pc.unique(table.column(PART_COLUMN)).to_pylist())
         results = []
         with _connect(target.params) as connection, connection.cursor() as cursor:
             for part in parts:
                 with connection.transaction():
                     if self.job is not None:
                         job, batch, count = self.job
-                        cursor.execute(
-                            f"INSERT INTO {target.commits} (job, batch, part, parts) VALUES (%s, %s, %s, %s)"
-                            " ON CONFLICT DO NOTHING", (job, batch, part, count),
-                        )
-                        if not cursor.rowcount:
+                        cursor.execute(target.statements["claim"], (job, batch, part, count))
+                        if not cursor.rowcount:  # applied before: skip
                             results.append((part, 0, True))
                             continue
-                    rows = table.filter(pc.equal(table.column(0), part)) if len(parts) > 1 else table
-                    upserts, deletes, inserts = _split(target, rows.drop_columns([table.column_names[0]]))
-                    for statement, values in (("upsert", upserts), ("delete", deletes), ("insert", inserts)):
-                        for start in range(0, len(values), target.max_rows):
-                            cursor.executemany(target.statements[statement], values[start:start + target.max_rows])
-                    results.append((part, len(upserts) + len(deletes) + len(inserts), False))
+                    rows = table.filter(pc.equal(table.column(PART_COLUMN), part)) if len(parts) > 1 else table
+                    rows = rows.drop_columns([PART_COLUMN])
+                    if _copyable(rows.schema):
+                        _copy(cursor, target, rows)
+                    else:
+                        _execute(cursor, target, rows)
+                    results.append((part, rows.num_rows, False))
         return results
+
+
+def _copyable(schema) -> bool:
+    """Whether every column writes as CSV that PostgreSQL reads back as the same value."""
+    import pyarrow as pa
+
+    return all(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+               or pa.types.is_large_string(t) or pa.types.is_decimal(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+               for t in schema.types)
+
+
+def _copy(cursor, target: Target, rows) -> None:
+    """COPY the rows in as CSV, sink.buffer-flush.max-rows rows a chunk: straight into the
+    table (insert-only), or into a temporary table that one upsert and one delete read."""
+    import io
+
+    import pyarrow.compute as pc
+    import pyarrow.csv as csv
+
+    kinds = rows.column(0)
+    if not target.key:
+        _check_insert_only(target, kinds)
+        rows = rows.drop_columns([rows.column_names[0]])
+        copy = target.statements["copy"]
+    else:
+        cursor.execute(target.statements["stage"])
+        copy = target.statements["copy_stage"]
+    options = csv.WriteOptions(include_header=False, quoting_style="all_valid")
+    buffer = io.BytesIO()
+    with cursor.copy(copy) as sink:
+        for chunk in rows.to_batches(max_chunksize=target.max_rows):
+            csv.write_csv(chunk, buffer, options)
+            if buffer.tell() >= COPY_BUFFER_BYTES:  # one message per few MB: far fewer round trips than a chunk's
+                sink.write(buffer.getvalue())
+                buffer = io.BytesIO()
+        if buffer.tell():
+            sink.write(buffer.getvalue())
+    if target.key:
+        cursor.execute(target.statements["merge_upserts"])
+        if pc.any(pc.equal(kinds, DELETE)).as_py():
+            cursor.execute(target.statements["merge_deletes"])
+
+
+def _execute(cursor, target: Target, rows) -> None:
+    """Columns CSV cannot carry (arrays, bytes): executemany, sink.buffer-flush.max-rows rows a round."""
+    for chunk in rows.to_batches(max_chunksize=target.max_rows):
+        for statement, values in zip(("upsert", "delete", "insert"), _split(target, chunk)):
+            if values:
+                cursor.executemany(target.statements[statement], values)
+
+
+def _check_insert_only(target: Target, kinds) -> None:
+    import pyarrow.compute as pc
+
+    others = pc.unique(pc.filter(kinds, pc.not_equal(kinds, INSERT))).to_pylist()
+    if others:
+        raise RuntimeError(
+            f"{target.label}: the table has no PRIMARY KEY, so it takes inserts only, but the query"
+            f" produced '{others[0]}' rows; declare PRIMARY KEY (...) NOT ENFORCED to upsert and delete by it"
+        )
 
 
 def _split(target: Target, table) -> tuple[list, list, list]:
@@ -367,13 +440,10 @@ def _split(target: Target, table) -> tuple[list, list, list]:
     values = [_python_values(table.column(i)) for i in range(1, table.num_columns)]
     rows = list(zip(*values))
     upserts, deletes, inserts = [], [], []
+    if not target.key:
+        _check_insert_only(target, table.column(0))
     for kind, row in zip(kinds, rows):
         if not target.key:
-            if kind != INSERT:
-                raise RuntimeError(
-                    f"{target.label}: the table has no PRIMARY KEY, so it takes inserts only, but the query"
-                    f" produced a '{kind}' row; declare PRIMARY KEY (...) NOT ENFORCED to upsert and delete by it"
-                )
             inserts.append(row)
         elif kind in (INSERT, UPDATE_AFTER):
             upserts.append(row)
