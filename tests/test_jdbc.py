@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from streamsql.dialect.script import parse_script
-from streamsql.errors import ConnectorError
+from streamsql.errors import ConnectorError, ExecutionError
 from streamsql.plan.connectors import jdbc_accepts_updates
 from streamsql.plan.define import define
 from tests.conftest import write
@@ -218,3 +218,45 @@ def test_streaming_insert_into_jdbc_is_exactly_once_across_reruns(run, tmp_path,
     run.output(script)
     assert rows_of(connection, "SELECT * FROM totals") == [*expected, (4, "DELTA", 80, datetime.datetime(2026, 1, 1, 0, 0, 4))]
     assert connection.execute("SELECT count(*) FROM streamsql_commits").fetchone()[0] >= 2
+
+
+TYPED = "id BIGINT, s STRING, e STRING, d DECIMAL(10, 2), dt DATE, ts TIMESTAMP(3), b BOOLEAN, f DOUBLE"
+TYPED_SELECT = ("SELECT '+I' AS __rowkind, 1L AS id, 'x,\"y\"\\nz' AS s, '' AS e, 12.50BD AS d, DATE'2026-01-02' AS dt,"
+                " TIMESTAMP'2026-01-01 00:00:01.5' AS ts, true AS b, 1.5D AS f"
+                " UNION ALL SELECT '+I', 2L, NULL, NULL, NULL, NULL, NULL, NULL, NULL")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("array", [False, True], ids=["copy", "executemany"])
+def test_values_round_trip(spark, db, array):
+    import datetime
+    from decimal import Decimal
+
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE typed (id bigint PRIMARY KEY, s text, e text, d numeric(10, 2), dt date,"
+                       " ts timestamp(3), b boolean, f double precision" + (", a int[])" if array else ")"))
+    schema = TYPED + (", a ARRAY<INT>" if array else "")
+    frame = spark.sql(TYPED_SELECT.replace("1.5D AS f", "1.5D AS f, array(1, 2) AS a") + ", NULL" if array else TYPED_SELECT)
+    write_changelog_batch(frame, table(jdbc_ddl("typed", url, schema, key="id")), "job", 0)
+    first = (1, 'x,"y"\nz', "", Decimal("12.50"), datetime.date(2026, 1, 2), datetime.datetime(2026, 1, 1, 0, 0, 1, 500000),
+             True, 1.5) + (([1, 2],) if array else ())
+    assert rows_of(connection, "SELECT * FROM typed") == [first, (2,) + (None,) * (8 if array else 7)]
+
+
+@pytest.mark.spark
+def test_jdbc_failures_are_one_clear_error(run, tmp_path, db):
+    url, connection = db
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    script = (
+        f"CREATE TEMPORARY TABLE src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("small", url, "id BIGINT").replace("CREATE TABLE", "CREATE TEMPORARY TABLE") + ";\n"
+        "INSERT INTO small SELECT id FROM src;\n"
+    )
+    with pytest.raises(ConnectorError, match="jdbc table 'small' \\(small\\): no such table in PostgreSQL"):
+        run.output(script)
+    connection.execute("CREATE TABLE small (id bigint CHECK (id < 3))")
+    with pytest.raises(ExecutionError, match="jdbc table 'small' \\(small\\): .*violates check constraint"):
+        run.output(script)

@@ -472,6 +472,12 @@ class JdbcMicroBatch:
     table: TableDef
     checkpoint: str  # the job's Spark checkpoint directory, inside its state directory
 
+    def checked(self, columns: list[str]) -> JdbcMicroBatch:
+        """This, once the PostgreSQL table is found fit (before the stream starts, so that a
+        missing table, column or key index is one clear error)."""
+        resolve_target(self.table, [c for c in columns if c != ROWKIND_COLUMN])
+        return self
+
     def __call__(self, frame, batch_id: int) -> None:
         write_changelog_batch(frame, self.table, self.job_key(), batch_id)
 

@@ -89,7 +89,7 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
         writer = writer.format("noop")
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import JdbcMicroBatch
-        writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint))
+        writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint).checked(frame.columns))
     else:
         writer = writer.foreachBatch(CommitMicroBatch(table, committer))
     return writer.outputMode("append").start()
