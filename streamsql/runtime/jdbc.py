@@ -4,47 +4,53 @@
 in upsert mode, keyed by ``k``: ``+I`` and ``+U`` rows are upserted (``INSERT ... ON
 CONFLICT (k) DO UPDATE``), ``-D`` rows delete by key, ``-U`` rows are ignored (the ``+U``
 that follows carries the new row). A table without a key takes an insert-only stream as
-plain INSERTs; any other row kind is an error (Flink refuses such a plan). A frame without
-the ``__rowkind`` column (streamsql.changelog) is insert-only. The PostgreSQL table must
-exist (as in Flink), with a primary key or unique index on the key's columns; columns are
-matched by name, exactly or else case-insensitively (PostgreSQL folds unquoted names).
+plain INSERTs; any other row kind is an error (Flink refuses such a plan at planning time:
+``plan.connectors.jdbc_accepts_updates``). A frame without the ``__rowkind`` column
+(streamsql.changelog) is insert-only. The PostgreSQL table must exist, as in Flink, with a
+primary key or unique index on the key's columns; its name is resolved as PostgreSQL
+resolves an unquoted name (``to_regclass``), columns are matched by name, exactly or else
+case-insensitively (PostgreSQL folds unquoted names). All of that is checked on the
+driver before a stream starts, so a missing table, column or index is one clear error.
 
-**From the executors.** The driver only looks up the target table and the commit records;
-the rows go from each partition straight to PostgreSQL (``mapInArrow``: one connection per
-partition, psycopg 3, ``executemany`` in pipeline mode, ``sink.buffer-flush.max-rows``
-rows a round).
+**From the executors.** The driver only looks up the target and the commit records; rows go
+from each task straight to PostgreSQL (``mapInArrow``, psycopg 3, one connection per task):
+Arrow batches are written as CSV by pyarrow and sent with ``COPY`` — straight into the
+table for inserts, or into a temporary table that one ``INSERT ... SELECT ... ON CONFLICT``
+and one ``DELETE ... USING`` merge into the table. Columns CSV cannot carry (arrays,
+bytes) go through ``executemany`` instead. ``sink.buffer-flush.max-rows`` is the number of
+rows converted per chunk (per ``executemany`` round on that path).
 
 **Exactly once per micro-batch.** Spark replays a micro-batch (same id, same rows) when
 the job dies before the batch's end is in its checkpoint; the write must then change
-nothing that was already applied. So:
+nothing that was already applied — batch 1 ``+I k=1``, batch 2 ``-D k=1``, and a replay of
+batch 1 must not bring ``k=1`` back. So:
 
 1. *One final action per key.* The batch is reduced to the last change of each key, in
    batch order (a ``monotonically_increasing_id`` taken before any shuffle: partition, then
-   position in it), ``-U`` dropped first. Applying that reduced batch once, or again right
-   after, leaves the same table: upserts and deletes by key are idempotent when nothing
-   else came between.
-2. *Partitioned by key, deterministically.* The reduced batch is hash-partitioned by the
-   key into ``N`` partitions (``sink.parallelism``, else Spark's shuffle partitions), so all
-   of a key's change lives in one partition. ``N`` is recorded with the batch, and a
-   replay uses the recorded ``N``, so a key lands in the same partition again.
-3. *One transaction per partition, with its commit record.* Each partition writes, in one
-   transaction, its rows and a row ``(job, batch, part, parts)`` in the table
-   ``streamsql_commits`` (created next to the target table). The commit row is inserted
-   first (``ON CONFLICT DO NOTHING``): if it was already there, the partition was applied
-   and it rolls back having done nothing; a concurrent attempt (a retried or speculative
-   task) waits on that row's lock and then finds it. So each partition of each batch is
-   applied exactly once, and a replayed batch applies only the partitions that a crash
-   left unapplied. This is what matters: batch 1 ``+I k=1``, batch 2 ``-D k=1``, then a
-   replay of batch 1 must not bring ``k=1`` back — it finds its record and skips.
-   Without a key, the rows are hash-partitioned by all their columns, with the same records.
-4. A batch whose ``N`` partitions are all recorded is skipped by the driver without being
-   computed. Records older than the last ``KEEP_BATCHES`` batches of a job are pruned
-   (Spark replays only the last one).
+   position in it), ``-U`` dropped first. Keys are then distinct, so the order of the
+   statements within a batch no longer matters.
+2. *Parts by key, deterministically.* Each row gets a part, ``pmod(hash(key), N)``
+   (Spark's Murmur3: the same on every run), ``N`` being ``sink.parallelism`` or else
+   Spark's shuffle partitions; the frame is repartitioned by the part, so a task holds
+   whole parts (Spark may coalesce several into one task, never split one). ``N`` is
+   recorded with the batch and a replay uses the recorded ``N``: a key falls into the same
+   part again. Without a key, the part is a hash of all the columns.
+3. *One transaction per part, with its commit row.* A task writes each of its parts in one
+   transaction that first inserts ``(job, batch, part, parts)`` into ``streamsql_commits``
+   (created next to the target table) ``ON CONFLICT DO NOTHING``: when the row was already
+   there, the part was applied and the transaction ends having done nothing; a concurrent
+   attempt (a retried or speculative task) waits on that row's lock, then finds it. So each
+   part of each batch is applied exactly once, and a replay applies only the parts a crash
+   left unapplied (later batches only start once a batch is complete, so per key the
+   changes are applied once each, in order).
+4. When every task has succeeded, the driver records the parts that had no rows (so a
+   replay of a complete batch is skipped by the driver without computing it) and prunes
+   the job's records older than ``KEEP_BATCHES`` batches (Spark replays only the last).
 
-The job in the record is the job's state directory name and its Spark checkpoint's query
-id, so a job started afresh (its checkpoint deleted) does not mistake the old job's records
-for its own. Batch-mode writes (``write_changelog_batch`` without a batch id) keep no
-records: as in Flink's batch mode, each run writes again.
+The job in a record is the job's state directory name, its Spark checkpoint's query id and
+the target table, so a job started afresh (its checkpoint deleted) does not take the old
+job's records for its own. Batch-mode writes (``write_changelog_batch`` without a batch id)
+keep no records: as in Flink's batch mode, each run writes again.
 """
 
 from __future__ import annotations
