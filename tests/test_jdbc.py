@@ -215,6 +215,14 @@ def test_streaming_insert_into_jdbc_is_exactly_once_across_reruns(run, tmp_path,
     assert rows_of(connection, "SELECT * FROM totals") == expected
     run.output(script)  # nothing new to read: nothing written again
     assert rows_of(connection, "SELECT * FROM totals") == expected
+    # a crash after the sink wrote batch 0 but before Spark's checkpoint recorded it: Spark
+    # replays batch 0 (same input) on restart, and the sink must not write it again
+    (spark_commit,) = (run.catalog_dir / "_checkpoints").glob("insert-into-totals-*/checkpoint/commits/0")
+    spark_commit.unlink()
+    (spark_commit.parent / ".0.crc").unlink(missing_ok=True)
+    run.output(script)
+    assert spark_commit.exists()  # batch 0 did run again
+    assert rows_of(connection, "SELECT * FROM totals") == expected
     write(tmp_path / "in" / "b.csv", "4,delta,40,2026-01-01 00:00:04\n")
     run.output(script)
     assert rows_of(connection, "SELECT * FROM totals") == [*expected, (4, "DELTA", 80, datetime.datetime(2026, 1, 1, 0, 0, 4))]
