@@ -244,9 +244,6 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
     a batch id applied before is not applied again (see the module docstring). Returns
     counts: rows written, partitions written and skipped.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
-
     if overwrite:
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: the jdbc connector does not support overwriting, as in Flink")
     columns = [c for c in frame.columns if c != ROWKIND_COLUMN]
@@ -261,27 +258,37 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
             parts, done = recorded
             if done == parts:
                 return {"rows": 0, "written": 0, "skipped": parts}
-    has_kinds = ROWKIND_COLUMN in frame.columns
-    if target.key:
-        if has_kinds:
-            frame = frame.where(F.col(ROWKIND_COLUMN) != F.lit(UPDATE_BEFORE))
-        key = [F.col(f"`{c}`") for c in table.primary_key]
-        latest = Window.partitionBy(*key).orderBy(F.col(SEQUENCE_COLUMN).desc())
-        frame = (frame.withColumn(SEQUENCE_COLUMN, F.monotonically_increasing_id())
-                 .withColumn("__streamsql_last", F.row_number().over(latest))
-                 .where(F.col("__streamsql_last") == 1)
-                 .drop("__streamsql_last", SEQUENCE_COLUMN))
-    else:
-        key = [F.col(f"`{c}`") for c in columns]
-    kind = F.col(ROWKIND_COLUMN) if has_kinds else F.lit(INSERT)
-    frame = frame.select(F.pmod(F.hash(*key), F.lit(parts)).cast("int").alias(PART_COLUMN), kind.alias(ROWKIND_COLUMN),
-                         *[F.col(f"`{c}`") for c in columns]).repartition(parts, PART_COLUMN)
+    frame = _parts(frame, table, columns, parts)
     job = (job_key, batch_id, parts) if exactly_once else None
     results = frame.mapInArrow(PartitionWriter(target, job), "part INT, rows BIGINT, skipped BOOLEAN").collect()
     if exactly_once:
         _finish(target, job_key, batch_id, parts)
     return {"rows": sum(r.rows for r in results), "written": sum(not r.skipped for r in results),
             "skipped": sum(r.skipped for r in results)}
+
+
+def _parts(frame, table: TableDef, columns: list[str], parts: int):
+    """The rows to write: part, kind, columns; repartitioned by part and, with a key, reduced
+    to the last change per key (one shuffle: the reduction runs within the parts)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    has_kinds = ROWKIND_COLUMN in frame.columns
+    kind = F.col(ROWKIND_COLUMN) if has_kinds else F.lit(INSERT)
+    key = [F.col(f"`{c}`") for c in (table.primary_key or columns)]
+    part = F.pmod(F.hash(*key), F.lit(parts)).cast("int").alias(PART_COLUMN)
+    values = [F.col(f"`{c}`") for c in columns]
+    if not table.primary_key:
+        return frame.select(part, kind.alias(ROWKIND_COLUMN), *values).repartition(parts, PART_COLUMN)
+    if has_kinds:
+        frame = frame.where(F.col(ROWKIND_COLUMN) != F.lit(UPDATE_BEFORE))
+    sequence = F.monotonically_increasing_id().alias(SEQUENCE_COLUMN)  # batch order, taken before the shuffle
+    latest = Window.partitionBy(F.col(PART_COLUMN), *key).orderBy(F.col(SEQUENCE_COLUMN).desc())
+    return (frame.select(part, kind.alias(ROWKIND_COLUMN), *values, sequence)
+            .repartition(parts, PART_COLUMN)
+            .withColumn("__streamsql_last", F.row_number().over(latest))
+            .where(F.col("__streamsql_last") == 1)
+            .drop("__streamsql_last", SEQUENCE_COLUMN))
 
 
 def _partitions(frame, table: TableDef) -> int:
