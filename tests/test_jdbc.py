@@ -271,3 +271,36 @@ def test_jdbc_failures_are_one_clear_error(run, tmp_path, db):
     connection.execute("CREATE TABLE small (id bigint CHECK (id < 3))")
     with pytest.raises(ExecutionError, match="jdbc table 'small' \\(small\\): .*violates check constraint"):
         run.output(script)
+
+
+@pytest.mark.spark
+def test_batch_mode_and_bounded_windows_into_jdbc(run, tmp_path, db):
+    """Batch mode appends each run (Flink's batch semantics) and cannot overwrite; a bounded
+    windowed query upserts its windows by key, so a rerun leaves the same table."""
+    import datetime
+
+    from streamsql.errors import ValidationError
+
+    url, connection = db
+    connection.execute("CREATE TABLE per_window (w timestamp, n bigint, PRIMARY KEY (w))")
+    connection.execute("CREATE TABLE copied (id bigint, amount int)")
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    ddl = (
+        f"CREATE TABLE IF NOT EXISTS src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3),"
+        f" WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("per_window", url, "w TIMESTAMP(3), n BIGINT", key="w").replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+        + jdbc_ddl("copied", url, "id BIGINT, amount INT").replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+    )
+    windows = ("INSERT INTO per_window SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts),"
+               " INTERVAL '2' SECOND)) GROUP BY window_start, window_end;\n")
+    for _ in range(2):
+        run.output(ddl + windows)
+        assert rows_of(connection, "SELECT * FROM per_window") == [
+            (datetime.datetime(2026, 1, 1, 0, 0), 1), (datetime.datetime(2026, 1, 1, 0, 0, 2), 2)]
+    batch = ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT INTO copied SELECT id, amount FROM src;\n"
+    run.output(batch)
+    run.output(batch)
+    assert rows_of(connection, "SELECT * FROM copied") == [(1, 10), (1, 10), (2, 20), (2, 20), (3, 30), (3, 30)]
+    with pytest.raises(ValidationError, match="jdbc connector does not support overwriting"):
+        run.output(ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT OVERWRITE copied SELECT id, amount FROM src;\n")
