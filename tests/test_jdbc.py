@@ -304,3 +304,10 @@ def test_batch_mode_and_bounded_windows_into_jdbc(run, tmp_path, db):
     assert rows_of(connection, "SELECT * FROM copied") == [(1, 10), (1, 10), (2, 20), (2, 20), (3, 30), (3, 30)]
     with pytest.raises(ValidationError, match="jdbc connector does not support overwriting"):
         run.output(ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT OVERWRITE copied SELECT id, amount FROM src;\n")
+
+
+@pytest.mark.spark
+def test_a_jdbc_table_cannot_be_read(run):
+    with pytest.raises(ConnectorError, match="Table 'sink' \\(connector 'jdbc'\\) cannot be read: it is a sink"):
+        run.output("CREATE TEMPORARY TABLE sink (a INT) WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db',"
+                   " 'table-name' = 'sink');\nSELECT * FROM sink;\n")
