@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
+from datetime import timedelta
 
 import pytest
 
@@ -311,3 +313,66 @@ def test_a_jdbc_table_cannot_be_read(run):
     with pytest.raises(ConnectorError, match="Table 'sink' \\(connector 'jdbc'\\) cannot be read: it is a sink"):
         run.output("CREATE TEMPORARY TABLE sink (a INT) WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db',"
                    " 'table-name' = 'sink');\nSELECT * FROM sink;\n")
+
+
+@pytest.mark.spark
+def test_kill_9_at_random_points_then_restart_writes_every_row_once(tmp_path, db):
+    """A continuous job (one file per micro-batch) killed at random points — driver or JVM,
+    mid-batch or between batches — and restarted: every row, and every window, lands in
+    PostgreSQL exactly once (the tables have no key, so a double write would show)."""
+    import os
+    import random
+    import signal
+
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, wait_for
+    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, kill_at_random, rows_csv
+
+    def start(tmp_path, script) -> subprocess.Popen:
+        # this checkout's streamsql in Spark's Python workers too (they run in tmp_path)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), PYTHONPATH=path)
+        return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", str(script)], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    url, connection = db
+    connection.execute("CREATE TABLE dst (id bigint, k text, ts timestamp)")
+    connection.execute("CREATE TABLE wdst (k text, window_start timestamp, window_end timestamp, n bigint)")
+    source = tmp_path / "in"
+    for f in range(FILES):  # Spark's file stream reads files in modification-time order
+        path = write(source / f"part-{f:03d}.csv", rows_csv(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE))
+        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE src (id BIGINT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s',
+        'source.max-files-per-batch' = '1');
+{jdbc_ddl("dst", url, "id BIGINT, k STRING, ts TIMESTAMP(3)")};
+{jdbc_ddl("wdst", url, "k STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), n BIGINT")};
+EXECUTE STATEMENT SET BEGIN
+INSERT INTO dst SELECT id, UPPER(k), ts FROM src;
+INSERT INTO wdst SELECT k, window_start, window_end, COUNT(*) FROM
+  TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+END;
+""")
+    rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "7")))
+    for attempt in range(int(os.environ.get("STREAMSQL_TEST_KILLS", "3"))):
+        kill_at_random(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
+        for name in ("dst", "wdst"):  # whatever is in PostgreSQL is there once
+            assert connection.execute(f"SELECT count(*) = count(DISTINCT t) FROM {name} t").fetchone()[0]
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 240)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGUSR1)  # drain: every window fires, then the job ends
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    total = FILES * ROWS_PER_FILE
+    assert rows_of(connection, "SELECT * FROM dst") == sorted(
+        (i, "ab"[i % 2].upper(), BASE + timedelta(seconds=i)) for i in range(total))
+    assert rows_of(connection, "SELECT * FROM wdst") == sorted(
+        (k, BASE + timedelta(seconds=w), BASE + timedelta(seconds=w + 10), 5) for w in range(0, total, 10) for k in "ab")
