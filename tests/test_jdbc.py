@@ -39,6 +39,8 @@ def jdbc_ddl(name: str, url: str, schema: str = KV, key: str = "", extra: str = 
     ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'lookup.cache' = 'PARTIAL'",
      "unsupported option\\(s\\) 'lookup.cache' for connector 'jdbc'"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:mysql://h/db', 'table-name' = 't'", "PostgreSQL JDBC URL"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db?reWriteBatchedInserts=true', 'table-name' = 't'",
+     "URL parameter\\(s\\) 'reWriteBatchedInserts' not supported"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'driver' = 'com.mysql.Driver'",
      "option 'driver' must be 'org.postgresql.Driver'"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'sink.max-retries' = 'x'",
@@ -69,7 +71,8 @@ def test_connection_parameters_from_the_url():
     t = table("CREATE TABLE t (a INT) WITH ('connector' = 'jdbc', 'table-name' = 't', 'username' = 'u',"
               " 'url' = 'jdbc:postgresql://db.example:6543/shop?sslmode=require&currentSchema=sales')")
     assert connection_parameters(t) == {"host": "db.example", "port": 6543, "dbname": "shop", "sslmode": "require",
-                                        "options": "-c search_path=sales", "user": "u", "connect_timeout": 60}
+                                        "options": "-c TimeZone=UTC -c search_path=sales", "user": "u",
+                                        "connect_timeout": 60}
 
 
 # -- against PostgreSQL ------------------------------------------------------------------------------

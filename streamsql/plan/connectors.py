@@ -87,6 +87,13 @@ INTEGER_OPTIONS = {
     "sink.buffer-flush.max-rows", "sink.max-retries", "sink.parallelism",
 }
 JDBC_DRIVERS = {"org.postgresql.Driver"}
+# URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
+# becomes search_path).
+JDBC_URL_PARAMETERS = {
+    "user": "user", "password": "password", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert", "ApplicationName": "application_name", "connectTimeout": "connect_timeout",
+    "options": "options", "currentSchema": "options",
+}
 JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout")
 
 
@@ -177,6 +184,13 @@ def _check_jdbc(table: TableDef) -> None:
         raise ConnectorError(
             f"Table '{name}': option 'url' must be a PostgreSQL JDBC URL ('jdbc:postgresql://host:port/database'),"
             f" not '{options['url']}': the jdbc connector writes into PostgreSQL only"
+        )
+    from urllib.parse import parse_qsl, urlsplit
+
+    unknown = sorted({key for key, _ in parse_qsl(urlsplit(options["url"]).query)} - set(JDBC_URL_PARAMETERS))
+    if unknown:
+        raise ConnectorError(
+            f"Table '{name}': URL parameter(s) {_listing(unknown)} not supported (supported: {_listing(JDBC_URL_PARAMETERS)})"
         )
     if "driver" in options and options["driver"] not in JDBC_DRIVERS:
         raise ConnectorError(f"Table '{name}': option 'driver' must be {_listing(JDBC_DRIVERS)}, not '{options['driver']}'")

@@ -63,6 +63,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from streamsql.changelog import DELETE, INSERT, ROWKIND_COLUMN, UPDATE_AFTER, UPDATE_BEFORE
 from streamsql.errors import ConnectorError, ValidationError
+from streamsql.plan.connectors import JDBC_URL_PARAMETERS
 from streamsql.plan.durations import parse_duration
 from streamsql.plan.objects import TableDef
 
@@ -74,12 +75,6 @@ SEQUENCE_COLUMN = "__streamsql_seq"
 PART_COLUMN = "__streamsql_part"
 COPY_BUFFER_BYTES = 4 << 20
 
-# JDBC URL parameters of PostgreSQL's driver and their libpq names (others are refused).
-_URL_PARAMETERS = {
-    "user": "user", "password": "password", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
-    "sslrootcert": "sslrootcert", "ApplicationName": "application_name", "connectTimeout": "connect_timeout",
-    "options": "options",
-}
 
 
 def connection_parameters(table: TableDef) -> dict:
@@ -87,16 +82,16 @@ def connection_parameters(table: TableDef) -> dict:
     options = table.options
     url = urlsplit(options["url"][len("jdbc:"):])
     params = {"host": url.hostname or "localhost", "port": url.port or 5432, "dbname": url.path.lstrip("/") or None}
-    for key, value in parse_qsl(url.query):
+    # TIMESTAMP values are UTC wall-clock times (streamsql's session zone)
+    settings = ["-c TimeZone=UTC"]
+    for key, value in parse_qsl(url.query):  # the names were checked when the table was defined
         if key == "currentSchema":
-            params["options"] = f"{params.get('options', '')} -c search_path={value}".strip()
-        elif key in _URL_PARAMETERS:
-            params[_URL_PARAMETERS[key]] = value
+            settings.append(f"-c search_path={value}")
+        elif key == "options":
+            settings.insert(0, value)
         else:
-            raise ConnectorError(
-                f"Table '{table.name.name}': URL parameter '{key}' is not supported (supported: "
-                f"{', '.join(sorted([*_URL_PARAMETERS, 'currentSchema']))})"
-            )
+            params[JDBC_URL_PARAMETERS[key]] = value
+    params["options"] = " ".join(settings)
     if "username" in options:
         params["user"] = options["username"]
     if "password" in options:
@@ -109,10 +104,7 @@ def connection_parameters(table: TableDef) -> dict:
 def _connect(params: dict):
     import psycopg
 
-    connection = psycopg.connect(**params)
-    connection.execute("SET TIME ZONE 'UTC'")  # TIMESTAMP is UTC wall-clock time (streamsql's session zone)
-    connection.commit()
-    return connection
+    return psycopg.connect(**params)
 
 
 @dataclass(frozen=True)
