@@ -12,7 +12,7 @@ import pytest
 
 from streamsql.dialect.script import parse_script
 from streamsql.errors import ConnectorError, ExecutionError
-from streamsql.plan.connectors import jdbc_accepts_updates
+from streamsql.plan.connectors import accepts_updates, jdbc_accepts_updates
 from streamsql.plan.define import define
 from tests.conftest import write
 from tests.postgres import postgres_bin, postgres_server
@@ -61,6 +61,7 @@ def test_jdbc_options_and_updates_need_a_key():
     keyed = table(f"CREATE TABLE t (a INT, b STRING, PRIMARY KEY (a) NOT ENFORCED) WITH ({options})")
     plain = table(f"CREATE TABLE t (a INT, b STRING) WITH ({options})")
     assert jdbc_accepts_updates(keyed) and not jdbc_accepts_updates(plain)
+    assert accepts_updates(keyed) and not accepts_updates(plain)
     with pytest.raises(ConnectorError, match="cannot write column 'r' of type ROW"):
         table(f"CREATE TABLE t (a INT, r ROW<x INT>) WITH ({options})")
 

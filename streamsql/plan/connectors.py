@@ -208,6 +208,13 @@ def _check_jdbc(table: TableDef) -> None:
             )
 
 
+def accepts_updates(table: TableDef) -> bool:
+    """Whether the table, as a sink, takes an updating (changelog) result, as in Flink: print and
+    blackhole take any; jdbc with a PRIMARY KEY (upserts and deletes by it); files only inserts."""
+    connector = table.options.get("connector")
+    return connector in ("print", "blackhole") or jdbc_accepts_updates(table)
+
+
 def jdbc_accepts_updates(table: TableDef) -> bool:
     """Whether a jdbc table takes an updating (changelog) stream: only with a PRIMARY KEY,
     which the sink upserts and deletes by, as in Flink; without one it takes inserts only."""
