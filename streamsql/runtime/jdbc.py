@@ -234,7 +234,7 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
 
     With ``job_key`` and ``batch_id`` (a streaming micro-batch) the write is exactly once:
     a batch id applied before is not applied again (see the module docstring). Returns
-    counts: rows written, partitions written and skipped.
+    counts: rows written, parts written, parts skipped (applied before).
     """
     if overwrite:
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: the jdbc connector does not support overwriting, as in Flink")
@@ -314,7 +314,7 @@ def _finish(target: Target, job: str, batch: int, parts: int) -> None:
 
 @dataclass(frozen=True)
 class PartitionWriter:
-    """mapInArrow function: a task's rows in one transaction, with a commit row per part.
+    """mapInArrow function: a task's rows, each part in one transaction with its commit row.
 
     Rows arrive with their part (``PART_COLUMN``, a hash of the key modulo the batch's
     partitions); a task holds whole parts (Spark may give it several, never a piece of one).
