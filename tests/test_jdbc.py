@@ -332,7 +332,7 @@ def test_kill_9_at_random_points_then_restart_writes_every_row_once(tmp_path, db
     import sys
 
     from tests.conftest import ROOT, wait_for
-    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, kill_at_random, rows_csv
+    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, jvm_of, rows_csv
 
     def start(tmp_path, script) -> subprocess.Popen:
         # this checkout's streamsql in Spark's Python workers too (they run in tmp_path)
@@ -360,9 +360,29 @@ INSERT INTO wdst SELECT k, window_start, window_end, COUNT(*) FROM
   TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
 END;
 """)
+    def count() -> int:
+        return connection.execute("SELECT count(*) FROM dst").fetchone()[0]
+
+    def kill_while_writing(job, rng, which: str) -> None:
+        """Once the job has written something more, kill it within the next seconds: mid-batch
+        or between batches (one file a batch)."""
+        before = count()
+        wait_for(lambda: count() > before or job.poll() is not None, 120)
+        time.sleep(rng.uniform(0, 3))
+        jvm = jvm_of(job.pid)
+        try:
+            os.kill(jvm if which == "jvm" and jvm is not None else job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.killpg(job.pid, signal.SIGKILL)  # whatever is left of that run
+        except ProcessLookupError:
+            pass
+        job.wait()
+
     rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "7")))
     for attempt in range(int(os.environ.get("STREAMSQL_TEST_KILLS", "3"))):
-        kill_at_random(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
+        kill_while_writing(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
         for name in ("dst", "wdst"):  # whatever is in PostgreSQL is there once
             assert connection.execute(f"SELECT count(*) = count(DISTINCT t) FROM {name} t").fetchone()[0]
     job = start(tmp_path, script)
