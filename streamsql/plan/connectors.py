@@ -64,6 +64,14 @@ CONNECTORS = {
         }),
         as_sink=False,
     ),
+    "jdbc": ConnectorSpec(
+        required=frozenset({"url", "table-name"}),
+        optional=frozenset({
+            "driver", "username", "password", "connection.max-retry-timeout", "sink.buffer-flush.max-rows",
+            "sink.buffer-flush.interval", "sink.max-retries", "sink.parallelism",
+        }),
+        as_source=False,
+    ),
     "datagen": ConnectorSpec(
         optional=frozenset({"rows-per-second", "number-of-rows", "scan.parallelism", "seed", "source.max-rows-per-batch"}),
         as_sink=False,
@@ -74,6 +82,15 @@ CONNECTORS = {
 # Columns of a 'nexmark' table: Nexmark's event schema (ddl_gen.sql), nested ROWs by kind.
 NEXMARK_COLUMNS = ("event_type", "person", "auction", "bid")
 DATAGEN_FIELD_OPTIONS = {"kind", "min", "max", "max-past", "length", "var-len", "start", "end", "null-rate"}
+JDBC_DRIVERS = {"org.postgresql.Driver"}
+# URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
+# becomes search_path).
+JDBC_URL_PARAMETERS = {
+    "user": "user", "password": "password", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert", "ApplicationName": "application_name", "connectTimeout": "connect_timeout",
+    "options": "options", "currentSchema": "options",
+}
+JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout")
 
 
 def validate_options(table: TableDef) -> None:
@@ -111,6 +128,8 @@ def _check_values(table: TableDef) -> None:
         _check_nexmark(table)
     if connector == "datagen":
         _check_datagen(table)
+    if table.options['connector'] == "jdbc":
+        _check_jdbc(table)
     check_values(table)
 
 
@@ -171,6 +190,38 @@ def check_source_path(table: TableDef, written: set[str]) -> None:
             f"Table '{table.name.name}': path '{path}' does not exist (a table read as a source needs its"
             " file or directory; create it, or fix the table's 'path')"
         )
+
+
+def _check_jdbc(table: TableDef) -> None:
+    from streamsql.plan.durations import parse_duration
+
+    name, options = table.name.name, table.options
+    if not options["url"].startswith("jdbc:postgresql://"):
+        raise ConnectorError(
+            f"Table '{name}': option 'url' must be a PostgreSQL JDBC URL ('jdbc:postgresql://host:port/database'),"
+            f" not '{options['url']}': the jdbc connector writes into PostgreSQL only"
+        )
+    from urllib.parse import parse_qsl, urlsplit
+
+    unknown = sorted({key for key, _ in parse_qsl(urlsplit(options["url"]).query)} - set(JDBC_URL_PARAMETERS))
+    if unknown:
+        raise ConnectorError(
+            f"Table '{name}': URL parameter(s) {_listing(unknown)} not supported (supported: {_listing(JDBC_URL_PARAMETERS)})"
+        )
+    if "driver" in options and options["driver"] not in JDBC_DRIVERS:
+        raise ConnectorError(f"Table '{name}': option 'driver' must be {_listing(JDBC_DRIVERS)}, not '{options['driver']}'")
+    for key in JDBC_DURATION_OPTIONS:
+        if key in options and parse_duration(options[key]) is None:
+            raise ConnectorError(f"Table '{name}': option '{key}' must be a duration such as '1s' or '500 ms', not '{options[key]}'")
+    for key in ("sink.buffer-flush.max-rows", "sink.parallelism"):
+        if options.get(key, "1").strip() == "0":
+            raise ConnectorError(f"Table '{name}': option '{key}' must be at least 1")
+    for column in table.physical_columns:
+        if column.type.is_type("map", "struct"):
+            raise ConnectorError(
+                f"Table '{name}': the jdbc connector cannot write column '{column.name}' of type {type_name(column.type)}"
+                " (PostgreSQL has no ROW or MAP column type; arrays of scalars are fine)"
+            )
 
 
 def csv_separator(options: dict[str, str]) -> str:

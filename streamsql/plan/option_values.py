@@ -45,9 +45,10 @@ DURATION = {"source.monitor-interval"}
 INTEGER = {  # non-negative integers
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
-    "seed", "number-of-rows",
+    "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries",
 }
-POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism"}
+POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism"}
+IMPLEMENTED_BY = {"sink.parallelism": {"jdbc"}}  # refused options some connectors do implement
 MEMORY = {"person.avg-size", "auction.avg-size", "bid.avg-size"}  # '200' or '200b' (bytes)
 NUMBER = {"rows-per-second"}
 BOOLEAN_SUFFIXES = ("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field",
@@ -60,7 +61,7 @@ _MEMORY = re.compile(r"^\s*\d+\s*b?\s*$", re.IGNORECASE)
 def refuse_unsupported(table: TableDef) -> None:
     """Accepted option names that nothing implements: an error saying so, and what to do."""
     for key, value in table.options.items():
-        if key in NOT_SUPPORTED:
+        if key in NOT_SUPPORTED and table.options.get("connector") not in IMPLEMENTED_BY.get(key, ()):
             _fail(table, f"option '{key}' is {NOT_SUPPORTED[key]}")
         only = ONLY_VALUE.get(key) or (DATAGEN_ONLY_VALUE.get(key.rpartition(".")[2]) if key.startswith("fields.") else None)
         if only and value.strip().lower() != only[0].lower():

@@ -59,6 +59,9 @@ def _essence(text: str) -> str:
     """The innermost human message of a Spark/py4j error text."""
     python_errors = re.findall(r"^\s*(\w+(?:Error|Exception)): (.+)$", text, re.MULTILINE)
     python_errors = [(k, m) for k, m in python_errors if not k.startswith(("Py4J", "StreamingQuery"))]
+    raised = re.findall(r"^streamsql\.errors\.\w+: (.+)$", text, re.MULTILINE)
+    if "foreach batch sink" in text and raised:  # a streamsql error raised by a sink's foreachBatch
+        return raised[-1].strip()
     if "PythonException" in text and python_errors:
         kind, message = python_errors[-1]
         return f"a Python function failed: {kind}: {message.strip()}"

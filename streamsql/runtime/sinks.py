@@ -36,6 +36,9 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
         print_rows(frame.collect(), table)
     elif connector == "blackhole":
         frame.write.format("noop").mode("overwrite").save()
+    elif connector == "jdbc":
+        from streamsql.runtime.jdbc import write_changelog_batch
+        write_changelog_batch(frame, table, overwrite=overwrite)
     else:
         sink = Path(table.options["path"])
         _remove_abandoned_batches(sink)
@@ -84,6 +87,9 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
         writer = writer.foreachBatch(lambda batch, _: print_rows(batch.collect(), table))
     elif connector == "blackhole":
         writer = writer.format("noop")
+    elif connector == "jdbc":
+        from streamsql.runtime.jdbc import JdbcMicroBatch
+        writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint).checked(frame.columns))
     else:
         writer = writer.foreachBatch(CommitMicroBatch(table, committer))
     return writer.outputMode("append").start()

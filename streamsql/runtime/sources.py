@@ -11,7 +11,7 @@ import glob as globlib
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import csv_separator, is_bounded, is_true
+from streamsql.plan.connectors import CONNECTORS, csv_separator, is_bounded, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -36,6 +36,8 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
 
     if table.options["connector"] in GENERATED:
         return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains=False)
+    if not CONNECTORS[table.options["connector"]].as_source:
+        raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
     fmt = options["format"]
     path = Path(options["path"])

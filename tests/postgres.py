@@ -1,0 +1,95 @@
+"""A throwaway PostgreSQL server for tests: initdb in a temporary directory, a free local
+port, trust authentication; always stopped (pg_ctl stop -m immediate) and removed.
+
+initdb refuses to run as root, so as root (CI, containers) the server runs as the
+'postgres' user Debian's package creates (else 'nobody'), owning its temporary directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+def postgres_bin() -> str | None:
+    """The directory of initdb and pg_ctl: on PATH, else Debian's /usr/lib/postgresql/<v>/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return os.path.dirname(os.path.realpath(found))
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    return os.path.dirname(candidates[-1]) if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_as() -> dict:
+    """subprocess arguments to drop root, when we are root."""
+    if os.geteuid() != 0:
+        return {}
+    for name in ("postgres", "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    raise RuntimeError("running as root and no 'postgres' or 'nobody' user to run PostgreSQL as")
+
+
+@dataclass
+class Server:
+    port: int
+    directory: str
+
+    def url(self, database: str) -> str:
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{database}"
+
+    def connect(self, database: str = "postgres"):
+        import psycopg
+
+        return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=database, autocommit=True)
+
+    def create_database(self, name: str) -> None:
+        with self.connect() as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            connection.execute(f'CREATE DATABASE "{name}"')
+
+
+@contextmanager
+def postgres_server(bin_dir: str):
+    directory = tempfile.mkdtemp(prefix="streamsql-pg-")
+    data, log = os.path.join(directory, "data"), os.path.join(directory, "log")
+    as_user = _run_as()
+    if as_user:
+        os.chown(directory, as_user["user"], as_user["group"])
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    pg_ctl = os.path.join(bin_dir, "pg_ctl")
+    started = False
+    try:
+        subprocess.run([os.path.join(bin_dir, "initdb"), "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8",
+                        "--no-sync"], check=True, capture_output=True, env=env, cwd=directory, **as_user)
+        port = _free_port()
+        options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
+        result = subprocess.run([pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start"],
+                                capture_output=True, env=env, cwd=directory, **as_user)
+        started = True
+        if result.returncode != 0:
+            text = open(log).read() if os.path.exists(log) else ""
+            raise RuntimeError(f"pg_ctl start failed: {result.stderr.decode()} {text}")
+        yield Server(port, directory)
+    finally:
+        if started:
+            subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], capture_output=True, env=env,
+                           cwd=directory, **as_user)
+        shutil.rmtree(directory, ignore_errors=True)

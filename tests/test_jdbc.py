@@ -1,0 +1,402 @@
+"""The jdbc sink into a throwaway PostgreSQL server: upserts and deletes by key, plain inserts
+without one, exactly once per micro-batch, and an INSERT INTO through the engine."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from datetime import timedelta
+
+import pytest
+
+from streamsql.dialect.script import parse_script
+from streamsql.errors import ConnectorError, ExecutionError
+from streamsql.changelog import UPDATE_AFTER
+from streamsql.plan.changelog_checks import accepted_kinds
+from streamsql.plan.define import define
+from tests.conftest import write
+from tests.postgres import postgres_bin, postgres_server
+
+KV = "k BIGINT, v BIGINT, name STRING"
+
+
+def table(sql: str):
+    return define(parse_script(sql)[0].expression, "default_database")
+
+
+def jdbc_ddl(name: str, url: str, schema: str = KV, key: str = "", extra: str = "") -> str:
+    key = f", PRIMARY KEY ({key}) NOT ENFORCED" if key else ""
+    return (f"CREATE TABLE {name} ({schema}{key}) WITH ('connector' = 'jdbc', 'url' = '{url}',"
+            f" 'table-name' = '{name}', 'username' = 'postgres'{extra})")
+
+
+# -- options, without Spark or PostgreSQL ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, message", [
+    ("'connector' = 'jdbc', 'table-name' = 't'", "needs option\\(s\\) 'url'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db'", "needs option\\(s\\) 'table-name'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'lookup.cache' = 'PARTIAL'",
+     "unsupported option\\(s\\) 'lookup.cache' for connector 'jdbc'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:mysql://h/db', 'table-name' = 't'", "PostgreSQL JDBC URL"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db?reWriteBatchedInserts=true', 'table-name' = 't'",
+     "URL parameter\\(s\\) 'reWriteBatchedInserts' not supported"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'driver' = 'com.mysql.Driver'",
+     "option 'driver' must be 'org.postgresql.Driver'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'sink.max-retries' = 'x'",
+     "'sink.max-retries' must be a non-negative integer"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'sink.buffer-flush.interval' = 'soon'",
+     "'sink.buffer-flush.interval' must be a duration"),
+])
+def test_bad_jdbc_options(options, message):
+    with pytest.raises(ConnectorError, match=message):
+        table(f"CREATE TABLE t (a INT) WITH ({options})")
+
+
+def test_jdbc_options_and_updates_need_a_key():
+    options = ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h:5432/db', 'table-name' = 'public.t',"
+               " 'driver' = 'org.postgresql.Driver', 'username' = 'u', 'password' = 'p',"
+               " 'sink.buffer-flush.max-rows' = '500', 'sink.buffer-flush.interval' = '1s', 'sink.max-retries' = '2',"
+               " 'sink.parallelism' = '2', 'connection.max-retry-timeout' = '30s'")
+    keyed = table(f"CREATE TABLE t (a INT, b STRING, PRIMARY KEY (a) NOT ENFORCED) WITH ({options})")
+    plain = table(f"CREATE TABLE t (a INT, b STRING) WITH ({options})")
+    assert UPDATE_AFTER in accepted_kinds(keyed) and UPDATE_AFTER not in accepted_kinds(plain)
+    with pytest.raises(ConnectorError, match="cannot write column 'r' of type ROW"):
+        table(f"CREATE TABLE t (a INT, r ROW<x INT>) WITH ({options})")
+
+
+def test_connection_parameters_from_the_url():
+    from streamsql.runtime.jdbc import connection_parameters
+
+    t = table("CREATE TABLE t (a INT) WITH ('connector' = 'jdbc', 'table-name' = 't', 'username' = 'u',"
+              " 'url' = 'jdbc:postgresql://db.example:6543/shop?sslmode=require&currentSchema=sales')")
+    assert connection_parameters(t) == {"host": "db.example", "port": 6543, "dbname": "shop", "sslmode": "require",
+                                        "options": "-c TimeZone=UTC -c search_path=sales", "user": "u",
+                                        "connect_timeout": 60}
+
+
+# -- against PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
+    with postgres_server(bin_dir) as server:
+        yield server
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def db(postgres):
+    """A fresh database; returns (jdbc url, connection)."""
+    name = f"test{next(_databases)}"
+    postgres.create_database(name)
+    with postgres.connect(name) as connection:
+        yield postgres.url(name), connection
+
+
+def rows_of(connection, sql: str) -> list[tuple]:
+    return sorted(connection.execute(sql).fetchall())
+
+
+def changelog(spark, rows, partitions: int = 3):
+    """A changelog DataFrame in this order over several partitions (slices keep the order)."""
+    return spark.sparkContext.parallelize(rows, partitions).toDF(f"__rowkind STRING, {KV}")
+
+
+BATCH_1 = [("+I", 1, 1, "a"), ("+I", 2, 1, "b"), ("-U", 1, 1, "a"), ("+U", 1, 2, "a2"), ("+I", 3, 1, "c"),
+           ("-D", 3, 1, "c"), ("+I", 4, 1, "d")]
+BATCH_2 = [("-U", 2, 1, "b"), ("+U", 2, 5, "b5"), ("-D", 4, 1, "d"), ("+I", 3, 7, "c7"), ("+I", 5, 1, "e"),
+           ("-D", 5, 1, "e"), ("+I", 5, 9, "e9")]
+AFTER_2 = [(1, 2, "a2"), (2, 5, "b5"), (3, 7, "c7"), (5, 9, "e9")]
+
+
+@pytest.mark.spark
+def test_changelog_batches_upsert_and_delete_by_key(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v bigint, name text)")
+    kv = table(jdbc_ddl("kv", url, key="k"))
+    write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)
+    assert rows_of(connection, "SELECT * FROM kv") == [(1, 2, "a2"), (2, 1, "b"), (4, 1, "d")]
+    write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)
+    assert rows_of(connection, "SELECT * FROM kv") == AFTER_2
+
+
+@pytest.mark.spark
+def test_replayed_micro_batches_change_nothing(spark, db):
+    """Batch 0 inserts k=4 and batch 1 deletes it: replaying batch 0 must not bring it back
+    (nor set k=1 back to 2, k=2 back to 1), whatever the shuffle partitions are now."""
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE kv (k bigint PRIMARY KEY, v bigint, name text)")
+    kv = table(jdbc_ddl("kv", url, key="k"))
+    write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)
+    write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)
+    spark.conf.set("spark.sql.shuffle.partitions", "5")
+    try:
+        write_changelog_batch(changelog(spark, BATCH_1), kv, "job", 0)
+        assert rows_of(connection, "SELECT * FROM kv") == AFTER_2  # k=4 not back, k=1 and k=2 not reverted
+        assert write_changelog_batch(changelog(spark, BATCH_2), kv, "job", 1)["written"] == 0
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+    assert rows_of(connection, "SELECT * FROM kv") == AFTER_2
+    # another job writing the same batch ids is not mistaken for this one
+    write_changelog_batch(changelog(spark, [("+I", 4, 4, "x")]), kv, "other-job", 0)
+    assert (4, 4, "x") in rows_of(connection, "SELECT * FROM kv")
+
+
+@pytest.mark.spark
+def test_a_batch_that_failed_half_way_applies_only_its_missing_partitions(spark, db):
+    """Without a key (so a double insert would show): one partition fails, the others commit;
+    the replay writes only the failed partition's rows."""
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE log (k bigint, v bigint CHECK (v < 100), name text)")
+    log = table(jdbc_ddl("log", url, extra=", 'sink.parallelism' = '4'"))
+    rows = [("+I", i, 100 if i == 7 else i, f"r{i}") for i in range(20)]
+    with pytest.raises(Exception, match="violates check constraint"):
+        write_changelog_batch(changelog(spark, rows), log, "job", 0)
+    written = rows_of(connection, "SELECT k FROM log")
+    assert 0 < len(written) < 20  # the other partitions committed
+    connection.execute("ALTER TABLE log DROP CONSTRAINT log_v_check")
+    counts = write_changelog_batch(changelog(spark, rows), log, "job", 0)
+    assert counts["written"] >= 1 and counts["skipped"] >= 1 and counts["written"] + counts["skipped"] <= 4
+    assert rows_of(connection, "SELECT k FROM log") == [(i,) for i in range(20)]
+    assert write_changelog_batch(changelog(spark, rows), log, "job", 0)["written"] == 0
+    assert len(rows_of(connection, "SELECT k FROM log")) == 20
+
+
+@pytest.mark.spark
+def test_updates_into_a_table_without_a_key_are_refused(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE log (k bigint, v bigint, name text)")
+    with pytest.raises(Exception, match="has no PRIMARY KEY, so it takes inserts only"):
+        write_changelog_batch(changelog(spark, BATCH_1), table(jdbc_ddl("log", url)), "job", 0)
+    assert rows_of(connection, "SELECT * FROM log") == []
+
+
+@pytest.mark.spark
+def test_missing_table_and_key_index_are_named(spark, db):
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    frame = changelog(spark, BATCH_1)
+    with pytest.raises(ConnectorError, match="no such table in PostgreSQL"):
+        write_changelog_batch(frame, table(jdbc_ddl("kv", url, key="k")), "job", 0)
+    connection.execute("CREATE TABLE kv (k bigint, v bigint, name text)")
+    with pytest.raises(ConnectorError, match="no primary key or unique index on \\(k\\)"):
+        write_changelog_batch(frame, table(jdbc_ddl("kv", url, key="k")), "job", 0)
+
+
+SOURCE = "1,alpha,10,2026-01-01 00:00:01.500\n2,beta,20,2026-01-01 00:00:02\n3,,30,2026-01-01 00:00:03.250\n"
+
+
+@pytest.mark.spark
+def test_streaming_insert_into_jdbc_is_exactly_once_across_reruns(run, tmp_path, db):
+    import datetime
+
+    url, connection = db
+    connection.execute('CREATE TABLE totals (id bigint, "Name" text, amount int, ts timestamp(3))')
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    script = (
+        f"CREATE TABLE IF NOT EXISTS src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("totals", url, "id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)").replace(
+            "CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+        "INSERT INTO totals SELECT id, UPPER(name), amount * 2, ts FROM src WHERE amount > 10;\n"
+    )
+    run.output(script)
+    expected = [(2, "BETA", 40, datetime.datetime(2026, 1, 1, 0, 0, 2)),
+                (3, None, 60, datetime.datetime(2026, 1, 1, 0, 0, 3, 250000))]
+    assert rows_of(connection, "SELECT * FROM totals") == expected
+    run.output(script)  # nothing new to read: nothing written again
+    assert rows_of(connection, "SELECT * FROM totals") == expected
+    # a crash after the sink wrote batch 0 but before Spark's checkpoint recorded it: Spark
+    # replays batch 0 (same input) on restart, and the sink must not write it again
+    (spark_commit,) = (run.catalog_dir / "_checkpoints").glob("insert-into-totals-*/checkpoint/commits/0")
+    spark_commit.unlink()
+    (spark_commit.parent / ".0.crc").unlink(missing_ok=True)
+    run.output(script)
+    assert spark_commit.exists()  # batch 0 did run again
+    assert rows_of(connection, "SELECT * FROM totals") == expected
+    write(tmp_path / "in" / "b.csv", "4,delta,40,2026-01-01 00:00:04\n")
+    run.output(script)
+    assert rows_of(connection, "SELECT * FROM totals") == [*expected, (4, "DELTA", 80, datetime.datetime(2026, 1, 1, 0, 0, 4))]
+    jobs = {row[0] for row in connection.execute("SELECT job FROM streamsql_commits")}
+    assert len(jobs) == 1 and re.fullmatch(r"insert-into-totals-\w{12}/[0-9a-f-]{36} -> public\.totals", jobs.pop())
+
+
+TYPED = "id BIGINT, s STRING, e STRING, d DECIMAL(10, 2), dt DATE, ts TIMESTAMP(3), b BOOLEAN, f DOUBLE"
+TYPED_SELECT = ("SELECT '+I' AS __rowkind, 1L AS id, 'x,\"y\"\\nz' AS s, '' AS e, 12.50BD AS d, DATE'2026-01-02' AS dt,"
+                " TIMESTAMP'2026-01-01 00:00:01.5' AS ts, true AS b, 1.5D AS f"
+                " UNION ALL SELECT '+I', 2L, NULL, NULL, NULL, NULL, NULL, NULL, NULL")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("array", [False, True], ids=["copy", "executemany"])
+def test_values_round_trip(spark, db, array):
+    import datetime
+    from decimal import Decimal
+
+    from streamsql.runtime.jdbc import write_changelog_batch
+
+    url, connection = db
+    connection.execute("CREATE TABLE typed (id bigint PRIMARY KEY, s text, e text, d numeric(10, 2), dt date,"
+                       " ts timestamp(3), b boolean, f double precision" + (", a int[])" if array else ")"))
+    schema = TYPED + (", a ARRAY<INT>" if array else "")
+    frame = spark.sql(TYPED_SELECT.replace("1.5D AS f", "1.5D AS f, array(1, 2) AS a") + ", NULL" if array else TYPED_SELECT)
+    write_changelog_batch(frame, table(jdbc_ddl("typed", url, schema, key="id")), "job", 0)
+    first = (1, 'x,"y"\nz', "", Decimal("12.50"), datetime.date(2026, 1, 2), datetime.datetime(2026, 1, 1, 0, 0, 1, 500000),
+             True, 1.5) + (([1, 2],) if array else ())
+    assert rows_of(connection, "SELECT * FROM typed") == [first, (2,) + (None,) * (8 if array else 7)]
+
+
+@pytest.mark.spark
+def test_jdbc_failures_are_one_clear_error(run, tmp_path, db):
+    url, connection = db
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    script = (
+        f"CREATE TEMPORARY TABLE src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3)) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("small", url, "id BIGINT").replace("CREATE TABLE", "CREATE TEMPORARY TABLE") + ";\n"
+        "INSERT INTO small SELECT id FROM src;\n"
+    )
+    with pytest.raises(ConnectorError, match="jdbc table 'small' \\(small\\): no such table in PostgreSQL"):
+        run.output(script)
+    connection.execute("CREATE TABLE small (id bigint CHECK (id < 3))")
+    with pytest.raises(ExecutionError, match="jdbc table 'small' \\(small\\): .*violates check constraint"):
+        run.output(script)
+
+
+@pytest.mark.spark
+def test_batch_mode_and_bounded_windows_into_jdbc(run, tmp_path, db):
+    """Batch mode appends each run (Flink's batch semantics) and cannot overwrite; a bounded
+    windowed query upserts its windows by key, so a rerun leaves the same table."""
+    import datetime
+
+    from streamsql.errors import ValidationError
+
+    url, connection = db
+    connection.execute("CREATE TABLE per_window (w timestamp, n bigint, PRIMARY KEY (w))")
+    connection.execute("CREATE TABLE copied (id bigint, amount int)")
+    write(tmp_path / "in" / "a.csv", SOURCE)
+    ddl = (
+        f"CREATE TABLE IF NOT EXISTS src (id BIGINT, name STRING, amount INT, ts TIMESTAMP(3),"
+        f" WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n"
+        + jdbc_ddl("per_window", url, "w TIMESTAMP(3), n BIGINT", key="w").replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+        + jdbc_ddl("copied", url, "id BIGINT, amount INT").replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS") + ";\n"
+    )
+    windows = ("INSERT INTO per_window SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts),"
+               " INTERVAL '2' SECOND)) GROUP BY window_start, window_end;\n")
+    for _ in range(2):
+        run.output(ddl + windows)
+        assert rows_of(connection, "SELECT * FROM per_window") == [
+            (datetime.datetime(2026, 1, 1, 0, 0), 1), (datetime.datetime(2026, 1, 1, 0, 0, 2), 2)]
+    batch = ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT INTO copied SELECT id, amount FROM src;\n"
+    run.output(batch)
+    run.output(batch)
+    assert rows_of(connection, "SELECT * FROM copied") == [(1, 10), (1, 10), (2, 20), (2, 20), (3, 30), (3, 30)]
+    with pytest.raises(ValidationError, match="jdbc connector does not support overwriting"):
+        run.output(ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT OVERWRITE copied SELECT id, amount FROM src;\n")
+
+
+@pytest.mark.spark
+def test_a_jdbc_table_cannot_be_read(run):
+    with pytest.raises(ConnectorError, match="Table 'sink' \\(connector 'jdbc'\\) cannot be read: it is a sink"):
+        run.output("CREATE TEMPORARY TABLE sink (a INT) WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db',"
+                   " 'table-name' = 'sink');\nSELECT * FROM sink;\n")
+
+
+@pytest.mark.spark
+def test_kill_9_at_random_points_then_restart_writes_every_row_once(tmp_path, db):
+    """A continuous job (one file per micro-batch) killed at random points — driver or JVM,
+    mid-batch or between batches — and restarted: every row, and every window, lands in
+    PostgreSQL exactly once (the tables have no key, so a double write would show)."""
+    import os
+    import random
+    import signal
+
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, wait_for
+    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, jvm_of, rows_csv
+
+    def start(tmp_path, script) -> subprocess.Popen:
+        # this checkout's streamsql in Spark's Python workers too (they run in tmp_path)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), PYTHONPATH=path)
+        return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", str(script)], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    url, connection = db
+    connection.execute("CREATE TABLE dst (id bigint, k text, ts timestamp)")
+    connection.execute("CREATE TABLE wdst (k text, window_start timestamp, window_end timestamp, n bigint)")
+    source = tmp_path / "in"
+    for f in range(FILES):  # Spark's file stream reads files in modification-time order
+        path = write(source / f"part-{f:03d}.csv", rows_csv(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE))
+        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE src (id BIGINT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s',
+        'source.max-files-per-batch' = '1');
+{jdbc_ddl("dst", url, "id BIGINT, k STRING, ts TIMESTAMP(3)")};
+{jdbc_ddl("wdst", url, "k STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), n BIGINT")};
+EXECUTE STATEMENT SET BEGIN
+INSERT INTO dst SELECT id, UPPER(k), ts FROM src;
+INSERT INTO wdst SELECT k, window_start, window_end, COUNT(*) FROM
+  TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+END;
+""")
+    def count() -> int:
+        return connection.execute("SELECT count(*) FROM dst").fetchone()[0]
+
+    def kill_while_writing(job, rng, which: str) -> None:
+        """Once the job has written something more, kill it within the next seconds: mid-batch
+        or between batches (one file a batch)."""
+        before = count()
+        wait_for(lambda: count() > before or job.poll() is not None, 120)
+        time.sleep(rng.uniform(0, 3))
+        jvm = jvm_of(job.pid)
+        try:
+            os.kill(jvm if which == "jvm" and jvm is not None else job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.killpg(job.pid, signal.SIGKILL)  # whatever is left of that run
+        except ProcessLookupError:
+            pass
+        job.wait()
+
+    rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "7")))
+    for attempt in range(int(os.environ.get("STREAMSQL_TEST_KILLS", "3"))):
+        kill_while_writing(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
+        for name in ("dst", "wdst"):  # whatever is in PostgreSQL is there once
+            assert connection.execute(f"SELECT count(*) = count(DISTINCT t) FROM {name} t").fetchone()[0]
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 240)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGUSR1)  # drain: every window fires, then the job ends
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    total = FILES * ROWS_PER_FILE
+    assert rows_of(connection, "SELECT * FROM dst") == sorted(
+        (i, "ab"[i % 2].upper(), BASE + timedelta(seconds=i)) for i in range(total))
+    assert rows_of(connection, "SELECT * FROM wdst") == sorted(
+        (k, BASE + timedelta(seconds=w), BASE + timedelta(seconds=w + 10), 5) for w in range(0, total, 10) for k in "ab")
