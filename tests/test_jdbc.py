@@ -304,6 +304,25 @@ def test_batch_mode_and_bounded_windows_into_jdbc(run, tmp_path, db):
         run.output(ddl + windows)
         assert rows_of(connection, "SELECT * FROM per_window") == [
             (datetime.datetime(2026, 1, 1, 0, 0), 1), (datetime.datetime(2026, 1, 1, 0, 0, 2), 2)]
+    # No key: a rerun writes nothing again; new input that changes a written window is refused.
+    connection.execute("CREATE TABLE window_log (w timestamp, n bigint)")
+    log_ddl = jdbc_ddl("window_log", url, "w TIMESTAMP(3), n BIGINT").replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
+    logged = windows.replace("per_window", "window_log")
+    for _ in range(2):
+        run.output(ddl + log_ddl + ";\n" + logged)
+        assert rows_of(connection, "SELECT * FROM window_log") == [
+            (datetime.datetime(2026, 1, 1, 0, 0), 1), (datetime.datetime(2026, 1, 1, 0, 0, 2), 2)]
+    # With a key, new input that changes a window updates it in place (and adds the new one).
+    write(tmp_path / "in" / "b.csv", "4,d,40,2026-01-01 00:00:03\n5,e,50,2026-01-01 00:00:04\n")
+    run.output(ddl + windows)
+    assert rows_of(connection, "SELECT * FROM per_window") == [
+        (datetime.datetime(2026, 1, 1, 0, 0), 1), (datetime.datetime(2026, 1, 1, 0, 0, 2), 3),
+        (datetime.datetime(2026, 1, 1, 0, 0, 4), 1)]
+    from streamsql.errors import JobStateError
+
+    with pytest.raises(JobStateError, match="changes rows this job already wrote"):
+        run.output(ddl + log_ddl + ";\n" + logged)
+    (tmp_path / "in" / "b.csv").unlink()
     batch = ddl + "SET 'execution.runtime-mode' = 'batch';\nINSERT INTO copied SELECT id, amount FROM src;\n"
     run.output(batch)
     run.output(batch)

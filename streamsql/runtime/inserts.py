@@ -74,7 +74,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
         if query is not None:
             state.save()
             return query, observed
-    if table.options["connector"] == "filesystem" and engine.settings.streaming:
+    if table.options["connector"] in ("filesystem", "jdbc") and engine.settings.streaming:
         return None, run_bounded(engine, step, name)
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
@@ -106,28 +106,45 @@ def run_bounded(engine, step: InsertStep, name: str) -> dict:
 
 
 def commit_result(spark, frame, table: TableDef, committer, results: Path, n: int, last: dict | None, **extra) -> None:
-    """Commit the rows of ``frame`` that the previous commit (``last``) did not have."""
+    """Commit the difference between the result in ``frame`` and the one the previous commit
+    (``last``) recorded: new rows are written; rows that are gone are deleted where the
+    table can delete (a jdbc table with a primary key), and an error everywhere else."""
+    from pyspark.sql import functions as F
+
+    from streamsql.changelog import DELETE, INSERT, ROWKIND_COLUMN, UPDATE_AFTER
+    from streamsql.plan.changelog_checks import accepted_kinds
     from streamsql.runtime.sinks import write_files
 
     snapshot = results / f"{committer.key}-{n}"
     frame.write.mode("overwrite").parquet(str(snapshot))
     result = spark.read.parquet(str(snapshot))
-    new = result
+    added, removed = result, None
     if last is not None and last.get("snapshot"):
         before = spark.read.parquet(last["snapshot"])
-        changed = before.exceptAll(result).limit(3).collect()
+        added, removed = result.exceptAll(before), before.exceptAll(result)
+    deletes = UPDATE_AFTER in accepted_kinds(table) and table.options["connector"] == "jdbc"
+    if removed is not None and not deletes:
+        changed = removed.limit(3).collect()
         if changed:
             shutil.rmtree(snapshot, ignore_errors=True)
             shown = "; ".join(str(tuple(row)) for row in changed)
             raise JobStateError(
                 f"INSERT INTO {table.name.name}: the new input changes rows this job already wrote (e.g. {shown}):"
                 " windows that fired at the end of the previous input got more rows, or the result updates."
-                " An append-only file cannot take rows back, so nothing was written. Run the job continuously"
-                " ('source.monitor-interval'), where a window is written once the watermark passes it, or start"
-                " afresh (a new sink path, or delete the job's state and output)."
+                " An append-only table cannot take rows back, so nothing was written. Run the job continuously"
+                " ('source.monitor-interval'), where a window is written once the watermark passes it, write"
+                " into a table that takes updates (jdbc with a PRIMARY KEY), or start afresh (a new sink, or"
+                " delete the job's state and output)."
             )
-        new = result.exceptAll(before)
-    write_files(new, table, committer.stage(n))
+    if table.options["connector"] == "jdbc":
+        from streamsql.runtime.jdbc import write_changelog_batch
+
+        changes = added.select(F.lit(INSERT).alias(ROWKIND_COLUMN), "*")
+        if removed is not None and deletes:  # deletes first: a key's last change in the batch wins
+            changes = removed.select(F.lit(DELETE).alias(ROWKIND_COLUMN), "*").unionByName(changes)
+        write_changelog_batch(changes, table, job_key=committer.key, batch_id=n)
+    else:
+        write_files(added, table, committer.stage(n))
     committer.commit(n, snapshot=str(snapshot), **extra)
     if last is not None and last.get("snapshot") and last["snapshot"] != str(snapshot):
         shutil.rmtree(last["snapshot"], ignore_errors=True)

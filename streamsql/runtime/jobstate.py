@@ -56,7 +56,10 @@ class JobState:
         return self.table.options["connector"] == "filesystem"
 
     def committer(self) -> SinkCommitter:
-        """The commit protocol into the target's directory."""
+        """The commit protocol into the target's directory (a table without files, e.g. jdbc,
+        keeps only the records, in the state directory)."""
+        if not self.is_file_sink:
+            return SinkCommitter(str(self.directory / "records"), str(self.directory), self.key)
         return self.committer_for(self.table)
 
     def committer_for(self, table: TableDef, suffix: str = "") -> SinkCommitter:
