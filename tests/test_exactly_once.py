@@ -129,6 +129,15 @@ def test_lost_state_with_output_in_the_sink_is_refused(run, paths, tmp_path):
     assert len(lines(sink)) == 10
 
 
+def test_insert_column_list_maps_by_name(run, tmp_path):
+    write(tmp_path / "in" / "part-0.csv", "7,x\n")
+    out = tmp_path / "named"
+    run.rows(f"""CREATE TABLE s (n BIGINT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / "in"}', 'format' = 'csv');
+CREATE TABLE d (s STRING, n BIGINT, extra STRING) WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
+INSERT INTO d (n, s) SELECT n, s FROM s;""")
+    assert lines(out) == ["x,7,"]
+
+
 def test_insert_overwrite_needs_batch_mode(run, paths):
     source, sink, wsink = paths
     write(source / "part-0.csv", rows_csv(0, 4))
@@ -187,6 +196,22 @@ def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> Non
     job.wait()
 
 
+def visible_files(directory) -> set[str]:
+    return {str(f.relative_to(directory)) for f in directory.rglob("part-*") if ".streamsql-staging" not in f.parts}
+
+
+def committed_files(tmp_path, directory) -> set[str]:
+    """The files the jobs' commit records say they published into ``directory``."""
+    import json
+
+    files = set()
+    for record in (tmp_path / "catalog" / "_checkpoints").glob("*/commits/*/*.json"):
+        state = json.loads((record.parents[2] / "job.json").read_text())
+        if state["path"] == str(directory):
+            files |= {final for _, final in json.loads(record.read_text())["files"]}
+    return files
+
+
 def all_read(tmp_path) -> bool:
     """Each streaming query has read every input file and finished the micro-batch that did."""
     checkpoints = list((tmp_path / "catalog" / "_checkpoints").glob("*/checkpoint"))
@@ -226,6 +251,7 @@ def test_kill_9_at_random_points_then_restart_gives_the_uninterrupted_output(run
         kill_at_random(start(tmp_path, script), rng, "jvm" if attempt % 2 else "driver")
         for directory in (sink, wsink):  # whatever is visible is committed: never a row twice
             assert len(lines(directory)) == len(set(lines(directory)))
+            assert visible_files(directory) <= committed_files(tmp_path, directory)
 
     job = start(tmp_path, script)
     if continuous:  # run until both queries have read every file, then drain: every window fires
