@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except StreamsqlError as error:
         _print_error(error.render())
         if args.verbose:
-            traceback.print_exc()
+            _print_trace(error)
         return 1
     except KeyboardInterrupt:
         _print_error("Cancelled.")
@@ -90,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         return 2
+
+
+def _print_trace(error: BaseException) -> None:
+    """The whole trace, the Spark (and Java) failure an error was translated from included."""
+    cause = error
+    while cause is not None:
+        cause.__suppress_context__ = False
+        cause = cause.__cause__ or cause.__context__
+    traceback.print_exception(error)
 
 
 def _stop_requested():
@@ -123,13 +132,13 @@ def _detach(argv: list[str], args) -> int:
 
 def _record_outcome(engine, error: BaseException | None) -> None:
     """A detached job that ran no streaming query still leaves its outcome in the registry."""
-    from streamsql.runtime.jobs import FAILED, FINISHED, RUNNING
+    from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, RUNNING, StopRequested
 
     job_id = os.environ.get("STREAMSQL_JOB_ID")
     record = engine.jobs_registry.get(job_id) if job_id else None
     if record is not None and record.pid == os.getpid() and record.status == RUNNING:
-        record.status = FINISHED if error is None else FAILED
-        record.error = None if error is None else str(error)
+        record.status = FINISHED if error is None else CANCELED if isinstance(error, StopRequested) else FAILED
+        record.error = None if error is None or isinstance(error, StopRequested) else str(error)
         engine.jobs_registry.save(record)
 
 
@@ -147,12 +156,15 @@ def _run(args) -> int:
         add_search_path(path.parent)
     add_search_path(Path.cwd())
     engine = _engine(args)
-    from streamsql.runtime.jobs import install_stop_handler
+    from streamsql.runtime.jobs import StopRequested, install_stop_handler, stop_requested
 
     install_stop_handler()
     try:
         engine.run_script(text, ResultWriter(args.format))
     except BaseException as error:
+        if stop_requested() and isinstance(error, StreamsqlError):  # SIGTERM cancelled a running query
+            _record_outcome(engine, StopRequested())
+            raise StopRequested() from error
         _record_outcome(engine, error)
         raise
     finally:
