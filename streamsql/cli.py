@@ -120,7 +120,10 @@ def _detach(argv: list[str], args) -> int:
     child_args = [a for a in argv if a not in ("-d", "--detach")]
     if args.file:  # the child may run from another directory: give it the script's full path
         child_args = [str(Path(a).resolve()) if a == args.file else a for a in child_args]
-    env = dict(os.environ, STREAMSQL_JOB_ID=job_id, STREAMSQL_JOB_LOG=str(log))
+    # The child imports this same streamsql, not whichever one its working directory or an
+    # installed copy would give `python -m streamsql.cli`.
+    search_path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, STREAMSQL_JOB_ID=job_id, STREAMSQL_JOB_LOG=str(log), PYTHONPATH=search_path)
     with open(log, "w") as out:
         child = subprocess.Popen([sys.executable, "-m", "streamsql.cli", *child_args], stdout=out, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env, start_new_session=True)
