@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from streamsql.errors import StreamsqlError
+from streamsql.errors import StreamsqlError, with_whole_chain
 
 PROJECT_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 
@@ -94,11 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_trace(error: BaseException) -> None:
     """The whole trace, the Spark (and Java) failure an error was translated from included."""
-    cause = error
-    while cause is not None:
-        cause.__suppress_context__ = False
-        cause = cause.__cause__ or cause.__context__
-    traceback.print_exception(error)
+    traceback.print_exception(with_whole_chain(error))
 
 
 def _stop_requested():
