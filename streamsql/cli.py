@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -193,7 +194,12 @@ def _repl(args) -> int:
         return _run(args)
     from streamsql.repl import run_repl
 
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that Spark is stopped in order (atexit)
     return run_repl(_engine(args))
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def _print_error(text: str) -> None:

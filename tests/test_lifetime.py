@@ -72,3 +72,25 @@ def test_session_mark_reaches_the_processes_a_test_starts():
         child.kill()
         child.wait()
     assert not alive(child.pid)
+
+
+@pytest.mark.spark
+def test_sigterm_ends_the_shell_and_its_jvm_in_order(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TERM="xterm", HOME=str(tmp_path),
+               SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"))
+    shell = pexpect.spawn(sys.executable, [str(ROOT / "cli.py")], cwd=str(tmp_path), env=env, encoding="utf-8", timeout=180)
+    try:
+        shell.expect_exact("Flink SQL>")
+        shell.send("SELECT 1 AS x;\r")
+        shell.expect("1 row")
+        jvms = jvm_children(shell.pid)
+        assert jvms
+        os.kill(shell.pid, signal.SIGTERM)
+        shell.expect(pexpect.EOF, timeout=60)
+        shell.close()
+        assert shell.exitstatus == 128 + signal.SIGTERM
+        assert gone_within([p.pid for p in jvms], 0) == []
+        assert list((tmp_path / "spark-local").iterdir()) == []  # Spark's shutdown hooks ran: an orderly stop
+    finally:
+        shell.terminate(force=True)
