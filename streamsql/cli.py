@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
 
-from streamsql.errors import StreamsqlError
+from streamsql.errors import StreamsqlError, with_whole_chain
 
 PROJECT_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except StreamsqlError as error:
         _print_error(error.render())
         if args.verbose:
-            traceback.print_exc()
+            _print_trace(error)
         return 1
     except KeyboardInterrupt:
         _print_error("Cancelled.")
@@ -90,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         return 2
+
+
+def _print_trace(error: BaseException) -> None:
+    """The whole trace, the Spark (and Java) failure an error was translated from included."""
+    traceback.print_exception(with_whole_chain(error))
 
 
 def _stop_requested():
@@ -111,7 +117,10 @@ def _detach(argv: list[str], args) -> int:
     child_args = [a for a in argv if a not in ("-d", "--detach")]
     if args.file:  # the child may run from another directory: give it the script's full path
         child_args = [str(Path(a).resolve()) if a == args.file else a for a in child_args]
-    env = dict(os.environ, STREAMSQL_JOB_ID=job_id, STREAMSQL_JOB_LOG=str(log))
+    # The child imports this same streamsql, not whichever one its working directory or an
+    # installed copy would give `python -m streamsql.cli`.
+    search_path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, STREAMSQL_JOB_ID=job_id, STREAMSQL_JOB_LOG=str(log), PYTHONPATH=search_path)
     with open(log, "w") as out:
         child = subprocess.Popen([sys.executable, "-m", "streamsql.cli", *child_args], stdout=out, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -123,13 +132,13 @@ def _detach(argv: list[str], args) -> int:
 
 def _record_outcome(engine, error: BaseException | None) -> None:
     """A detached job that ran no streaming query still leaves its outcome in the registry."""
-    from streamsql.runtime.jobs import FAILED, FINISHED, RUNNING
+    from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, RUNNING, StopRequested
 
     job_id = os.environ.get("STREAMSQL_JOB_ID")
     record = engine.jobs_registry.get(job_id) if job_id else None
     if record is not None and record.pid == os.getpid() and record.status == RUNNING:
-        record.status = FINISHED if error is None else FAILED
-        record.error = None if error is None else str(error)
+        record.status = FINISHED if error is None else CANCELED if isinstance(error, StopRequested) else FAILED
+        record.error = None if error is None or isinstance(error, StopRequested) else str(error)
         engine.jobs_registry.save(record)
 
 
@@ -147,12 +156,15 @@ def _run(args) -> int:
         add_search_path(path.parent)
     add_search_path(Path.cwd())
     engine = _engine(args)
-    from streamsql.runtime.jobs import install_stop_handler
+    from streamsql.runtime.jobs import StopRequested, install_stop_handler, stop_requested
 
     install_stop_handler()
     try:
         engine.run_script(text, ResultWriter(args.format))
     except BaseException as error:
+        if stop_requested() and isinstance(error, StreamsqlError):  # SIGTERM cancelled a running query
+            _record_outcome(engine, StopRequested())
+            raise StopRequested() from error
         _record_outcome(engine, error)
         raise
     finally:
@@ -182,7 +194,12 @@ def _repl(args) -> int:
         return _run(args)
     from streamsql.repl import run_repl
 
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that Spark is stopped in order (atexit)
     return run_repl(_engine(args))
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def _print_error(text: str) -> None:

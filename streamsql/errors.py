@@ -88,3 +88,13 @@ class JobStateError(StreamsqlError):
     """A job's saved state does not fit what is asked of it (another query, a lost state)."""
 
     kind = "Job error"
+
+
+def with_whole_chain(error: BaseException) -> BaseException:
+    """``error`` with ``raise ... from None`` undone along its chain, so that a verbose trace
+    also shows the Spark (and Java) failure it was translated from."""
+    cause = error
+    while cause is not None:
+        cause.__suppress_context__ = False
+        cause = cause.__cause__ or cause.__context__
+    return error

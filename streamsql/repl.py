@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 
 from streamsql.dialect.script import is_complete
-from streamsql.errors import StreamsqlError
+from streamsql.errors import StreamsqlError, with_whole_chain
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.results import ResultWriter, format_value, render_table
 
@@ -184,6 +184,7 @@ def _execute(engine: Engine, text: str, console: Console) -> None:
         writer.close()
         console.print(error.render(), style="red", markup=False)
         if engine.settings.get("sql-client.verbose", "false").lower() == "true":
+            with_whole_chain(error)
             console.print_exception()
     except Exception as error:  # a bug in streamsql: report it, keep the shell
         writer.close()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import signal
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -11,19 +14,51 @@ import pytest
 from streamsql.catalog import Catalog
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.results import ResultWriter
+from tests.processes import SESSION_MARK, descendants, gone_within, marked
 
 ROOT = Path(__file__).resolve().parent.parent
+os.environ[SESSION_MARK] = SESSION = uuid.uuid4().hex  # inherited by all the session starts
+
+
+def pytest_sessionfinish(session):
+    """Fail the run if anything it started still lives: a child or grandchild of pytest, or
+    an orphan (a JVM whose streamsql process is gone) carrying this session's mark. Runs
+    after every fixture's teardown, the session SparkSession's (which ends its JVM) too."""
+    leftovers = _leftovers()
+    left = gone_within([p.pid for p in leftovers], 15)  # a killed process's JVM may take a moment
+    leftovers = [p for p in leftovers if p.pid in left]
+    if not leftovers:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.ensure_newline()
+    lines = [f"The test session left {len(leftovers)} process(es) running (now killed):", *(f"  {p}" for p in leftovers)]
+    for line in lines:
+        reporter.write_line(line, red=True) if reporter else print(line)
+    for p in leftovers:
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _leftovers():
+    own = os.getpid()
+    found = {p.pid: p for p in descendants(own)}
+    found.update({p.pid: p for p in marked(SESSION) if p.pid != own})
+    return list(found.values())
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from streamsql.runtime.session import default_conf, start_session
+    from streamsql.runtime.session import default_conf, start_session, stop_session
 
     conf = default_conf("local[2]")
     conf.update({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g", "spark.ui.enabled": "false"})
     session = start_session(conf)
     yield session
-    session.stop()
+    stop_session(session)
 
 
 class Runner:

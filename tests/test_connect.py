@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, write
+from tests.processes import gone_within, jvm_children
 
 pytestmark = pytest.mark.spark
 
@@ -29,9 +30,14 @@ def server():
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     banner = process.stdout.readline()
     assert banner.startswith("Spark Connect on"), banner + process.stdout.read()
+    servers = jvm_children(process.pid)
+    assert servers, "no Spark Connect JVM under `streamsql serve`"
     yield f"sc://localhost:{port}"
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(60)
+    process.send_signal(signal.SIGTERM)  # as `kill` would: serve stops its server and waits for it
+    assert process.wait(60) == 0
+    assert gone_within([p.pid for p in servers], 5) == [], servers
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still taken"
 
 
 def test_catalog_tables_are_queryable_by_any_connect_client(server):

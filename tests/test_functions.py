@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import write
@@ -89,4 +91,17 @@ def test_udf_failure_is_one_clear_message(run, table, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ExecutionError) as caught:
         run.rows(table + "CREATE TEMPORARY FUNCTION boom AS 'bad_udfs.boom'; SELECT boom(n) FROM t")
-    assert caught.value.message == "a Python function failed: ZeroDivisionError: integer division or modulo by zero"
+    assert re.fullmatch(r"Python function 'boom' raised ZeroDivisionError: integer division or modulo by zero "
+                        r"\(arguments: (7|-7|5)\)", caught.value.message), caught.value.message
+
+
+def test_vectorized_udf_failure_names_the_function_and_the_batch(run, table, tmp_path, monkeypatch):
+    from streamsql.errors import ExecutionError
+
+    write(tmp_path / "bad_vec_udfs.py", "import streamsql.plan.udfs as u\n\n@u.udf(result_type='BIGINT', vectorized=True)\n"
+                                        "def blow_up(s):\n    raise ValueError(f'no good:\\n{len(s)}')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ExecutionError) as caught:
+        run.rows(table + "CREATE TEMPORARY FUNCTION blow_up AS 'bad_vec_udfs.blow_up'; SELECT blow_up(n) FROM t")
+    assert re.fullmatch(r"Python function 'blow_up' raised ValueError: no good:\n(\d) \(in a batch of \1 rows\)",
+                        caught.value.message), caught.value.message

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from streamsql.errors import DataError, ExecutionError, StreamsqlError
+from streamsql.runtime import udf_calls
 from streamsql.runtime.sources import MALFORMED_MARK
 
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
@@ -22,10 +23,18 @@ def translate(error: Exception) -> StreamsqlError:
     if isinstance(error, StreamsqlError):
         return error
     text = str(error)
+    udf_failure = udf_calls.parse(text)
+    if udf_failure:
+        return ExecutionError(_udf_message(udf_failure))
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))
     return ExecutionError(_essence(text))
+
+
+def _udf_message(failure: dict) -> str:
+    where = f"in a batch of {failure['rows']} rows" if "rows" in failure else f"arguments: {failure.get('args', '')}"
+    return f"Python function '{failure['function']}' raised {failure['type']}: {failure['message']} ({where})"
 
 
 def _malformed_row(table_path: str, record: str) -> DataError:

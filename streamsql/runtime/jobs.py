@@ -165,8 +165,31 @@ def install_stop_handler() -> None:
     """SIGTERM (STOP JOB) sets STOP, SIGUSR1 (STOP JOB ... WITH DRAIN) sets DRAIN; the engine
     acts on them between waits on its queries. Raising inside the handler could land
     mid-py4j-call and break it."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
+    def stop(signum, frame) -> None:
+        STOP.set()
+        threading.Thread(target=_cancel_batch_jobs, name="streamsql-stop", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGUSR1, lambda signum, frame: DRAIN.set())
+
+
+def _cancel_batch_jobs() -> None:
+    """A batch query never waits in short steps: cancel its Spark jobs so that SIGTERM ends
+    it now (a streaming query is left to stop itself cleanly between micro-batches)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if session is None:
+        return
+    try:
+        if not session.streams.active:
+            session.sparkContext.cancelAllJobs()
+    except Exception:  # Spark is stopping or gone: nothing left to cancel
+        pass
+
+
+def stop_requested() -> bool:
+    return STOP.is_set()
 
 
 def check_stop() -> None:

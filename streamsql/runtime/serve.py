@@ -10,6 +10,7 @@ directories that running jobs write.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from streamsql.catalog import Catalog
 from streamsql.errors import StreamsqlError
 from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
+from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.spark.dialect import spark_type
 
@@ -37,18 +39,28 @@ def start_server(port: int, master: str | None = None, log=None) -> subprocess.P
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
     env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
+    # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
+    # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
     server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-    deadline = time.time() + 120
+                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
+    try:
+        _wait_until_listening(server, port, 120)
+    except BaseException:  # including Ctrl-C and SIGTERM while it starts
+        end_process(server)
+        raise
+    return server
+
+
+def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -> None:
+    deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
             raise StreamsqlError(f"The Spark Connect server exited at start (status {server.returncode})")
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return server
+                return
         time.sleep(0.5)
-    server.terminate()
-    raise StreamsqlError(f"The Spark Connect server did not listen on port {port} within 120 s")
+    raise StreamsqlError(f"The Spark Connect server did not listen on port {port} within {seconds:.0f} s")
 
 
 def register_catalog(remote: str, catalog: Catalog) -> list[str]:
@@ -57,12 +69,17 @@ def register_catalog(remote: str, catalog: Catalog) -> list[str]:
 
     spark = SparkSession.builder.remote(remote).getOrCreate()
     registered = []
-    for database in catalog.databases():
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-        for obj in catalog.objects(database):
-            if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
-                spark.sql(_create_table(obj))
-                registered.append(f"{database}.{obj.name.name}")
+    try:
+        for database in catalog.databases():
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+            for obj in catalog.objects(database):
+                if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
+                    spark.sql(_create_table(obj))
+                    registered.append(f"{database}.{obj.name.name}")
+    finally:
+        # Released now, while the server is up: a client left open retries (and sleeps) at
+        # exit trying to release its session with a server that is gone by then.
+        spark.stop()
     return registered
 
 
@@ -78,6 +95,8 @@ def _create_table(table: TableDef) -> str:
 
 
 def serve(catalog: Catalog, port: int, master: str | None = None) -> int:
+    """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
+    signal.signal(signal.SIGTERM, _interrupt)
     server = start_server(port, master)
     remote = f"sc://localhost:{port}"
     try:
@@ -89,7 +108,11 @@ def serve(catalog: Catalog, port: int, master: str | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        if server.poll() is None:
-            server.terminate()
-            server.wait(30)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        end_process(server, seconds=30)
     return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -52,6 +52,10 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
         PySparkLogger.getLogger(name).disabled = True
 
+    if not remote:
+        from streamsql.runtime.lifetime import launch_driver_gateway
+
+        launch_driver_gateway(conf)  # a JVM that cannot outlive this process
     builder = SparkSession.builder
     if remote:
         builder = builder.remote(remote)
@@ -62,6 +66,19 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     if not remote:
         session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def stop_session(session) -> None:
+    """Stop the session and, for a local one, its JVM too (PySpark keeps it until exit)."""
+    session.stop()
+    if not _is_remote(session):
+        from streamsql.runtime.lifetime import stop_driver_gateway
+
+        stop_driver_gateway()
+
+
+def _is_remote(session) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def _memory_gb() -> int:

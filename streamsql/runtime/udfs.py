@@ -1,4 +1,4 @@
-"""Registering Python UDFs with Spark, Arrow-batched."""
+"""Registering Python UDFs with Spark, Arrow-batched, their failures reported by name (udf_calls)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ def register_udf(spark, function: PythonFunction) -> None:
     from pyspark import cloudpickle
     from pyspark.sql.functions import pandas_udf, udf
 
+    from streamsql.runtime import udf_calls
+
     module = sys.modules.get(function.function.__module__)
     if module is not None and function.function.__module__ != "__main__":
         cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(udf_calls)
+    call = udf_calls.reporting_failures(function.function, function.name, function.vectorized)
     return_type = spark_type(function.result_type)
     if function.vectorized:
-        wrapped = pandas_udf(function.function, return_type)
+        wrapped = pandas_udf(call, return_type)
     else:
-        wrapped = udf(function.function, return_type, useArrow=True)
+        wrapped = udf(call, return_type, useArrow=True)
     spark.udf.register(function.name, wrapped)

@@ -1,0 +1,150 @@
+"""Child JVMs that cannot outlive the streamsql process that started them.
+
+PySpark's driver JVM exits when its stdin pipe reaches EOF, which holds only while no
+other process has inherited the pipe's write end, and the JVM's exit then runs Spark's
+shutdown hooks, which may wait. Spark's Connect server (`streamsql serve`) watches
+nothing at all. So on Linux every JVM streamsql starts asks the kernel for SIGKILL when
+its parent dies (``prctl(PR_SET_PDEATHSIG)``): a ``kill -9`` of streamsql takes its JVM
+with it. On a normal exit the driver JVM is instead shut down in order (stdin closed,
+then waited for), so Spark's shutdown hooks still clean up its temporary directories.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Callable
+
+_PR_SET_PDEATHSIG = 1
+_JVM_EXIT_SECONDS = 15
+
+
+def _load_prctl() -> Callable | None:
+    """libc's prctl, looked up before any fork (a forked child should not load libraries)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A Popen ``preexec_fn``: the child gets SIGKILL when this process (strictly: the thread
+    that forks it) ends. Also makes the child ignore SIGINT, as PySpark does for its JVM:
+    Ctrl-C is for streamsql, which then stops Spark in order."""
+    parent = os.getpid()
+    prctl = _prctl
+
+    def preexec() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+
+    return preexec
+
+
+class _ChainedPreexec(dict):
+    """popen_kwargs for PySpark's launch_gateway, which sets its own ``preexec_fn``
+    (ignore SIGINT) over any given one: run ours after theirs instead of losing it."""
+
+    def __setitem__(self, key, value):
+        if key == "preexec_fn" and "preexec_fn" in self:
+            ours = self["preexec_fn"]
+
+            def both(theirs=value, ours=ours):
+                theirs()
+                ours()
+
+            value = both
+        super().__setitem__(key, value)
+
+
+def launch_driver_gateway(conf: dict[str, str]) -> None:
+    """Start PySpark's driver JVM (the py4j gateway) tied to this process, and make it the
+    one the next SparkContext uses. A no-op when a gateway is already up."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+            return
+        spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+
+        def launch():
+            return launch_gateway(spark_conf, popen_kwargs=_ChainedPreexec(preexec_fn=die_with_parent()))
+
+        gateway = _in_lasting_thread(launch)
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+    if gateway.proc is not None:
+        atexit.register(stop_driver_gateway)
+
+
+def stop_driver_gateway() -> None:
+    """End the driver JVM in order: its stdin closes, Spark's shutdown hooks run, it exits
+    (killed if it takes longer than 15 s). The next SparkSession starts a new one."""
+    from pyspark.core.context import SparkContext
+
+    with SparkContext._lock:
+        gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    proc = getattr(gateway, "proc", None)
+    if gateway is None or proc is None:
+        return
+    try:
+        gateway.shutdown()
+    except Exception:  # the JVM may already be gone; its exit is what matters
+        pass
+    end_process(proc, close_stdin=True)
+
+
+def end_process(proc: subprocess.Popen, close_stdin: bool = False, seconds: float = _JVM_EXIT_SECONDS) -> None:
+    """Ask a child to stop (EOF on stdin, or SIGTERM) and wait; SIGKILL if it does not."""
+    if proc.poll() is not None:
+        return
+    try:
+        if close_stdin and proc.stdin is not None:
+            proc.stdin.close()
+        else:
+            proc.terminate()
+        proc.wait(seconds)
+    except (subprocess.TimeoutExpired, OSError):
+        proc.kill()
+        proc.wait()
+
+
+def _in_lasting_thread(launch: Callable):
+    """Run ``launch`` where the fork's thread lives as long as the process: PR_SET_PDEATHSIG
+    fires when the forking *thread* ends, so a session started from a short-lived thread
+    would lose its JVM with it. The main thread qualifies; otherwise a parked daemon thread."""
+    if threading.current_thread() is threading.main_thread():
+        return launch()
+    outcome: dict = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = launch()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+        ready.set()
+        threading.Event().wait()  # parked for the life of the process
+
+    threading.Thread(target=run, name="streamsql-jvm-parent", daemon=True).start()
+    ready.wait()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

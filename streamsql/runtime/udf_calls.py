@@ -1,0 +1,54 @@
+"""What a Python UDF's failure says: its name, the exception, and the row it failed on.
+
+This module runs inside Spark's Python workers, shipped there by value (it imports nothing
+from streamsql, which a cluster's workers need not have). A UDF is wrapped so that an
+exception it raises is re-raised as a ``RuntimeError`` whose message is ``MARK`` followed by
+one line of JSON: the function's SQL name, the exception's type and message, and the call's
+arguments (a row's values) or, for a vectorized UDF, the batch's size; then the function's
+own traceback (for --verbose). Spark carries the text to the driver inside its error,
+where ``runtime.failures`` finds the mark.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import traceback
+
+MARK = "streamsql-udf-failed:"
+_MAX_VALUE_CHARS = 200
+
+
+def reporting_failures(function, name: str, vectorized: bool):
+    """``function``, raising an error that carries ``MARK`` and the call's details."""
+
+    def call(*args):
+        try:
+            return function(*args)
+        except Exception as error:
+            details = {"function": name, "type": type(error).__name__, "message": str(error)}
+            if vectorized:
+                details["rows"] = len(args[0]) if args else 0
+            else:
+                details["args"] = ", ".join(_short(repr(value)) for value in args)
+            # Spark's worker shows only the last exception of a chain: carry the user's trace along.
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
+            raise RuntimeError(f"{MARK}{json.dumps(details)}\nThe function's traceback:\n{trace}") from None
+
+    return functools.update_wrapper(call, function)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def parse(text: str) -> dict | None:
+    """The details of the first UDF failure marked in an error text, or None."""
+    at = text.find(MARK)
+    if at < 0:
+        return None
+    try:
+        details, _ = json.JSONDecoder().raw_decode(text, at + len(MARK))
+    except ValueError:
+        return None
+    return details if isinstance(details, dict) and "function" in details else None

@@ -1,0 +1,96 @@
+"""No JVM outlives its streamsql process, however that process ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, wait_for, write
+from tests.processes import SESSION_MARK, alive, gone_within, jvm_children, marked
+
+ENDLESS = ("CREATE TEMPORARY TABLE g (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '100');"
+           "CREATE TEMPORARY TABLE b (id BIGINT) WITH ('connector' = 'blackhole');"
+           "INSERT INTO b SELECT id FROM g")
+
+
+def start_cli(tmp_path, mark: str, *args) -> subprocess.Popen:
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), **{SESSION_MARK: mark})
+    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_jvm_ends_with_its_streamsql_process(tmp_path, sig):
+    mark = uuid.uuid4().hex
+    job = start_cli(tmp_path, mark, "run", "-e", ENDLESS)
+    try:
+        assert wait_for(lambda: jvm_children(job.pid) and list((tmp_path / "catalog" / "_jobs").glob("*.json")), 180), (
+            job.communicate(timeout=60) if job.poll() is not None else "the job did not start")
+        jvm = jvm_children(job.pid)[0]
+        os.kill(job.pid, sig)  # the Python process only, not its group
+        job.wait(60)
+        assert gone_within([jvm.pid], 10) == [], f"the JVM outlived streamsql ({signal.Signals(sig).name}): {jvm}"
+        assert gone_within([p.pid for p in marked(mark)], 10) == [], marked(mark)
+    finally:
+        for p in marked(mark):
+            os.kill(p.pid, signal.SIGKILL)
+    err = job.communicate(timeout=30)[1]
+    if sig == signal.SIGTERM:
+        assert job.returncode == 0 and "Job stopped." in err, err
+
+
+@pytest.mark.spark
+def test_failing_udf_is_one_line_and_nothing_outlives_the_cli(tmp_path):
+    """A UDF's error names the function, the exception and the row; --verbose adds the whole
+    trace; and when the CLI has exited, nothing it started is left, not even for a moment."""
+    write(tmp_path / "text_udfs.py", "def count_char(s: str, c: int) -> int:\n    return len(s) // c\n")
+    write(tmp_path / "d.csv", "abc,0\n")
+    script = (f"CREATE TEMPORARY TABLE t (s STRING, n INT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'd.csv'}',"
+              " 'format' = 'csv'); CREATE TEMPORARY FUNCTION count_char AS 'text_udfs.count_char' LANGUAGE PYTHON;"
+              "SELECT count_char(s, n) FROM t")
+    mark = uuid.uuid4().hex
+    out, err = (cli := start_cli(tmp_path, mark, "run", "--verbose", "-e", script)).communicate(timeout=300)
+    assert marked(mark) == []
+    assert cli.returncode == 1
+    expected = "Execution error: Python function 'count_char' raised ZeroDivisionError: integer division or modulo by zero (arguments: 'abc', 0)"
+    assert expected in err.splitlines(), err
+    assert "Traceback" in err and "return len(s) // c" in err and "org.apache.spark" in err, err  # --verbose: all of it
+
+
+def test_session_mark_reaches_the_processes_a_test_starts():
+    """The end-of-session check finds leftovers by the mark they inherit: it must be there."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in [p.pid for p in marked(os.environ[SESSION_MARK])]
+    finally:
+        child.kill()
+        child.wait()
+    assert not alive(child.pid)
+
+
+@pytest.mark.spark
+def test_sigterm_ends_the_shell_and_its_jvm_in_order(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TERM="xterm", HOME=str(tmp_path),
+               SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"))
+    shell = pexpect.spawn(sys.executable, [str(ROOT / "cli.py")], cwd=str(tmp_path), env=env, encoding="utf-8", timeout=180)
+    try:
+        shell.expect_exact("Flink SQL>")
+        shell.send("SELECT 1 AS x;\r")
+        shell.expect("1 row")
+        jvms = jvm_children(shell.pid)
+        assert jvms
+        os.kill(shell.pid, signal.SIGTERM)
+        shell.expect(pexpect.EOF, timeout=60)
+        shell.close()
+        assert shell.exitstatus == 128 + signal.SIGTERM
+        assert gone_within([p.pid for p in jvms], 0) == []
+        assert list((tmp_path / "spark-local").iterdir()) == []  # Spark's shutdown hooks ran: an orderly stop
+    finally:
+        shell.terminate(force=True)
