@@ -72,7 +72,8 @@ class LiveResult(ResultWriter):
             self._buffer.extend(formatted)
             self._live.update(self._table(), refresh=True)
         else:
-            prefix = ["+I"] if self.mode == "changelog" else []
+            has_kinds = bool(self.columns) and self.columns[0] == "op"  # an updating result brings its own
+            prefix = ["+I"] if self.mode == "changelog" and not has_kinds else []
             for row in formatted:
                 cells = ["NULL" if v is None else v for v in row]
                 self.console.print(" | ".join(prefix + cells), markup=False, highlight=False)

@@ -54,6 +54,7 @@ class Engine:
             catalog.warn = self.log
         self._spark = spark
         self._owns_spark = spark is None
+        self._splits: dict[int, object] = {}  # plan id -> the AggregateSplit it streams with
         self.drain = DrainSources()
 
     # -- scripts -----------------------------------------------------------------------
@@ -203,6 +204,13 @@ class Engine:
             from streamsql.spark.windows import group_by_window_struct
 
             query = group_by_window_struct(query, {w.name for w in plan.windows})
+        split = self._splits.get(id(plan)) if streaming else None
+        if split is not None:  # the GROUP BY runs on streamsql's stateful operator
+            from streamsql.changelog import ROWKIND_COLUMN
+            from streamsql.spark.stateful.run import aggregate_frame
+
+            frame = aggregate_frame(spark, split, to_spark_sql)
+            return frame.toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns]), observed
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
@@ -240,9 +248,12 @@ class Engine:
             flagged.filter(~late).createOrReplaceTempView(source)
         self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
 
-    def _shows_row_kinds(self, writer: ResultWriter) -> bool:
-        """Results print their row kinds (+I, -U, +U, -D) in 'changelog' result mode, unless
-        the writer shows them its own way (the shell's live result)."""
+    def _shows_row_kinds(self, writer: ResultWriter, plan: QueryPlan | None = None) -> bool:
+        """Results print their row kinds (+I, -U, +U, -D) in 'changelog' result mode, and
+        always when they update as they stream (a changelog cannot be shown without them),
+        unless the writer shows them its own way (the shell's live result)."""
+        if plan is not None and id(plan) in self._splits:
+            return True
         mode = (self.settings.get("sql-client.execution.result-mode") or "table").lower()
         return mode == "changelog" and not getattr(writer, "handles_row_kinds", False)
 
@@ -258,8 +269,8 @@ class Engine:
 
         zone = self.settings.get("table.local-time-zone") or "UTC"
         columns = []
-        if writer is not None and self._shows_row_kinds(writer):
-            has_kinds = ROWKIND_COLUMN in frame.columns
+        has_kinds = ROWKIND_COLUMN in frame.columns
+        if writer is not None and (self._shows_row_kinds(writer, plan) or has_kinds):
             columns.append(F.col(ROWKIND_COLUMN) if has_kinds else F.lit(INSERT).alias(ROWKIND_COLUMN))
             if has_kinds:
                 frame = frame.drop(ROWKIND_COLUMN)
@@ -277,12 +288,13 @@ class Engine:
 
         plan = step.plan
         names = [c.name for c in plan.columns]
-        if self._shows_row_kinds(writer):  # Flink's changelog result mode: the op column first
+        streams = self._streams(step)
+        if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]
         try:
             writer.begin(names)
             query, observed = None, {}
-            if self._streams(step):
+            if streams:
                 query, observed = self._start_streaming(plan, self._select_sink(plan, writer))
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
@@ -403,6 +415,8 @@ class Engine:
             return False
         if bounded and sink is None and plan.query.args.get("limit") is not None:
             return False
+        if self._stateful_split(step, bounded) is not None:
+            return True
         stateful = self._stateful_operator(step) if bounded else None
         if bounded and (stateful is not None or plan.windows):
             if self.settings.get("execution.bounded-input") == "stream":
@@ -418,6 +432,24 @@ class Engine:
         from streamsql.spark.physical import needs_stateful_operator
 
         return needs_stateful_operator(operator_plan(step, self.settings, check=False).root)
+
+    def _stateful_split(self, step: QueryStep | InsertStep, bounded: bool, settings: Settings | None = None):
+        """The split of a GROUP BY that runs on the stateful GroupAggregate (spark.stateful),
+        when that is how this step streams: over unbounded input, or over bounded input with
+        'execution.bounded-input' = 'stream'. Remembered for _frame."""
+        from streamsql.runtime.operator_plan import operator_plan
+        from streamsql.spark.physical import top_level_group_aggregate
+        from streamsql.spark.stateful.split import split_group_aggregate
+
+        settings = settings or self.settings
+        if bounded and settings.get("execution.bounded-input") != "stream":
+            return None
+        if step.plan.windows or not top_level_group_aggregate(operator_plan(step, settings, check=False).root):
+            return None
+        split = split_group_aggregate(step.plan.query)
+        if split is not None:
+            self._splits[id(step.plan)] = split
+        return split
 
     def check_operators(self, step: Step, settings: Settings) -> None:
         """Plan-time checks of a query's operator plan, before Spark starts: Flink's changelog
@@ -437,7 +469,7 @@ class Engine:
             if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
                 continue
             missing = needs_stateful_operator(operators.root)
-            if missing is not None:
+            if missing is not None and self._stateful_split(single, False, settings) is None:
                 raise ValidationError(
                     f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
                     " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"

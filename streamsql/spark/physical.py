@@ -13,7 +13,7 @@ and over unbounded input it is refused at plan time, naming the operator.
 
 from __future__ import annotations
 
-from streamsql.plan.aggregate_operators import WindowAggregate
+from streamsql.plan.aggregate_operators import GroupAggregate, WindowAggregate
 from streamsql.plan.join_operators import Join
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
@@ -27,6 +27,25 @@ def needs_stateful_operator(root: Operator) -> Operator | None:
         if not _native(node):
             return node
     return None
+
+
+def stateful_operators(root: Operator) -> list[Operator]:
+    """Every operator Spark cannot stream natively (sources first)."""
+    return [node for node in reversed(list(walk(root))) if not _native(node)]
+
+
+def top_level_group_aggregate(root: Operator) -> bool:
+    """Whether the only operator Spark lacks is a GroupAggregate with nothing above it but
+    projections and filters (and the sink): streamsql's stateful GroupAggregate runs it."""
+    missing = stateful_operators(root)
+    if len(missing) != 1 or not isinstance(missing[0], GroupAggregate):
+        return False
+    node = root
+    while node is not missing[0]:
+        if not isinstance(node, (Calc, Sink)) or len(node.inputs) != 1:
+            return False
+        node = node.inputs[0]
+    return True
 
 
 def _native(node: Operator) -> bool:

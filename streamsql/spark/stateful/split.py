@@ -1,0 +1,148 @@
+"""Splitting a GROUP BY query around streamsql's stateful GroupAggregate.
+
+``SELECT <exprs over keys and aggregates> FROM ... WHERE ... GROUP BY <keys> HAVING ...``
+becomes three parts:
+
+1. the **input**: ``SELECT key AS __k0, ..., argument AS __v0, filter AS __f0, ... FROM ...
+   WHERE ...`` — Spark SQL, run natively on the stream;
+2. the **aggregate**: ``group_aggregate`` over the input (``spark.stateful.group_aggregate``),
+   a changelog of ``__rowkind, __k0.., __a0..``;
+3. the **output**: the original projections and HAVING over that changelog, each message
+   projected and filtered on its own, as Flink's Calc does over a retract stream (a -U
+   whose old row passed HAVING retracts it; a +U whose new row fails it adds nothing).
+
+Only the top-level SELECT is split; the operator plan decides that the rest is native.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from streamsql.changelog import ROWKIND_COLUMN
+
+AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
+AGGREGATED = "__aggregated"  # the temp view the output part reads
+
+
+@dataclass
+class AggregateCall:
+    function: str
+    argument: exp.Expression | None  # None: COUNT(*)
+    distinct: bool
+    condition: exp.Expression | None  # FILTER (WHERE ...)
+    type: exp.DataType | None
+
+
+@dataclass
+class AggregateSplit:
+    input_query: exp.Select
+    keys: list[str]
+    calls: list[AggregateCall]
+    output_query: exp.Select  # reads AGGREGATED: __rowkind, the keys, the aggregates
+
+    @property
+    def aggregate_names(self) -> list[str]:
+        return [f"__a{i}" for i in range(len(self.calls))]
+
+
+def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
+    """The three parts of a top-level GROUP BY (or global aggregate); None when the shape is
+    not one this split handles (the caller then reports the operator as unsupported)."""
+    if not isinstance(query, exp.Select) or query.args.get("distinct"):
+        return None
+    if any(query.args.get(k) for k in ("order", "limit", "offset", "qualify", "windows")):
+        return None
+    group = query.args.get("group")
+    if group is not None and any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        return None
+    keys = list(group.expressions) if group is not None else []
+    calls: list[AggregateCall] = []
+    call_names: dict[str, str] = {}
+    key_names = {key.sql(): f"__k{i}" for i, key in enumerate(keys)}
+
+    def replace(node: exp.Expression) -> exp.Expression | None:
+        aggregate = _aggregate_call(node)
+        if aggregate is not None:
+            text = node.sql()
+            if text not in call_names:
+                call_names[text] = f"__a{len(calls)}"
+                calls.append(aggregate)
+            return _typed(exp.column(call_names[text], AGGREGATED), node)
+        if isinstance(node, exp.AggFunc) or isinstance(node, exp.Window):
+            raise _Unsupported()
+        name = key_names.get(node.sql())
+        if name is not None:
+            return _typed(exp.column(name, AGGREGATED), node)
+        return None
+
+    try:
+        projections = [_rewrite(p, replace) for p in query.expressions]
+        having = query.args.get("having")
+        having = _rewrite(having.this, replace) if having is not None else None
+    except _Unsupported:
+        return None
+    if not calls or any(c.function not in AGGREGATES.values() for c in calls):
+        return None
+    for projection in projections:  # a column left over references the input: not computable after
+        if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
+            return None
+
+    input_query = query.copy()
+    for arg in ("group", "having"):
+        input_query.set(arg, None)
+    selects = [exp.alias_(key.copy(), f"__k{i}") for i, key in enumerate(keys)]
+    for i, call in enumerate(calls):
+        if call.argument is not None:
+            selects.append(exp.alias_(call.argument.copy(), f"__v{i}"))
+        if call.condition is not None:
+            selects.append(exp.alias_(call.condition.copy(), f"__f{i}"))
+    if not selects:
+        selects = [exp.alias_(exp.Literal.number(0), "__one")]
+    input_query.set("expressions", selects)
+
+    output = exp.select(exp.column(ROWKIND_COLUMN, AGGREGATED), *projections).from_(AGGREGATED)
+    if having is not None:
+        output = output.where(having)
+    return AggregateSplit(input_query, [f"__k{i}" for i in range(len(keys))], calls, output)
+
+
+def _typed(column: exp.Column, original: exp.Expression) -> exp.Column:
+    """The reference keeps the replaced expression's type (integer division needs it)."""
+    column.type = original.type
+    return column
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _rewrite(node: exp.Expression, replace) -> exp.Expression:
+    """A copy of ``node`` with aggregates and grouping keys replaced, outermost first."""
+    def visit(inner: exp.Expression) -> exp.Expression:
+        replaced = replace(inner)
+        return replaced if replaced is not None else inner
+
+    return node.copy().transform(visit)
+
+
+def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
+    condition = None
+    if isinstance(node, exp.Filter):
+        condition = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
+        node = node.this
+    function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
+    if function is None:
+        if condition is not None:
+            raise _Unsupported()
+        return None
+    argument = node.this
+    distinct = isinstance(argument, exp.Distinct)
+    if distinct:
+        if len(argument.expressions) != 1:
+            raise _Unsupported()
+        argument = argument.expressions[0]
+    if isinstance(argument, exp.Star):
+        argument = None
+    return AggregateCall(function, argument, distinct, condition, node.type)
