@@ -58,6 +58,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     for name in keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
         if name is not None and name not in columns:
             columns.append(name)
+    plan["columns"] = columns + [BUCKET]
     bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
         BUCKET, F.pmod(F.xxhash64(*[F.col(f"`{k}`") for k in keys]), F.lit(buckets)).cast("int"))
     _ship_by_value()
@@ -115,6 +116,9 @@ class GroupAggregateProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
+        # Spark's worker rebuilds the frames from namedtuples: names with a leading '_' come
+        # renamed ('_1'); the columns are in the order group_aggregate selected them.
+        batch.columns = self.plan["columns"]
         stored = self.state.get()
         state = None
         if stored is not None:
