@@ -59,6 +59,15 @@ def test_filter_and_null_keys():
                      2: (("-U", 2, 1, 0, None), ("+U", 2, 2, 1, 4))}
 
 
+def test_min_max_of_strings_over_insert_only_input():
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("s", T.StringType())])
+    specs = [AggSpec("MIN", "s", output_name="lo"), AggSpec("MAX", "s", output_name="hi")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, None), (2, "m")], [(1, "b"), (2, "a"), (2, "z")], [(1, "c"), (2, None)]])
+    assert sorted(outs[0]) == [("+I", 1, None, None), ("+I", 2, "m", "m")]
+    assert outs[1] == [("-U", 1, None, None), ("+U", 1, "b", "b"), ("-U", 2, "m", "m"), ("+U", 2, "a", "z")]
+    assert outs[2] == [("-U", 1, "b", "b"), ("+U", 1, "b", "c")]
+
+
 def test_retracting_a_row_never_added_is_ignored():
     schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
                            T.StructField("v", T.IntegerType())])

@@ -13,8 +13,9 @@ A bucket's state is two kinds of tables keyed by the group key columns:
 
 - ``acc``: one row per live key: ``__cnt`` (rows added minus rows retracted: the key is
   deleted when it reaches 0), per COUNT call ``__c{i}``, per SUM/AVG call ``__s{i}`` (sum of
-  non-null values) and ``__n{i}`` (their count), and per call ``__o{i}``, the value last
-  emitted (what ``-U``/``-D`` carry; also how identical updates are suppressed);
+  non-null values) and ``__n{i}`` (their count), per MIN/MAX call over insert-only input
+  ``__m{i}`` (the extreme so far), and per call ``__o{i}``, the value last emitted (what
+  ``-U``/``-D`` carry; also how identical updates are suppressed);
 - one multiset per (column, filter) used by MIN/MAX/DISTINCT calls: rows (keys, ``__v``,
   ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one.
 
@@ -76,7 +77,10 @@ def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame) -> tuple[Bu
     t = merged.loc[hit].reset_index(drop=True)
     existed = flag[hit] == "both"
     for col in acc_cols:
-        t[col] = t[col].fillna(0) + t[col + "__d"]
+        if col.startswith("__m"):
+            t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])]["function"])
+        else:
+            t[col] = t[col].fillna(0) + t[col + "__d"]
 
     multisets = []
     for j in range(len(plan["multisets"])):
@@ -135,6 +139,9 @@ def _contributions(plan, batch, keys, sign):
         if agg["function"] == "COUNT":
             parts[f"__c{i}"] = sign * ok
             continue
+        if agg["function"] in ("MIN", "MAX"):  # insert-only input: the extreme is enough
+            parts[f"__m{i}"] = v.where(ok)
+            continue
         parts[f"__n{i}"] = sign * ok
         if agg["kind"] == "int":
             parts[f"__s{i}"] = np.where(ok, v.to_numpy(dtype="int64", na_value=0), 0) * sign
@@ -144,7 +151,10 @@ def _contributions(plan, batch, keys, sign):
             zero = decimal.Decimal(0)
             parts[f"__s{i}"] = pd.Series([x * s if o else zero for x, o, s in zip(v, ok, sign)], dtype=object)
     frame = pd.DataFrame(parts)
-    delta = frame.groupby(keys, dropna=False, sort=False).sum().reset_index()
+    how = {c: (plan["aggs"][int(c[3:])]["function"].lower() if c.startswith("__m") else "sum")
+           for c in frame.columns if c not in keys}
+    grouped = frame.groupby(keys, dropna=False, sort=False)
+    delta = (grouped.sum() if set(how.values()) == {"sum"} else grouped.agg(how)).reset_index()
     for col in delta.columns:
         if col not in keys and delta[col].dtype == "int64":
             delta[col] = delta[col].astype("Int64")
@@ -217,6 +227,8 @@ def _result(agg, i, t) -> pd.Series:
         total, n = x, t[f"__y{i}"].fillna(0)
     elif fn == "COUNT":
         return t[f"__c{i}"]
+    elif fn in ("MIN", "MAX"):
+        return t[f"__m{i}"]
     else:
         total, n = t[f"__s{i}"], t[f"__n{i}"]
     n = n.astype("Int64")
@@ -230,6 +242,17 @@ def _result(agg, i, t) -> pd.Series:
     if kind == "float":
         return (total.astype("float64") / n.astype("float64")).where(some)
     return pd.Series([s / c if ok else None for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
+
+
+def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:
+    """MIN/MAX of two columns, NULL where both are."""
+    o_na, n_na = old.isna().to_numpy(), new.isna().to_numpy()
+    take = o_na & ~n_na
+    both = ~o_na & ~n_na
+    if both.any():
+        better = (new < old) if function == "MIN" else (new > old)
+        take |= both & better.fillna(False).to_numpy(dtype=bool)
+    return old.mask(take, new) if take.any() else old
 
 
 def _shape(values: pd.Series, agg) -> pd.Series:

@@ -89,7 +89,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
         out_type = result_type(a, in_type)
         kind = value_kind(in_type) if in_type is not None else "int"
         ms = None
-        if a.uses_multiset:
+        if a.uses_multiset(ROWKIND_COLUMN in fields):
             entry = (a.column, a.filter_column, kind)
             if entry not in multisets:
                 multisets.append(entry)

@@ -44,11 +44,11 @@ class AggSpec:
         inner = "*" if self.column is None else ("DISTINCT " if self.distinct else "") + self.column
         return f"{self.function}({inner})"
 
-    @property
-    def uses_multiset(self) -> bool:
-        """MIN/MAX (retracting the current extreme needs the next one) and DISTINCT calls keep
-        value → count per key; the others keep running sums and counts."""
-        return self.function in ("MIN", "MAX") or self.distinct
+    def uses_multiset(self, retracting: bool) -> bool:
+        """DISTINCT calls, and MIN/MAX over an input that retracts (retracting the current
+        extreme needs the next one), keep value → count per key; the others keep running
+        sums, counts or (MIN/MAX over insert-only input, as Flink's MaxAggFunction) the extreme."""
+        return self.distinct or (retracting and self.function in ("MIN", "MAX"))
 
 
 def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
