@@ -2,6 +2,7 @@
 against Spark's native streaming aggregate (update mode) on the same input and cores.
 
     python bench/stateful_aggregate.py [--rows 1500000] [--keys 50000] [--files 10] [--buckets 8,32]
+                                       [--layouts blob,rows]
 
 The input is generated once as parquet files (``--files`` of them; one per micro-batch);
 both queries run ``SELECT k, COUNT(*), MAX(v) FROM t GROUP BY k`` into Spark's noop sink
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -39,7 +41,7 @@ def generate(directory: Path, rows: int, keys: int, files: int) -> None:
     done.touch()
 
 
-def run(spark, source: Path, checkpoint: Path, stateful: bool, buckets: int) -> dict:
+def run(spark, source: Path, checkpoint: Path, stateful: bool, buckets: int, layout: str = "blob") -> dict:
     from pyspark.sql import functions as F
 
     from streamsql.spark.stateful import AggSpec
@@ -48,7 +50,7 @@ def run(spark, source: Path, checkpoint: Path, stateful: bool, buckets: int) -> 
     frame = spark.readStream.schema("k BIGINT, v BIGINT").option("maxFilesPerTrigger", 1).parquet(str(source))
     if stateful:
         out = group_aggregate(frame, ["k"], [AggSpec("COUNT", output_name="n"), AggSpec("MAX", "v", output_name="mx")],
-                              buckets=buckets)
+                              buckets=buckets, layout=layout)
         writer = out.writeStream.outputMode("append")
     else:
         out = frame.groupBy("k").agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("mx"))
@@ -74,6 +76,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=50_000)
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--buckets", default="8", help="comma-separated bucket counts to try")
+    parser.add_argument("--layouts", default="blob", help="comma-separated state layouts to try (blob, rows)")
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole sequence this many times (medians)")
     parser.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "streamsql-bench-stateful"))
     args = parser.parse_args()
@@ -89,21 +93,26 @@ def main() -> None:
     try:
         print(f"{args.rows:,} rows, {args.keys:,} keys, {args.files} micro-batches, local[2], "
               f"{args.partitions} shuffle partitions; SELECT k, COUNT(*), MAX(v) GROUP BY k")
-        runs = [("native update mode", False, 0)] + [(f"stateful B={b}", True, int(b)) for b in args.buckets.split(",")]
-        results = {}
-        for label, stateful, buckets in runs:
-            checkpoint = base / f"ck-{label.replace(' ', '_').replace('=', '')}"
-            shutil.rmtree(checkpoint, ignore_errors=True)
-            r = run(spark, source, checkpoint, stateful, buckets)
-            results[label] = r
-            print(f"{label:22s} wall {r['wall']:6.1f} s  {r['rows'] / r['wall']:>10,.0f} rows/s  "
-                  f"steady {r['steady_rps']:>10,.0f} rows/s  batches {r['batches']}  "
-                  f"batch ms {r['batch_ms']}  emitted {r['emitted']:,}  state rows {r['state_rows']:,}")
-        native = results["native update mode"]
-        for label, r in results.items():
-            if label != "native update mode":
-                print(f"{label}: {native['wall'] / r['wall']:.2f}x native (wall), "
-                      f"{r['steady_rps'] / native['steady_rps']:.2f}x native (steady batches)")
+        runs = [("native update mode", False, 0, "")] + [
+            (f"stateful B={b} {layout}", True, int(b), layout)
+            for layout in args.layouts.split(",") for b in args.buckets.split(",")]
+        results: dict = {}
+        for attempt in range(args.repeat):  # interleaved: the machine's load moves under every run
+            for label, stateful, buckets, layout in runs:
+                checkpoint = base / f"ck-{label.replace(' ', '_').replace('=', '')}"
+                shutil.rmtree(checkpoint, ignore_errors=True)
+                r = run(spark, source, checkpoint, stateful, buckets, layout)
+                results.setdefault(label, []).append(r)
+                print(f"[{attempt + 1}] {label:24s} wall {r['wall']:6.1f} s  {r['rows'] / r['wall']:>10,.0f} rows/s  "
+                      f"steady {r['steady_rps']:>10,.0f} rows/s  batches {r['batches']}  "
+                      f"batch ms {r['batch_ms']}  emitted {r['emitted']:,}  state rows {r['state_rows']:,}", flush=True)
+        medians = {label: (statistics.median(r["wall"] for r in rs), statistics.median(r["steady_rps"] for r in rs))
+                   for label, rs in results.items()}
+        native_wall, native_rps = medians["native update mode"]
+        print(f"medians over {args.repeat} run(s):")
+        for label, (wall, rps) in medians.items():
+            print(f"  {label:24s} wall {wall:6.1f} s = {args.rows / wall:>9,.0f} rows/s, steady {rps:>9,.0f} rows/s"
+                  f"  -> {native_wall / wall:.2f}x native (wall), {rps / native_rps:.2f}x native (steady)")
     finally:
         spark.stop()
 

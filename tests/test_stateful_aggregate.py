@@ -88,11 +88,11 @@ def _write_files(directory: Path, files: list[list[tuple]], start: int = 0) -> N
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # the source takes the oldest file first
 
 
-def _run(spark, directory, schema, keys, specs, checkpoint, prepare=None, buckets=3):
+def _run(spark, directory, schema, keys, specs, checkpoint, prepare=None, buckets=3, layout="blob"):
     frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).csv(str(directory))
     if prepare:
         frame = prepare(frame)
-    out = group_aggregate(frame, keys, specs, buckets=buckets)
+    out = group_aggregate(frame, keys, specs, buckets=buckets, layout=layout)
     batches = []
     query = (out.writeStream.foreachBatch(lambda df, i: batches.append([tuple(r) for r in df.collect()]))
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
@@ -188,7 +188,8 @@ def test_changelog_applies_to_batch_group_by(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_retraction_input(spark, tmp_path):
+@pytest.mark.parametrize("layout", ["blob", "rows"])
+def test_retraction_input(spark, tmp_path, layout):
     schema = "__rowkind STRING, k STRING, v INT"
     files = [[("+I", "a", 3), ("+I", "a", 9), ("+I", "a", 5), ("+I", "b", 1)],
              [("-D", "a", 9), ("-U", "b", 1), ("+U", "b", 4)],
@@ -196,7 +197,7 @@ def test_retraction_input(spark, tmp_path):
     _write_files(tmp_path / "in", files)
     specs = [AggSpec("COUNT", output_name="n"), AggSpec("MIN", "v", output_name="mn"),
              AggSpec("MAX", "v", output_name="mx")]
-    batches = _run(spark, tmp_path / "in", schema, ["k"], specs, tmp_path / "ck")
+    batches = _run(spark, tmp_path / "in", schema, ["k"], specs, tmp_path / "ck", layout=layout)
     assert _key_sequences(batches) == {
         "a": [("+I", 3, 3, 9), ("-U", 3, 3, 9), ("+U", 2, 3, 5), ("-D", 2, 3, 5)],  # MAX moves to 5, then all gone
         "b": [("+I", 1, 1, 1), ("-U", 1, 1, 1), ("+U", 1, 4, 4), ("-U", 1, 4, 4), ("+U", 2, 4, 4)],
@@ -232,13 +233,27 @@ def test_random_retractions_apply_to_group_by_of_what_remains(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_restart_from_checkpoint(spark, tmp_path):
+@pytest.mark.parametrize("layout", ["blob", "rows"])
+def test_restart_from_checkpoint(spark, tmp_path, layout):
     files = _random_files(2, 4, 40)
     _write_files(tmp_path / "in", files[:2])
-    first = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big)
+    first = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big,
+                 layout=layout)
     assert len(first) == 2
     _write_files(tmp_path / "in", files[2:], start=2)
-    second = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big)
+    second = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big,
+                  layout=layout)
     assert len(second) == 2
     assert second[0][0][0] != "+I" or any(r[0] == "-U" for r in second[0])  # the state came back
     assert _apply(first + second) == _expected(spark, files)
+
+
+@pytest.mark.spark
+def test_restart_with_another_bucket_count_is_refused(spark, tmp_path):
+    keys = [(k, 1) for k in "abcdefghij"]  # with 2 buckets some land in bucket 0, where the state is
+    _write_files(tmp_path / "in", [keys])
+    specs = [AggSpec("COUNT", output_name="n")]
+    _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck", buckets=1)
+    _write_files(tmp_path / "in", [keys], start=1)
+    with pytest.raises(Exception, match="restart with the same count"):
+        _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck", buckets=2)

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, state_layouts
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -37,11 +37,12 @@ BUCKETS_PER_PARTITION = 4
 
 
 def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
-                    buckets: int | None = None) -> DataFrame:
+                    buckets: int | None = None, layout: str = "blob") -> DataFrame:
     """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
     DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
     insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
-    ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``."""
+    ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``; ``layout`` is how the state
+    is stored (``state_layouts``: 'blob' or 'rows')."""
     if buckets is None:
         partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
         buckets = BUCKETS_PER_PARTITION * partitions
@@ -54,6 +55,9 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
         drop = False
     plan, output = build_plan(frame.schema, keys, aggregates)
     plan["buckets"] = buckets
+    if layout not in ("blob", "rows"):
+        raise ValueError(f"layout must be 'blob' or 'rows', not {layout!r}")
+    plan["layout"] = layout
     columns = [ROWKIND_COLUMN] if plan["rowkind"] else []
     for name in keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
         if name is not None and name not in columns:
@@ -100,7 +104,34 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
         out_fields.append(T.StructField(a.name, out_type, True))
     plan = {"keys": [(k, value_kind(fields[k].dataType)) for k in keys],
             "rowkind": ROWKIND_COLUMN in fields, "aggs": aggs, "multisets": multisets}
+    plan.update(_state_schemas(fields, keys, aggregates, aggs, out_fields, multisets))
     return plan, T.StructType(out_fields)
+
+
+def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dict:
+    """Typed schemas of the state tables (the 'rows' layout), in accumulate's column order."""
+    key_fields = [T.StructField(k, fields[k].dataType, True) for k in keys]
+    acc = key_fields + [T.StructField(accumulate.CNT, T.LongType(), True)]
+    for i, (a, agg) in enumerate(zip(aggregates, aggs)):
+        if agg["ms"] is not None:
+            continue
+        if a.function == "COUNT":
+            acc.append(T.StructField(f"__c{i}", T.LongType(), True))
+        elif a.function in ("SUM", "AVG"):
+            in_type = fields[a.column].dataType
+            sum_type = {"int": T.LongType(), "float": T.DoubleType()}.get(agg["kind"])
+            sum_type = sum_type or T.DecimalType(38, getattr(in_type, "scale", 0))
+            acc += [T.StructField(f"__n{i}", T.LongType(), True), T.StructField(f"__s{i}", sum_type, True)]
+        else:
+            acc.append(T.StructField(f"__m{i}", fields[a.column].dataType, True))
+    acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]
+    ms = [T.StructType(key_fields + [T.StructField(accumulate.VAL, fields[column].dataType, True),
+                                     T.StructField(accumulate.MULT, T.LongType(), True)])
+          for column, _, _ in multisets]
+    acc_schema = T.StructType(acc)
+    return {"acc_schema": acc_schema.json(), "ms_schemas": [m.json() for m in ms],
+            "acc_kinds": [(f.name, value_kind(f.dataType)) for f in acc_schema.fields],
+            "ms_kinds": [[(f.name, value_kind(f.dataType)) for f in m.fields] for m in ms]}
 
 
 class GroupAggregateProcessor(StatefulProcessor):
@@ -110,28 +141,15 @@ class GroupAggregateProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        blobs = [T.StructField("buckets", T.IntegerType(), False), T.StructField("acc", T.BinaryType(), False)]
-        blobs += [T.StructField(f"ms{j}", T.BinaryType(), False) for j in range(len(self.plan["multisets"]))]
-        self.state = handle.getValueState("bucket", T.StructType(blobs))
+        self.state = state_layouts.make(handle, self.plan)
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         # Spark's worker rebuilds the frames from namedtuples: names with a leading '_' come
         # renamed ('_1'); the columns are in the order group_aggregate selected them.
         batch.columns = self.plan["columns"]
-        stored = self.state.get()
-        state = None
-        if stored is not None:
-            if stored[0] != self.plan["buckets"]:
-                raise ValueError(f"This checkpoint's GroupAggregate state has {stored[0]} buckets, "
-                                 f"the query asks for {self.plan['buckets']}: restart with the same count")
-            state = accumulate.decode(stored[1:])
-        state, out = accumulate.fold(self.plan, state, batch)
-        if state is None:
-            if stored is not None:
-                self.state.clear()
-        else:
-            self.state.update((self.plan["buckets"], *accumulate.encode(state)))
+        state, out = accumulate.fold(self.plan, self.state.load(), batch)
+        self.state.store(state)
         if len(out):
             yield out
 
@@ -144,7 +162,7 @@ def _ship_by_value() -> None:
     processor and its pandas core travel pickled by value."""
     from pyspark import cloudpickle
 
-    for module in (accumulate, sys.modules[__name__]):
+    for module in (accumulate, state_layouts, sys.modules[__name__]):
         try:
             cloudpickle.register_pickle_by_value(module)
         except ValueError:
