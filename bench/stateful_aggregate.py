@@ -41,13 +41,16 @@ def generate(directory: Path, rows: int, keys: int, files: int) -> None:
     done.touch()
 
 
-def run(spark, source: Path, checkpoint: Path, stateful: bool, buckets: int, layout: str = "blob") -> dict:
+def run(spark, source: Path, checkpoint: Path, stateful: bool, buckets: int, layout: str = "blob",
+        rowkind: bool = False) -> dict:
     from pyspark.sql import functions as F
 
     from streamsql.spark.stateful import AggSpec
     from streamsql.spark.stateful.group_aggregate import group_aggregate
 
     frame = spark.readStream.schema("k BIGINT, v BIGINT").option("maxFilesPerTrigger", 1).parquet(str(source))
+    if rowkind:  # a changelog input (all +I): MAX then keeps its retractable value -> count multiset
+        frame = frame.select(F.lit("+I").alias("__rowkind"), "k", "v")
     if stateful:
         out = group_aggregate(frame, ["k"], [AggSpec("COUNT", output_name="n"), AggSpec("MAX", "v", output_name="mx")],
                               buckets=buckets, layout=layout)
@@ -77,6 +80,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--buckets", default="8", help="comma-separated bucket counts to try")
     parser.add_argument("--layouts", default="blob", help="comma-separated state layouts to try (blob, rows)")
+    parser.add_argument("--rowkind", action="store_true",
+                        help="feed a __rowkind column (a changelog input): MIN/MAX keep value multisets")
     parser.add_argument("--repeat", type=int, default=1, help="run the whole sequence this many times (medians)")
     parser.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "streamsql-bench-stateful"))
@@ -92,7 +97,8 @@ def main() -> None:
     spark = start_session(conf)
     try:
         print(f"{args.rows:,} rows, {args.keys:,} keys, {args.files} micro-batches, local[2], "
-              f"{args.partitions} shuffle partitions; SELECT k, COUNT(*), MAX(v) GROUP BY k")
+              f"{args.partitions} shuffle partitions; SELECT k, COUNT(*), MAX(v) GROUP BY k"
+              + (" over a changelog input (+I rows with __rowkind)" if args.rowkind else ""))
         runs = [("native update mode", False, 0, "")] + [
             (f"stateful B={b} {layout}", True, int(b), layout)
             for layout in args.layouts.split(",") for b in args.buckets.split(",")]
@@ -101,7 +107,7 @@ def main() -> None:
             for label, stateful, buckets, layout in runs:
                 checkpoint = base / f"ck-{label.replace(' ', '_').replace('=', '')}"
                 shutil.rmtree(checkpoint, ignore_errors=True)
-                r = run(spark, source, checkpoint, stateful, buckets, layout)
+                r = run(spark, source, checkpoint, stateful, buckets, layout, args.rowkind)
                 results.setdefault(label, []).append(r)
                 print(f"[{attempt + 1}] {label:24s} wall {r['wall']:6.1f} s  {r['rows'] / r['wall']:>10,.0f} rows/s  "
                       f"steady {r['steady_rps']:>10,.0f} rows/s  batches {r['batches']}  "

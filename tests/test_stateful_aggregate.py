@@ -68,6 +68,17 @@ def test_min_max_of_strings_over_insert_only_input():
     assert outs[2] == [("-U", 1, "b", "b"), ("+U", 1, "b", "c")]
 
 
+def test_decimal_sum_and_avg():
+    from decimal import Decimal
+
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("p", T.DecimalType(10, 2))])
+    specs = [AggSpec("SUM", "p", output_name="s"), AggSpec("AVG", "p", output_name="a")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, Decimal("1.00")), (1, Decimal("2.00")), (1, Decimal("2.00")), (1, None)]])
+    assert outs[0] == [("+I", 1, Decimal("5.00"), Decimal("1.666667"))]
+    plan, output = build_plan(schema, ["k"], specs)
+    assert output["s"].dataType == T.DecimalType(38, 2) and output["a"].dataType == T.DecimalType(38, 6)
+
+
 def test_retracting_a_row_never_added_is_ignored():
     schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
                            T.StructField("v", T.IntegerType())])
@@ -257,3 +268,20 @@ def test_restart_with_another_bucket_count_is_refused(spark, tmp_path):
     _write_files(tmp_path / "in", [keys], start=1)
     with pytest.raises(Exception, match="restart with the same count"):
         _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck", buckets=2)
+
+
+@pytest.mark.spark
+def test_global_aggregate_decimal_and_timestamp(spark, tmp_path):
+    import datetime as dt
+    from decimal import Decimal
+
+    files = [[(Decimal("1.50"), "2024-01-02 10:00:00")], [(Decimal("2.25"), "2024-01-01 09:00:00")]]
+    _write_files(tmp_path / "in", files)
+    specs = [AggSpec("COUNT", output_name="n"), AggSpec("SUM", "p", output_name="s"),
+             AggSpec("AVG", "p", output_name="a"), AggSpec("MIN", "ts", output_name="first")]
+    batches = _run(spark, tmp_path / "in", "p DECIMAL(10, 2), ts TIMESTAMP", [], specs, tmp_path / "ck")
+    assert batches == [
+        [("+I", 1, Decimal("1.50"), Decimal("1.500000"), dt.datetime(2024, 1, 2, 10))],
+        [("-U", 1, Decimal("1.50"), Decimal("1.500000"), dt.datetime(2024, 1, 2, 10)),
+         ("+U", 2, Decimal("3.75"), Decimal("1.875000"), dt.datetime(2024, 1, 1, 9))],
+    ]

@@ -59,6 +59,11 @@ def canonical(series: pd.Series, kind: str) -> pd.Series:
 
 def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame) -> tuple[BucketState | None, pd.DataFrame]:
     """Fold a micro-batch of one bucket into its state: (new state or None when empty, changelog)."""
+    with decimal.localcontext(prec=80):  # DECIMAL(38) sums must not round at Python's 28 digits
+        return _fold(plan, state, batch)
+
+
+def _fold(plan, state, batch):
     keys = [name for name, _ in plan["keys"]]
     batch = batch.reset_index(drop=True)
     for name, kind in plan["keys"]:
@@ -80,7 +85,7 @@ def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame) -> tuple[Bu
         if col.startswith("__m"):
             t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])]["function"])
         else:
-            t[col] = t[col].fillna(0) + t[col + "__d"]
+            t[col] = _zero_nulls(t[col]) + t[col + "__d"]
 
     multisets = []
     for j in range(len(plan["multisets"])):
@@ -241,7 +246,15 @@ def _result(agg, i, t) -> pd.Series:
         return q.where((s >= 0).fillna(True), -q)
     if kind == "float":
         return (total.astype("float64") / n.astype("float64")).where(some)
-    return pd.Series([s / c if ok else None for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
+    quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))  # DECIMAL AVG: rounded half up
+    return pd.Series([(s / c).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
+                      for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
+
+
+def _zero_nulls(values: pd.Series) -> pd.Series:
+    if values.dtype == object:  # DECIMAL sums
+        return pd.Series(np.where(values.isna().to_numpy(), 0, values.to_numpy()), dtype=object, index=values.index)
+    return values.fillna(0)
 
 
 def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:

@@ -100,7 +100,8 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
             ms = multisets.index(entry)
         aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name,
-                     "out_kind": value_kind(out_type), "out_bits": int_bits(out_type)})
+                     "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
+                     "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
         out_fields.append(T.StructField(a.name, out_type, True))
     plan = {"keys": [(k, value_kind(fields[k].dataType)) for k in keys],
             "rowkind": ROWKIND_COLUMN in fields, "aggs": aggs, "multisets": multisets}
