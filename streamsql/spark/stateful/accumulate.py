@@ -291,6 +291,8 @@ def _equal(a: pd.Series, b: pd.Series) -> np.ndarray:
     na_a, na_b = a.isna().to_numpy(), b.isna().to_numpy()
     both = ~na_a & ~na_b
     eq = na_a & na_b
+    if both.any() and a.dtype != object and b.dtype != object:  # numbers: vectorised
+        return eq | (both & (a == b).fillna(False).to_numpy(dtype=bool))
     if both.any():
         av = a.to_numpy(dtype=object)[both]
         bv = b.to_numpy(dtype=object)[both]
