@@ -1,0 +1,358 @@
+"""GroupAggregate's accumulators for one bucket of group keys, folded with vectorised pandas.
+
+This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
+so it imports only pandas, numpy and pyarrow, and takes its configuration as a plain dict,
+the *plan* (built by ``group_aggregate.build_plan``):
+
+    keys:       [(name, kind)]            kind: 'int' | 'float' | 'bool' | 'object'
+    rowkind:    whether the input carries ``__rowkind`` (else every row is +I)
+    aggs:       [{function, column, distinct, filter, kind, ms, name, out_kind, out_bits}]
+    multisets:  [(column, filter, kind)]  value → count per key, shared by MIN/MAX/DISTINCT calls
+
+A bucket's state is two kinds of tables keyed by the group key columns:
+
+- ``acc``: one row per live key: ``__cnt`` (rows added minus rows retracted: the key is
+  deleted when it reaches 0), per COUNT call ``__c{i}``, per SUM/AVG call ``__s{i}`` (sum of
+  non-null values) and ``__n{i}`` (their count), per MIN/MAX call over insert-only input
+  ``__m{i}`` (the extreme so far), and per call ``__o{i}``, the value last emitted (what
+  ``-U``/``-D`` carry; also how identical updates are suppressed);
+- one multiset per (column, filter) used by MIN/MAX/DISTINCT calls: rows (keys, ``__v``,
+  ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one.
+
+``fold`` takes one micro-batch of a bucket (any number of keys): it sums the batch's
+signed contributions per key (one groupby), outer-merges them into ``acc``, regroups the
+multisets, recomputes the results of the keys the batch touched, and emits per changed
+key ``+I``, ``-U``/``+U`` or ``-D`` (mini-batch semantics: a key's changes within the batch
+are folded into one).
+"""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pandas as pd
+
+ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
+ADDS = ("+I", "+U")
+CNT, VAL, MULT = "__cnt", "__v", "__c"
+ORDER = "__order"
+
+
+class BucketState:
+    def __init__(self, acc: pd.DataFrame, multisets: list[pd.DataFrame]):
+        self.acc = acc
+        self.multisets = multisets
+
+
+def canonical(series: pd.Series, kind: str) -> pd.Series:
+    """One pandas dtype per kind, whatever Arrow handed over (an integer column with NULLs
+    arrives as float64): keys and values from different batches then merge."""
+    if kind == "int":
+        return series if series.dtype == "Int64" else series.astype("Int64")
+    if kind == "float":
+        return series.astype("float64")
+    if kind == "bool":
+        return series.astype("boolean")
+    return series
+
+
+def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame) -> tuple[BucketState | None, pd.DataFrame]:
+    """Fold a micro-batch of one bucket into its state: (new state or None when empty, changelog)."""
+    with decimal.localcontext(prec=80):  # DECIMAL(38) sums must not round at Python's 28 digits
+        return _fold(plan, state, batch)
+
+
+def _fold(plan, state, batch):
+    keys = [name for name, _ in plan["keys"]]
+    batch = batch.reset_index(drop=True)
+    for name, kind in plan["keys"]:
+        batch[name] = canonical(batch[name], kind)
+    sign = (np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1) if plan["rowkind"]
+            else np.ones(len(batch))).astype("int64")
+    delta, ms_delta = _contributions(plan, batch, keys, sign)
+
+    acc_cols = [c for c in delta.columns if c not in keys]
+    out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
+    old = state.acc if state is not None else _empty_acc(delta, keys, out_cols)
+    merged = old.merge(delta, on=keys, how="outer", suffixes=("", "__d"), indicator=True)
+    flag = merged.pop("_merge").to_numpy()
+    hit = flag != "left_only"
+    untouched = merged.loc[~hit, keys + acc_cols + out_cols]
+    t = merged.loc[hit].reset_index(drop=True)
+    existed = flag[hit] == "both"
+    for col in acc_cols:
+        if col.startswith("__m"):
+            t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])]["function"])
+        else:
+            t[col] = _zero_nulls(t[col]) + t[col + "__d"]
+
+    multisets = []
+    for j in range(len(plan["multisets"])):
+        old_ms = state.multisets[j] if state is not None else None
+        multisets.append(_merge_multiset(old_ms, ms_delta[j], keys))
+    t = _multiset_stats(plan, t, multisets, keys)
+
+    new = [_shape(_result(agg, i, t), agg) for i, agg in enumerate(plan["aggs"])]
+    count = t[CNT].to_numpy(dtype="int64", na_value=0)
+    alive = count > 0
+    same = np.ones(len(t), dtype=bool)
+    for i, values in enumerate(new):
+        same &= _equal(t[f"__o{i}"], values)
+    inserts, deletes = ~existed & alive, existed & ~alive
+    updates = existed & alive & ~same
+
+    out = _changelog(plan, t, keys, new, inserts, deletes, updates)
+
+    kept = t.loc[alive, keys + acc_cols].copy()
+    for i, values in enumerate(new):
+        kept[f"__o{i}"] = values[alive]
+    acc = pd.concat([untouched, kept], ignore_index=True) if len(untouched) else kept.reset_index(drop=True)
+    if (~alive).any() and multisets:
+        dead = t.loc[~alive, keys].assign(__dead=True)
+        multisets = [_anti_join(ms, dead, keys) for ms in multisets]
+    if acc.empty:
+        return None, out
+    return BucketState(acc, multisets), out
+
+
+def _contributions(plan, batch, keys, sign):
+    """Per key, the batch's signed sums (one groupby), and per multiset the (key, value) counts."""
+    masks: dict = {}
+    values: dict = {}
+
+    def mask(column):
+        if column not in masks:
+            masks[column] = (np.ones(len(batch), dtype=bool) if column is None
+                             else batch[column].astype("boolean").fillna(False).to_numpy(dtype=bool))
+        return masks[column]
+
+    def value(column, kind):
+        if column not in values:
+            values[column] = canonical(batch[column], kind)
+        return values[column]
+
+    parts = {k: batch[k] for k in keys}
+    parts[CNT] = sign
+    for i, agg in enumerate(plan["aggs"]):
+        if agg["ms"] is not None:
+            continue
+        ok = mask(agg["filter"])
+        if agg["column"] is not None:
+            v = value(agg["column"], agg["kind"])
+            ok = ok & v.notna().to_numpy()
+        if agg["function"] == "COUNT":
+            parts[f"__c{i}"] = sign * ok
+            continue
+        if agg["function"] in ("MIN", "MAX"):  # insert-only input: the extreme is enough
+            parts[f"__m{i}"] = v.where(ok)
+            continue
+        parts[f"__n{i}"] = sign * ok
+        if agg["kind"] == "int":
+            parts[f"__s{i}"] = np.where(ok, v.to_numpy(dtype="int64", na_value=0), 0) * sign
+        elif agg["kind"] == "float":
+            parts[f"__s{i}"] = np.where(ok, v.to_numpy(dtype="float64", na_value=0.0), 0.0) * sign
+        else:  # DECIMAL
+            zero = decimal.Decimal(0)
+            parts[f"__s{i}"] = pd.Series([x * s if o else zero for x, o, s in zip(v, ok, sign)], dtype=object)
+    frame = pd.DataFrame(parts)
+    how = {c: (plan["aggs"][int(c[3:])]["function"].lower() if c.startswith("__m") else "sum")
+           for c in frame.columns if c not in keys}
+    grouped = frame.groupby(keys, dropna=False, sort=False)
+    delta = (grouped.sum() if set(how.values()) == {"sum"} else grouped.agg(how)).reset_index()
+    for col in delta.columns:
+        if col not in keys and delta[col].dtype == "int64":
+            delta[col] = delta[col].astype("Int64")
+
+    ms_delta = []
+    for column, filter_column, kind in plan["multisets"]:
+        v = value(column, kind)
+        ok = mask(filter_column) & v.notna().to_numpy()
+        sub = batch.loc[ok, keys].copy()
+        sub[VAL] = v[ok]
+        sub[MULT] = sign[ok]
+        ms_delta.append(sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index())
+    return delta, ms_delta
+
+
+def _empty_acc(delta, keys, out_cols):
+    acc = delta.iloc[:0].copy()
+    for col in out_cols:
+        acc[col] = pd.Series(dtype=object)
+    return acc
+
+
+def _merge_multiset(old, delta, keys):
+    if old is None or old.empty:
+        merged = delta
+    elif delta.empty:
+        return old
+    else:
+        merged = pd.concat([old, delta], ignore_index=True)
+        merged = merged.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index()
+    return merged[merged[MULT] > 0].reset_index(drop=True)
+
+
+def _multiset_stats(plan, t, multisets, keys):
+    """MIN/MAX/DISTINCT results of the touched keys (columns __x{i}, __y{i}) from the multisets."""
+    for j, ms in enumerate(multisets):
+        calls = [(i, a) for i, a in enumerate(plan["aggs"]) if a["ms"] == j]
+        if ms.empty:
+            for i, _ in calls:
+                t[f"__x{i}"] = pd.Series([None] * len(t), dtype=object)
+                t[f"__y{i}"] = 0
+            continue
+        touched = ms.merge(t[keys], on=keys, how="inner")
+        grouped = touched.groupby(keys, dropna=False, sort=False)[VAL]
+        stats = {}
+        for i, agg in calls:
+            fn = agg["function"]
+            if fn == "MIN":
+                stats[f"__x{i}"] = grouped.min()
+            elif fn == "MAX":
+                stats[f"__x{i}"] = grouped.max()
+            elif fn == "COUNT":
+                stats[f"__x{i}"] = grouped.size()
+            else:  # SUM / AVG (DISTINCT)
+                stats[f"__x{i}"] = grouped.sum()
+                stats[f"__y{i}"] = grouped.size()
+        frame = pd.DataFrame(stats).reset_index()
+        t = t.merge(frame, on=keys, how="left")
+    return t
+
+
+def _result(agg, i, t) -> pd.Series:
+    fn, kind = agg["function"], agg["kind"]
+    if agg["ms"] is not None:
+        x = t[f"__x{i}"]
+        if fn == "COUNT":
+            return x.fillna(0).astype("int64")
+        if fn in ("MIN", "MAX"):
+            return x
+        total, n = x, t[f"__y{i}"].fillna(0)
+    elif fn == "COUNT":
+        return t[f"__c{i}"]
+    elif fn in ("MIN", "MAX"):
+        return t[f"__m{i}"]
+    else:
+        total, n = t[f"__s{i}"], t[f"__n{i}"]
+    n = n.astype("Int64")
+    some = (n > 0).to_numpy(dtype=bool, na_value=False)
+    if fn == "SUM":
+        return total.where(some, None) if kind == "object" else total.where(some)
+    if kind == "int":  # AVG of an integer: Java's division truncates toward zero
+        s = total.astype("Int64").where(some)
+        q = s.abs() // n.where(some)
+        return q.where((s >= 0).fillna(True), -q)
+    if kind == "float":
+        return (total.astype("float64") / n.astype("float64")).where(some)
+    quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))  # DECIMAL AVG: rounded half up
+    return pd.Series([(s / c).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
+                      for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
+
+
+def _zero_nulls(values: pd.Series) -> pd.Series:
+    if values.dtype == object:  # DECIMAL sums
+        return pd.Series(np.where(values.isna().to_numpy(), 0, values.to_numpy()), dtype=object, index=values.index)
+    return values.fillna(0)
+
+
+def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:
+    """MIN/MAX of two columns, NULL where both are."""
+    o_na, n_na = old.isna().to_numpy(), new.isna().to_numpy()
+    take = o_na & ~n_na
+    both = ~o_na & ~n_na
+    if both.any():
+        better = (new < old) if function == "MIN" else (new > old)
+        take |= both & better.fillna(False).to_numpy(dtype=bool)
+    return old.mask(take, new) if take.any() else old
+
+
+def _shape(values: pd.Series, agg) -> pd.Series:
+    """A result as it is emitted and stored: integers wrap at their type's width (Java)."""
+    kind, bits = agg["out_kind"], agg["out_bits"]
+    if kind == "int":
+        missing = values.isna().to_numpy()
+        ints = values.to_numpy(dtype="float64" if values.dtype == "float64" else "int64", na_value=0).astype("int64")
+        if bits and bits < 64:
+            half = 1 << (bits - 1)
+            ints = (ints + half) % (1 << bits) - half
+        result = pd.Series(ints, dtype="Int64", index=values.index)
+        return result.mask(missing) if missing.any() else result
+    if kind == "float":
+        return values.astype("float64")
+    if kind == "bool":
+        return values.astype("boolean")
+    return values.astype(object).where(values.notna(), None)
+
+
+def _equal(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Element-wise equality where NULL equals NULL."""
+    na_a, na_b = a.isna().to_numpy(), b.isna().to_numpy()
+    both = ~na_a & ~na_b
+    eq = na_a & na_b
+    if both.any() and a.dtype != object and b.dtype != object:  # numbers: vectorised
+        return eq | (both & (a == b).fillna(False).to_numpy(dtype=bool))
+    if both.any():
+        av = a.to_numpy(dtype=object)[both]
+        bv = b.to_numpy(dtype=object)[both]
+        eq[both] = np.fromiter((x == y for x, y in zip(av, bv)), dtype=bool, count=len(av))
+    return eq
+
+
+def _changelog(plan, t, keys, new, inserts, deletes, updates) -> pd.DataFrame:
+    names = [a["name"] for a in plan["aggs"]]
+    position = np.arange(len(t)) * 2
+    old = t[keys].copy()
+    for i, name in enumerate(names):
+        old[name] = t[f"__o{i}"]
+    fresh = t[keys].copy()
+    for name, values in zip(names, new):
+        fresh[name] = values
+    parts = []
+    for frame, rows, kind, offset in ((fresh, inserts, "+I", 0), (old, deletes, "-D", 0),
+                                      (old, updates, "-U", 0), (fresh, updates, "+U", 1)):
+        if rows.any():
+            part = frame.loc[rows].copy()
+            part.insert(0, ROWKIND, kind)
+            part[ORDER] = position[rows] + offset
+            parts.append(part)
+    if not parts:
+        return pd.DataFrame({c: [] for c in [ROWKIND] + keys + names})
+    out = pd.concat(parts, ignore_index=True).sort_values(ORDER, kind="stable")
+    return out.drop(columns=[ORDER]).reset_index(drop=True)
+
+
+def _anti_join(ms, dead, keys):
+    if ms.empty:
+        return ms
+    marked = ms.merge(dead, on=keys, how="left")
+    return marked[marked["__dead"].isna()].drop(columns=["__dead"]).reset_index(drop=True)
+
+
+# -- state as bytes (Arrow IPC, lz4) in the state store --------------------------------------
+
+
+def encode(state: BucketState) -> list[bytes]:
+    return [_to_bytes(state.acc)] + [_to_bytes(ms) for ms in state.multisets]
+
+
+def decode(blobs) -> BucketState:
+    frames = [_from_bytes(b) for b in blobs]
+    return BucketState(frames[0], frames[1:])
+
+
+def _to_bytes(frame: pd.DataFrame) -> bytes:
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_bytes(blob: bytes) -> pd.DataFrame:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas()

@@ -1,0 +1,170 @@
+"""GroupAggregate with retractions: an updating aggregate emitted as a changelog (#10).
+
+Spark's streaming aggregate can only emit its result table (update/complete mode); Flink's
+GroupAggregate emits a changelog: ``+I`` for a key's first result, ``-U`` (old) then ``+U``
+(new) when its results change, ``-D`` when its last row is retracted, nothing when an update
+leaves the results as they were. This builds that operator on ``transformWithStateInPandas``.
+
+Many keys per call: one call per group key runs at a twentieth of Spark's native aggregate,
+so the keys are hashed into ``buckets`` (``pmod(xxhash64(keys), buckets)``), the operator
+groups by the bucket, and one call folds all of a bucket's keys in a micro-batch with
+vectorised pandas (``accumulate.fold``). A bucket's state — its accumulator table and
+MIN/MAX/DISTINCT multisets, as Arrow IPC — is one ValueState in Spark's state store
+(RocksDB, checkpointed), so a query restarted from its checkpoint resumes.
+
+The bucket count is part of the checkpoint's state layout (a key's bucket decides where
+its state lives): a query restarted on a checkpoint must use the same count, which each
+bucket's state records and checks.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful import accumulate, state_layouts
+from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
+
+BUCKET = "__bucket"
+GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
+BUCKETS_PER_PARTITION = 4
+
+
+def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
+                    buckets: int | None = None, layout: str = "blob") -> DataFrame:
+    """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
+    DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
+    insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
+    ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``; ``layout`` is how the state
+    is stored (``state_layouts``: 'blob' or 'rows')."""
+    if buckets is None:
+        partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+        buckets = BUCKETS_PER_PARTITION * partitions
+    if buckets < 1:
+        raise ValueError("buckets must be at least 1")
+    keys = list(keys)
+    if not keys:
+        frame, keys, drop = frame.withColumn(GLOBAL_KEY, F.lit(0)), [GLOBAL_KEY], True
+    else:
+        drop = False
+    plan, output = build_plan(frame.schema, keys, aggregates)
+    plan["buckets"] = buckets
+    if layout not in ("blob", "rows"):
+        raise ValueError(f"layout must be 'blob' or 'rows', not {layout!r}")
+    plan["layout"] = layout
+    columns = [ROWKIND_COLUMN] if plan["rowkind"] else []
+    for name in keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
+        if name is not None and name not in columns:
+            columns.append(name)
+    plan["columns"] = columns + [BUCKET]
+    bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
+        BUCKET, F.pmod(F.xxhash64(*[F.col(f"`{k}`") for k in keys]), F.lit(buckets)).cast("int"))
+    _ship_by_value()
+    result = bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=GroupAggregateProcessor(plan), outputStructType=output,
+        outputMode="Append", timeMode="None")
+    return result.drop(GLOBAL_KEY) if drop else result
+
+
+def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec]) -> tuple[dict, T.StructType]:
+    """The processor's configuration (a plain dict, see ``accumulate``) and the output schema."""
+    fields = {f.name: f for f in schema.fields}
+    for name in keys + [a.column for a in aggregates if a.column] + [a.filter_column for a in aggregates if a.filter_column]:
+        if name not in fields:
+            raise ValueError(f"Column {name!r} is not in the input ({', '.join(fields)})")
+    for a in aggregates:
+        if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
+            raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
+    names = [a.name for a in aggregates]
+    if len(set(names)) != len(names) or set(names) & set(keys):
+        raise ValueError(f"Output names must be distinct from each other and from the keys: {names}")
+    multisets: list[tuple] = []
+    aggs = []
+    out_fields = [T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
+    out_fields += [T.StructField(k, fields[k].dataType, True) for k in keys]
+    for a in aggregates:
+        in_type = fields[a.column].dataType if a.column else None
+        out_type = result_type(a, in_type)
+        kind = value_kind(in_type) if in_type is not None else "int"
+        ms = None
+        if a.uses_multiset(ROWKIND_COLUMN in fields):
+            entry = (a.column, a.filter_column, kind)
+            if entry not in multisets:
+                multisets.append(entry)
+            ms = multisets.index(entry)
+        aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct,
+                     "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name,
+                     "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
+                     "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
+        out_fields.append(T.StructField(a.name, out_type, True))
+    plan = {"keys": [(k, value_kind(fields[k].dataType)) for k in keys],
+            "rowkind": ROWKIND_COLUMN in fields, "aggs": aggs, "multisets": multisets}
+    plan.update(_state_schemas(fields, keys, aggregates, aggs, out_fields, multisets))
+    return plan, T.StructType(out_fields)
+
+
+def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dict:
+    """Typed schemas of the state tables (the 'rows' layout), in accumulate's column order."""
+    key_fields = [T.StructField(k, fields[k].dataType, True) for k in keys]
+    acc = key_fields + [T.StructField(accumulate.CNT, T.LongType(), True)]
+    for i, (a, agg) in enumerate(zip(aggregates, aggs)):
+        if agg["ms"] is not None:
+            continue
+        if a.function == "COUNT":
+            acc.append(T.StructField(f"__c{i}", T.LongType(), True))
+        elif a.function in ("SUM", "AVG"):
+            in_type = fields[a.column].dataType
+            sum_type = {"int": T.LongType(), "float": T.DoubleType()}.get(agg["kind"])
+            sum_type = sum_type or T.DecimalType(38, getattr(in_type, "scale", 0))
+            acc += [T.StructField(f"__n{i}", T.LongType(), True), T.StructField(f"__s{i}", sum_type, True)]
+        else:
+            acc.append(T.StructField(f"__m{i}", fields[a.column].dataType, True))
+    acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]
+    ms = [T.StructType(key_fields + [T.StructField(accumulate.VAL, fields[column].dataType, True),
+                                     T.StructField(accumulate.MULT, T.LongType(), True)])
+          for column, _, _ in multisets]
+    acc_schema = T.StructType(acc)
+    return {"acc_schema": acc_schema.json(), "ms_schemas": [m.json() for m in ms],
+            "acc_kinds": [(f.name, value_kind(f.dataType)) for f in acc_schema.fields],
+            "ms_kinds": [[(f.name, value_kind(f.dataType)) for f in m.fields] for m in ms]}
+
+
+class GroupAggregateProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch: fold all of the bucket's rows at once."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = state_layouts.make(handle, self.plan)
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        # Spark's worker rebuilds the frames from namedtuples: names with a leading '_' come
+        # renamed ('_1'); the columns are in the order group_aggregate selected them.
+        batch.columns = self.plan["columns"]
+        state, out = accumulate.fold(self.plan, self.state.load(), batch)
+        self.state.store(state)
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def _ship_by_value() -> None:
+    """Python workers may import another copy of streamsql (or none, on a cluster): the
+    processor and its pandas core travel pickled by value."""
+    from pyspark import cloudpickle
+
+    for module in (accumulate, state_layouts, sys.modules[__name__]):
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass

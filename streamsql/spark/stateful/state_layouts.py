@@ -1,0 +1,94 @@
+"""How a bucket's GroupAggregate state lives in Spark's state store. Two layouts:
+
+- ``blob`` (the default): one ValueState per bucket holding the bucket count and each
+  table (accumulators, multisets) as Arrow IPC bytes (lz4): one state-store round trip per
+  bucket and micro-batch, whatever the number of keys.
+- ``rows``: typed rows, a ListState per table (one element per key, or per key and value),
+  readable with Spark's state data source; every element is pickled on its way to and
+  from the JVM, so it costs per key.
+
+Shipped to Python workers by value with ``accumulate`` (pandas, pyarrow and pyspark only).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from pyspark.sql import types as T
+
+from streamsql.spark.stateful import accumulate
+
+
+def make(handle, plan: dict):
+    return (RowsLayout if plan.get("layout") == "rows" else BlobLayout)(handle, plan)
+
+
+def _check_buckets(stored: int, plan: dict) -> None:
+    if stored != plan["buckets"]:
+        raise ValueError(f"This checkpoint's GroupAggregate state has {stored} buckets, "
+                         f"the query asks for {plan['buckets']}: restart with the same count")
+
+
+class BlobLayout:
+    def __init__(self, handle, plan: dict):
+        self.plan = plan
+        fields = [T.StructField("buckets", T.IntegerType(), False), T.StructField("acc", T.BinaryType(), False)]
+        fields += [T.StructField(f"ms{j}", T.BinaryType(), False) for j in range(len(plan["multisets"]))]
+        self.state = handle.getValueState("bucket", T.StructType(fields))
+        self.present = False
+
+    def load(self):
+        stored = self.state.get()
+        self.present = stored is not None
+        if stored is None:
+            return None
+        _check_buckets(stored[0], self.plan)
+        return accumulate.decode(stored[1:])
+
+    def store(self, state) -> None:
+        if state is not None:
+            self.state.update((self.plan["buckets"], *accumulate.encode(state)))
+        elif self.present:
+            self.state.clear()
+
+
+class RowsLayout:
+    def __init__(self, handle, plan: dict):
+        self.plan = plan
+        self.schemas = [T.StructType.fromJson(json.loads(s)) for s in [plan["acc_schema"], *plan["ms_schemas"]]]
+        self.kinds = [dict(k) for k in [plan["acc_kinds"], *plan["ms_kinds"]]]
+        self.meta = handle.getValueState("buckets", T.StructType([T.StructField("buckets", T.IntegerType(), False)]))
+        self.lists = [handle.getListState(f"t{j}", schema) for j, schema in enumerate(self.schemas)]
+        self.present = False
+
+    def load(self):
+        stored = self.meta.get()
+        self.present = stored is not None
+        if stored is None:
+            return None
+        _check_buckets(stored[0], self.plan)
+        frames = []
+        for lst, schema, kinds in zip(self.lists, self.schemas, self.kinds):
+            frame = pd.DataFrame(list(lst.get()), columns=schema.names)
+            for name in schema.names:
+                frame[name] = accumulate.canonical(frame[name], kinds[name])
+            frames.append(frame)
+        return accumulate.BucketState(frames[0], frames[1:])
+
+    def store(self, state) -> None:
+        if state is None:
+            if self.present:
+                self.meta.clear()
+                for lst in self.lists:
+                    lst.clear()
+            return
+        if not self.present:
+            self.meta.update((self.plan["buckets"],))
+        for lst, schema, frame in zip(self.lists, self.schemas, [state.acc, *state.multisets]):
+            frame = frame[schema.names].astype(object)
+            rows = list(frame.where(frame.notna(), None).itertuples(index=False, name=None))
+            if rows:
+                lst.put(rows)
+            else:
+                lst.clear()

@@ -1,0 +1,287 @@
+"""The stateful GroupAggregate (#10): a streaming GROUP BY emitted as Flink's changelog.
+
+Pure-pandas tests of the fold first (no Spark), then real streaming queries: a directory
+of CSV files read one file per micro-batch, the operator's changelog collected with
+foreachBatch, applied, and compared with a batch GROUP BY over the same input.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import types as T
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful import AggSpec
+from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful.group_aggregate import build_plan, group_aggregate
+
+# -- the fold, without Spark -----------------------------------------------------------------
+
+
+def _fold_all(schema, keys, specs, batches):
+    plan, _ = build_plan(schema, keys, specs)
+    state, outs = None, []
+    for rows in batches:
+        frame = pd.DataFrame(rows, columns=[f.name for f in schema.fields])
+        state, out = accumulate.fold(plan, state, frame)
+        if state is not None:
+            state = accumulate.decode(accumulate.encode(state))  # as it goes through the state store
+        outs.append([tuple(None if pd.isna(x) else getattr(x, "item", lambda: x)() for x in r)
+                     for r in out.itertuples(index=False)])
+    return outs
+
+
+def test_int_results_keep_type_and_wrap_and_avg_truncates():
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.IntegerType())])
+    specs = [AggSpec("SUM", "v", output_name="s"), AggSpec("AVG", "v", output_name="a")]
+    big = 2**31 - 1
+    outs = _fold_all(schema, ["k"], specs, [[("x", big), ("x", 1), ("y", -7), ("y", 0)]])
+    assert sorted(outs[0]) == [("+I", "x", -(2**31), 2**30), ("+I", "y", -7, -3)]
+
+
+def test_filter_and_null_keys():
+    schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.LongType()),
+                           T.StructField("f", T.BooleanType())])
+    specs = [AggSpec("COUNT", output_name="n"), AggSpec("COUNT", filter_column="f", output_name="nf"),
+             AggSpec("MAX", "v", filter_column="f", output_name="mf")]
+    outs = _fold_all(schema, ["k"], specs, [[(None, 1, True), (None, 5, False), (2, 3, None)],
+                                            [(None, 7, None), (2, 4, True)]])
+    assert sorted(outs[0], key=str) == sorted([("+I", None, 2, 1, 1), ("+I", 2, 1, 0, None)], key=str)
+    # per key, -U right before its +U
+    pairs = {outs[1][i][1]: (outs[1][i], outs[1][i + 1]) for i in (0, 2)}
+    assert pairs == {None: (("-U", None, 2, 1, 1), ("+U", None, 3, 1, 1)),
+                     2: (("-U", 2, 1, 0, None), ("+U", 2, 2, 1, 4))}
+
+
+def test_min_max_of_strings_over_insert_only_input():
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("s", T.StringType())])
+    specs = [AggSpec("MIN", "s", output_name="lo"), AggSpec("MAX", "s", output_name="hi")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, None), (2, "m")], [(1, "b"), (2, "a"), (2, "z")], [(1, "c"), (2, None)]])
+    assert sorted(outs[0]) == [("+I", 1, None, None), ("+I", 2, "m", "m")]
+    assert outs[1] == [("-U", 1, None, None), ("+U", 1, "b", "b"), ("-U", 2, "m", "m"), ("+U", 2, "a", "z")]
+    assert outs[2] == [("-U", 1, "b", "b"), ("+U", 1, "b", "c")]
+
+
+def test_decimal_sum_and_avg():
+    from decimal import Decimal
+
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("p", T.DecimalType(10, 2))])
+    specs = [AggSpec("SUM", "p", output_name="s"), AggSpec("AVG", "p", output_name="a")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, Decimal("1.00")), (1, Decimal("2.00")), (1, Decimal("2.00")), (1, None)]])
+    assert outs[0] == [("+I", 1, Decimal("5.00"), Decimal("1.666667"))]
+    plan, output = build_plan(schema, ["k"], specs)
+    assert output["s"].dataType == T.DecimalType(38, 2) and output["a"].dataType == T.DecimalType(38, 6)
+
+
+def test_retracting_a_row_never_added_is_ignored():
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
+                           T.StructField("v", T.IntegerType())])
+    outs = _fold_all(schema, ["k"], [AggSpec("MIN", "v", output_name="m")], [[("-D", "a", 1)], [("+I", "a", 2)]])
+    assert outs == [[], [("+I", "a", 2)]]
+
+
+# -- streaming queries -----------------------------------------------------------------------
+
+CSV_SCHEMA = "k STRING, g INT, v INT, d DOUBLE"
+
+
+def _write_files(directory: Path, files: list[list[tuple]], start: int = 0) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for n, rows in enumerate(files, start):
+        path = directory / f"part-{n:04d}.csv"
+        path.write_text("".join(",".join("" if x is None else str(x) for x in row) + "\n" for row in rows))
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # the source takes the oldest file first
+
+
+def _run(spark, directory, schema, keys, specs, checkpoint, prepare=None, buckets=3, layout="blob"):
+    frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).csv(str(directory))
+    if prepare:
+        frame = prepare(frame)
+    out = group_aggregate(frame, keys, specs, buckets=buckets, layout=layout)
+    batches = []
+    query = (out.writeStream.foreachBatch(lambda df, i: batches.append([tuple(r) for r in df.collect()]))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+    return [b for b in batches if b]
+
+
+def _apply(batches) -> Counter:
+    table = Counter()
+    for batch in batches:
+        for kind, *row in batch:
+            if kind in ("+I", "+U"):
+                table[tuple(row)] += 1
+            else:
+                assert table[tuple(row)] > 0, f"{kind} of a row not in the table: {row}"
+                table[tuple(row)] -= 1
+    return +table
+
+
+def _key_sequences(batches) -> dict:
+    seqs: dict = {}
+    for batch in batches:
+        for kind, key, *values in batch:
+            seqs.setdefault(key, []).append((kind, *values))
+    return seqs
+
+
+@pytest.mark.spark
+def test_changelog_sequence(spark, tmp_path):
+    files = [[("a", 1), ("a", 5), ("b", 2)],
+             [("a", None), ("b", 3)],
+             [("c", 7), ("a", 0)]]
+    _write_files(tmp_path / "in", files)
+    specs = [AggSpec("COUNT", "v", output_name="cv"), AggSpec("SUM", "v", output_name="s"),
+             AggSpec("MAX", "v", output_name="mx")]
+    batches = _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck")
+    assert _key_sequences(batches) == {
+        "a": [("+I", 2, 6, 5), ("-U", 2, 6, 5), ("+U", 3, 6, 5)],  # a NULL changes nothing: no output
+        "b": [("+I", 1, 2, 2), ("-U", 1, 2, 2), ("+U", 2, 5, 3)],
+        "c": [("+I", 1, 7, 7)],
+    }
+    assert len(batches) == 3
+
+
+ALL_SPECS = [
+    AggSpec("COUNT", output_name="n"), AggSpec("COUNT", "v", output_name="nv"),
+    AggSpec("SUM", "v", output_name="s"), AggSpec("MIN", "v", output_name="mn"),
+    AggSpec("MAX", "v", output_name="mx"), AggSpec("AVG", "v", output_name="av"),
+    AggSpec("COUNT", "v", distinct=True, output_name="nd"), AggSpec("SUM", "d", output_name="sd"),
+    AggSpec("AVG", "d", output_name="ad"), AggSpec("MAX", "v", filter_column="big", output_name="mxbig"),
+]
+BATCH_SQL = """SELECT k, g, COUNT(*), COUNT(v), CAST(SUM(v) AS INT), MIN(v), MAX(v),
+                      CAST(SUM(v) DIV COUNT(v) AS INT), COUNT(DISTINCT v), SUM(d), AVG(d),
+                      MAX(v) FILTER (WHERE v > 50)
+               FROM input GROUP BY k, g"""
+
+
+def _with_big(frame):
+    from pyspark.sql import functions as F
+
+    return frame.withColumn("big", F.col("v") > 50)
+
+
+def _random_files(seed: int, files: int, rows: int) -> list[list[tuple]]:
+    rng = random.Random(seed)
+    keys = ["p", "q", "r", "s", None]
+
+    def row():
+        v = None if rng.random() < 0.15 else rng.randint(-100, 100)
+        d = None if rng.random() < 0.1 else rng.randint(-20, 20) / 2
+        return (rng.choice(keys), rng.choice([1, 2, None]), v, d)
+
+    return [[row() for _ in range(rows)] for _ in range(files)]
+
+
+def _expected(spark, files) -> Counter:
+    rows = [r for f in files for r in f]
+    spark.createDataFrame(rows, CSV_SCHEMA).createOrReplaceTempView("input")
+    return Counter(tuple(r) for r in spark.sql(BATCH_SQL).collect())
+
+
+@pytest.mark.spark
+def test_changelog_applies_to_batch_group_by(spark, tmp_path):
+    files = _random_files(1, 3, 60)
+    _write_files(tmp_path / "in", files)
+    batches = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big)
+    assert _apply(batches) == _expected(spark, files)
+    kinds = Counter(r[0] for b in batches for r in b)
+    assert set(kinds) == {"+I", "-U", "+U"} and kinds["-U"] == kinds["+U"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("layout", ["blob", "rows"])
+def test_retraction_input(spark, tmp_path, layout):
+    schema = "__rowkind STRING, k STRING, v INT"
+    files = [[("+I", "a", 3), ("+I", "a", 9), ("+I", "a", 5), ("+I", "b", 1)],
+             [("-D", "a", 9), ("-U", "b", 1), ("+U", "b", 4)],
+             [("-D", "a", 3), ("-D", "a", 5), ("+I", "b", None)]]
+    _write_files(tmp_path / "in", files)
+    specs = [AggSpec("COUNT", output_name="n"), AggSpec("MIN", "v", output_name="mn"),
+             AggSpec("MAX", "v", output_name="mx")]
+    batches = _run(spark, tmp_path / "in", schema, ["k"], specs, tmp_path / "ck", layout=layout)
+    assert _key_sequences(batches) == {
+        "a": [("+I", 3, 3, 9), ("-U", 3, 3, 9), ("+U", 2, 3, 5), ("-D", 2, 3, 5)],  # MAX moves to 5, then all gone
+        "b": [("+I", 1, 1, 1), ("-U", 1, 1, 1), ("+U", 1, 4, 4), ("-U", 1, 4, 4), ("+U", 2, 4, 4)],
+    }
+    assert _apply(batches) == Counter({("b", 2, 4, 4): 1})
+
+
+@pytest.mark.spark
+def test_random_retractions_apply_to_group_by_of_what_remains(spark, tmp_path):
+    rng = random.Random(7)
+    live: list[tuple] = []
+    files = []
+    for _ in range(3):
+        rows = []
+        for _ in range(50):
+            if live and rng.random() < 0.4:
+                k, v = live.pop(rng.randrange(len(live)))
+                rows.append((rng.choice(["-U", "-D"]), k, v))
+            else:
+                k, v = rng.choice("wxyz"), (None if rng.random() < 0.1 else rng.randint(0, 9))
+                live.append((k, v))
+                rows.append((rng.choice(["+I", "+U"]), k, v))
+        files.append(rows)
+    _write_files(tmp_path / "in", files)
+    specs = [AggSpec("COUNT", output_name="n"), AggSpec("SUM", "v", output_name="s"),
+             AggSpec("MIN", "v", output_name="mn"), AggSpec("MAX", "v", output_name="mx"),
+             AggSpec("COUNT", "v", distinct=True, output_name="nd")]
+    batches = _run(spark, tmp_path / "in", "__rowkind STRING, k STRING, v INT", ["k"], specs, tmp_path / "ck")
+    spark.createDataFrame(live, "k STRING, v INT").createOrReplaceTempView("live")
+    expected = spark.sql("SELECT k, COUNT(*), CAST(SUM(v) AS INT), MIN(v), MAX(v), COUNT(DISTINCT v) "
+                         "FROM live GROUP BY k").collect()
+    assert _apply(batches) == Counter(tuple(r) for r in expected)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("layout", ["blob", "rows"])
+def test_restart_from_checkpoint(spark, tmp_path, layout):
+    files = _random_files(2, 4, 40)
+    _write_files(tmp_path / "in", files[:2])
+    first = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big,
+                 layout=layout)
+    assert len(first) == 2
+    _write_files(tmp_path / "in", files[2:], start=2)
+    second = _run(spark, tmp_path / "in", CSV_SCHEMA, ["k", "g"], ALL_SPECS, tmp_path / "ck", prepare=_with_big,
+                  layout=layout)
+    assert len(second) == 2
+    assert second[0][0][0] != "+I" or any(r[0] == "-U" for r in second[0])  # the state came back
+    assert _apply(first + second) == _expected(spark, files)
+
+
+@pytest.mark.spark
+def test_restart_with_another_bucket_count_is_refused(spark, tmp_path):
+    keys = [(k, 1) for k in "abcdefghij"]  # with 2 buckets some land in bucket 0, where the state is
+    _write_files(tmp_path / "in", [keys])
+    specs = [AggSpec("COUNT", output_name="n")]
+    _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck", buckets=1)
+    _write_files(tmp_path / "in", [keys], start=1)
+    with pytest.raises(Exception, match="restart with the same count"):
+        _run(spark, tmp_path / "in", "k STRING, v INT", ["k"], specs, tmp_path / "ck", buckets=2)
+
+
+@pytest.mark.spark
+def test_global_aggregate_decimal_and_timestamp(spark, tmp_path):
+    import datetime as dt
+    from decimal import Decimal
+
+    files = [[(Decimal("1.50"), "2024-01-02 10:00:00")], [(Decimal("2.25"), "2024-01-01 09:00:00")]]
+    _write_files(tmp_path / "in", files)
+    specs = [AggSpec("COUNT", output_name="n"), AggSpec("SUM", "p", output_name="s"),
+             AggSpec("AVG", "p", output_name="a"), AggSpec("MIN", "ts", output_name="first")]
+    batches = _run(spark, tmp_path / "in", "p DECIMAL(10, 2), ts TIMESTAMP", [], specs, tmp_path / "ck")
+    assert batches == [
+        [("+I", 1, Decimal("1.50"), Decimal("1.500000"), dt.datetime(2024, 1, 2, 10))],
+        [("-U", 1, Decimal("1.50"), Decimal("1.500000"), dt.datetime(2024, 1, 2, 10)),
+         ("+U", 2, Decimal("3.75"), Decimal("1.875000"), dt.datetime(2024, 1, 1, 9))],
+    ]
