@@ -272,9 +272,8 @@ class Engine:
         has_kinds = ROWKIND_COLUMN in frame.columns
         if writer is not None and (self._shows_row_kinds(writer, plan) or has_kinds):
             columns.append(F.col(ROWKIND_COLUMN) if has_kinds else F.lit(INSERT).alias(ROWKIND_COLUMN))
-            if has_kinds:
-                frame = frame.drop(ROWKIND_COLUMN)
-        for field, column in zip(frame.schema.fields, plan.columns):
+        fields = [f for f in frame.schema.fields if f.name != ROWKIND_COLUMN]
+        for field, column in zip(fields, plan.columns):
             value = F.col(f"`{field.name}`")
             if isinstance(field.dataType, TimestampType):
                 if column.type is not None and column.type.this == exp.DType.TIMESTAMPLTZ:

@@ -172,8 +172,12 @@ def _size_and_time(path: Path) -> list[int]:
 
 
 def conform(frame, step: InsertStep):
-    """The query's columns cast to the target's types and named as its columns."""
-    return frame.selectExpr(*[
+    """The query's columns cast to the target's types and named as its columns (a changelog
+    keeps its row kinds first)."""
+    from streamsql.changelog import ROWKIND_COLUMN
+
+    kinds = [f"`{ROWKIND_COLUMN}`"] if ROWKIND_COLUMN in frame.columns else []
+    return frame.selectExpr(*kinds, *[
         (f"CAST(`{source}` AS {spark_type(target.type)})" if source is not None
          else f"CAST(NULL AS {spark_type(target.type)})") + f" AS `{target.name}`"
         for source, target in zip(step.sources, step.table.physical_columns)

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.connectors import csv_separator, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, _remove_if_empty
@@ -84,7 +85,8 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     connector = table.options["connector"]
     writer = frame.writeStream.queryName(name).option("checkpointLocation", checkpoint).trigger(**trigger)
     if connector == "print":
-        writer = writer.foreachBatch(lambda batch, _: print_rows(batch.collect(), table))
+        kinds = ROWKIND_COLUMN in frame.columns
+        writer = writer.foreachBatch(lambda batch, _: print_rows(batch.collect(), table, kinds))
     elif connector == "blackhole":
         writer = writer.format("noop")
     elif connector == "jdbc":
@@ -110,14 +112,16 @@ def _remove_abandoned_batches(sink: Path) -> None:
             pass
 
 
-def print_rows(rows: list, table: TableDef) -> None:
-    """Flink's print connector: '+I[v1, v2]' per row, prefixed by print-identifier."""
+def print_rows(rows: list, table: TableDef, with_kinds: bool = False) -> None:
+    """Flink's print connector: '+I[v1, v2]' per row (its row kind, when the rows carry one
+    first: -U, +U, -D), prefixed by print-identifier."""
     stream = sys.stderr if is_true(table.options, "standard-error") else sys.stdout
     prefix = table.options.get("print-identifier")
     prefix = f"{prefix}> " if prefix else ""
     for row in rows:
+        kind, row = (row[0], row[1:]) if with_kinds else ("+I", row)
         values = ", ".join("null" if v is None else format_value(v) for v in row)
-        stream.write(f"{prefix}+I[{values}]\n")
+        stream.write(f"{prefix}{kind}[{values}]\n")
     stream.flush()
 
 

@@ -25,6 +25,6 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql):
     view = f"{AGGREGATED}_{next(_NAMES)}"  # one per query: statement sets run several at once
     group_aggregate(source, split.keys, specs).createOrReplaceTempView(view)
     output = split.output_query.copy()
-    output.set("from", exp.From(this=exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(
+    output.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(
         this=exp.to_identifier(AGGREGATED)))))
     return spark.sql(to_sql(output))
