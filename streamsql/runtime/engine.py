@@ -178,13 +178,15 @@ class Engine:
 
         Late rows routed to a 'late-rows.table' are written at once, or, when
         ``late_writes`` is given, appended to it as (rows, table) for the caller to commit."""
-        from streamsql.runtime.sources import source_frame
+        from streamsql.runtime.sources import is_bounded, source_frame
         from streamsql.runtime.udfs import register_udf
 
         spark = self.spark
         observed: dict = {}
         for table in plan.tables:
-            source_frame(spark, table, streaming, observed, self.drain).createOrReplaceTempView(spark_name(table.name))
+            # Bounded input run as a stream ('execution.bounded-input' = 'stream'): a file a micro-batch.
+            files = 1 if self.settings.get("execution.bounded-input") == "stream" and is_bounded(table) else 100
+            source_frame(spark, table, streaming, observed, self.drain, files).createOrReplaceTempView(spark_name(table.name))
         for function in plan.functions:
             register_udf(spark, function)
         windows: dict[tuple, str] = {}

@@ -26,7 +26,8 @@ GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector 
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 
-def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None):
+def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None,
+                 files_per_batch: int = 100):
     """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
 
     ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that lets a
@@ -52,7 +53,7 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         read = (spark.readStream if streaming else spark.read).format(fmt).schema(schema)
         read = read.options(**_format_options(table))
         if streaming:
-            read = read.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", "100"))
+            read = read.option("maxFilesPerTrigger", table.options.get("source.max-files-per-batch", str(files_per_batch)))
         return read
 
     pattern = options.get("source.path.regex-pattern")
