@@ -14,7 +14,11 @@ MIN/MAX/DISTINCT multisets, as Arrow IPC — is one ValueState in Spark's state 
 
 The bucket count is part of the checkpoint's state layout (a key's bucket decides where
 its state lives): a query restarted on a checkpoint must use the same count, which each
-bucket's state records and checks.
+bucket's state records and checks (a bucket that had no state cannot tell). How many: at
+least a few per shuffle partition so both cores stay busy, and enough that a bucket's
+state stays small — every micro-batch that touches a bucket reads and rewrites all of it
+(a few thousand to some tens of thousands of keys per bucket, fewer with MIN/MAX over a
+retracting input, whose multisets grow with the distinct values).
 """
 
 from __future__ import annotations
