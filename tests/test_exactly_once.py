@@ -255,7 +255,7 @@ def test_kill_9_at_random_points_then_restart_gives_the_uninterrupted_output(run
 
     job = start(tmp_path, script)
     if continuous:  # run until both queries have read every file, then drain: every window fires
-        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 240)
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 480)
         assert job.poll() is None, job.stderr.read()
         os.kill(job.pid, signal.SIGUSR1)
     assert job.wait(240) == 0, job.stderr.read()

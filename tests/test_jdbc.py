@@ -406,7 +406,7 @@ END;
             assert connection.execute(f"SELECT count(*) = count(DISTINCT t) FROM {name} t").fetchone()[0]
     job = start(tmp_path, script)
     try:
-        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 240)
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 480)
         assert job.poll() is None, job.stderr.read()
         os.kill(job.pid, signal.SIGUSR1)  # drain: every window fires, then the job ends
         assert job.wait(240) == 0, job.stderr.read()
