@@ -92,6 +92,15 @@ def run(spark, tmp_path):
     runner.engine.stop()
 
 
+@pytest.fixture
+def source_files(tmp_path, monkeypatch):
+    """The tables' files exist (a source's path is checked when a query reads it); relative
+    paths resolve in tmp_path."""
+    for name in ("bid.csv", "auction.csv"):
+        (tmp_path / name).write_text("")
+    monkeypatch.chdir(tmp_path)
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -25,13 +25,7 @@ DDL = """CREATE TABLE bid (auction BIGINT, price BIGINT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv')"""
 
 
-@pytest.fixture(autouse=True)
-def source_files(tmp_path, monkeypatch):
-    """The tables' files exist (a source's path is checked when a query reads it); relative
-    paths resolve in tmp_path."""
-    for name in ("bid.csv", "auction.csv"):
-        (tmp_path / name).write_text("")
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("source_files")
 
 
 def apply(catalog: Catalog, script: str, base_dir=None):

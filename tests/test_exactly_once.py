@@ -19,6 +19,7 @@ import pytest
 
 from streamsql.errors import JobStateError, ValidationError
 from tests.conftest import ROOT, wait_for, write
+from tests.processes import jvm_children
 
 pytestmark = pytest.mark.spark
 
@@ -155,34 +156,24 @@ FILES, ROWS_PER_FILE = 12, 40
 
 
 def start(tmp_path, script) -> subprocess.Popen:
-    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"))
+    """`streamsql run script` in its own process group; Spark's Python workers import this
+    checkout's streamsql too (they start in tmp_path)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), PYTHONPATH=path)
     return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", str(script)], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def jvm_of(pid: int) -> int | None:
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                command = handle.read()
-        except OSError:
-            continue
-        if parent == pid and b"java" in command:
-            return int(entry)
-    return None
+    children = jvm_children(pid)
+    return children[0].pid if children else None
 
 
-def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> None:
-    assert wait_for(lambda: jvm_of(job.pid) is not None or job.poll() is not None, 120)
-    time.sleep(rng.uniform(0, 8))
+def kill_9(job: subprocess.Popen, which: str) -> None:
+    """kill -9 the job's driver JVM ('jvm') or its Python process, then whatever is left of it."""
     jvm = jvm_of(job.pid)
-    victim = jvm if which == "jvm" and jvm is not None else job.pid
     try:
-        os.kill(victim, signal.SIGKILL)
+        os.kill(jvm if which == "jvm" and jvm is not None else job.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     try:
@@ -190,10 +181,16 @@ def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> Non
     except subprocess.TimeoutExpired:
         pass
     try:
-        os.killpg(job.pid, signal.SIGKILL)  # whatever is left of that run
+        os.killpg(job.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     job.wait()
+
+
+def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> None:
+    assert wait_for(lambda: jvm_of(job.pid) is not None or job.poll() is not None, 120)
+    time.sleep(rng.uniform(0, 8))
+    kill_9(job, which)
 
 
 def visible_files(directory) -> set[str]:

@@ -347,18 +347,8 @@ def test_kill_9_at_random_points_then_restart_writes_every_row_once(tmp_path, db
     import random
     import signal
 
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT, wait_for
-    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, jvm_of, rows_csv
-
-    def start(tmp_path, script) -> subprocess.Popen:
-        # this checkout's streamsql in Spark's Python workers too (they run in tmp_path)
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), PYTHONPATH=path)
-        return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", str(script)], cwd=tmp_path, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, kill_9, rows_csv, start
 
     url, connection = db
     connection.execute("CREATE TABLE dst (id bigint, k text, ts timestamp)")
@@ -388,16 +378,7 @@ END;
         before = count()
         wait_for(lambda: count() > before or job.poll() is not None, 120)
         time.sleep(rng.uniform(0, 3))
-        jvm = jvm_of(job.pid)
-        try:
-            os.kill(jvm if which == "jvm" and jvm is not None else job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            os.killpg(job.pid, signal.SIGKILL)  # whatever is left of that run
-        except ProcessLookupError:
-            pass
-        job.wait()
+        kill_9(job, which)
 
     rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "7")))
     for attempt in range(int(os.environ.get("STREAMSQL_TEST_KILLS", "3"))):

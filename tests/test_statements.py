@@ -18,13 +18,7 @@ CREATE TEMPORARY VIEW big AS SELECT auction FROM bid WHERE price > 10;
 """
 
 
-@pytest.fixture(autouse=True)
-def source_files(tmp_path, monkeypatch):
-    """The tables' files exist (a source's path is checked when a query reads it); relative
-    paths resolve in tmp_path."""
-    for name in ("bid.csv", "auction.csv"):
-        (tmp_path / name).write_text("")
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("source_files")
 
 
 def run(engine: Engine, sql: str) -> list[list[str]]:

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from streamsql.dialect.functions import Proctime
 from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text
-from streamsql.plan.objects import TableDef
+from streamsql.plan.objects import TableDef, uniquify_names
 from streamsql.plan.aggregate_operators import (
     Deduplicate, GroupAggregate, OverAggregate, Rank, WindowAggregate, WindowDeduplicate, WindowRank,
 )
@@ -128,7 +128,7 @@ class Builder:
             role = _role(node, scope, spec) if spec else None
             time = ("proctime" if spec.proctime else "rowtime") if role and role.role == "time" else None
             fields.append(Field(projection.alias_or_name, projection.type, time, role))
-        _uniquify(fields)
+        uniquify_names(fields)
         key_texts = {text(k) for k in keys}
         key_names = [f.name for f, p in zip(fields, select.expressions) if text(p.unalias()) in key_texts]
         unique = len({text(p.unalias()) for p in select.expressions} & key_texts) == len(key_texts)
@@ -280,7 +280,7 @@ def output_fields(projections, scope: Scope) -> list[Field]:
         time = "proctime" if isinstance(node, Proctime) else source.time_attribute if source else None
         kind = projection.type if projection.type is not None else (source.type if source else None)
         fields.append(Field(projection.alias_or_name, kind, time, source.window if source else None))
-    _uniquify(fields)
+    uniquify_names(fields)
     return fields
 
 
@@ -395,15 +395,3 @@ def _rank_bound(condition, numbers: set[str]) -> tuple[str, int] | None:
     if op is exp.LT and n > 1:
         return column.name, n - 1
     return None
-
-
-def _uniquify(fields: list[Field]) -> None:
-    """Duplicate names get a numeric suffix, as Flink's validator does."""
-    seen: set[str] = set()
-    for f in fields:
-        if f.name in seen:
-            suffix = 0
-            while f"{f.name}{suffix}" in seen:
-                suffix += 1
-            f.name = f"{f.name}{suffix}"
-        seen.add(f.name)

@@ -122,3 +122,16 @@ def identifier_position(node: exp.Expression | None) -> Position | None:
 
 def to_flink_sql(node: exp.Expression, pretty: bool = True) -> str:
     return node.sql(dialect=Flink, pretty=pretty)
+
+
+def uniquify_names(items: list) -> None:
+    """Duplicate output names (of columns or fields, anything with a ``name``) get a numeric
+    suffix, as Flink's validator gives them: `dateTime`, `dateTime0`."""
+    seen: set[str] = set()
+    for item in items:
+        if item.name in seen:
+            suffix = 0
+            while f"{item.name}{suffix}" in seen:
+                suffix += 1
+            item.name = f"{item.name}{suffix}"
+        seen.add(item.name)

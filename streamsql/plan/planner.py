@@ -25,6 +25,7 @@ from streamsql.plan.define import define
 from streamsql.plan.fingerprint import plan_fingerprint
 from streamsql.plan.inserts import insert_sources
 from streamsql.plan.objects import (
+    uniquify_names,
     Column,
     FunctionDef,
     ObjectName,
@@ -220,7 +221,7 @@ class Planner:
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
-        _uniquify(plan.columns)
+        uniquify_names(plan.columns)
         return plan
 
     def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict, versioned: dict) -> None:
@@ -380,18 +381,6 @@ def _name_projections(query: exp.Query) -> None:
             if isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
                 continue
             projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
-
-
-def _uniquify(columns: list[Column]) -> None:
-    """Duplicate output names get a numeric suffix, as Flink's validator does."""
-    seen: set[str] = set()
-    for column in columns:
-        if column.name in seen:
-            suffix = 0
-            while f"{column.name}{suffix}" in seen:
-                suffix += 1
-            column.name = f"{column.name}{suffix}"
-        seen.add(column.name)
 
 
 def _resolution_error(error: OptimizeError) -> ValidationError:
