@@ -69,11 +69,17 @@ class LiveResult(ResultWriter):
         formatted = [[format_value(v) for v in row] for row in rows]
         self.count += len(formatted)
         if self.mode == "table":
-            self._buffer.extend(formatted)
+            if self._has_kinds:  # a changelog: apply it to the table on screen
+                for kind, *values in formatted:
+                    if kind in ("+I", "+U"):
+                        self._buffer.append(values)
+                    elif values in self._buffer:  # -U / -D take their row back
+                        self._buffer.remove(values)
+            else:
+                self._buffer.extend(formatted)
             self._live.update(self._table(), refresh=True)
         else:
-            has_kinds = bool(self.columns) and self.columns[0] == "op"  # an updating result brings its own
-            prefix = ["+I"] if self.mode == "changelog" and not has_kinds else []
+            prefix = ["+I"] if self.mode == "changelog" and not self._has_kinds else []
             for row in formatted:
                 cells = ["NULL" if v is None else v for v in row]
                 self.console.print(" | ".join(prefix + cells), markup=False, highlight=False)
@@ -87,8 +93,14 @@ class LiveResult(ResultWriter):
             self._live.stop()
             self._live = None
 
+    @property
+    def _has_kinds(self) -> bool:
+        """An updating result brings its row kinds as a first 'op' column."""
+        return bool(self.columns) and self.columns[0] == "op"
+
     def _table(self) -> Table:
-        return render_table(self.columns, self._buffer[-500:])
+        columns = self.columns[1:] if self._has_kinds else self.columns
+        return render_table(columns, self._buffer[-500:])
 
 
 class SqlCompleter(Completer):

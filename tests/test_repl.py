@@ -81,3 +81,35 @@ def test_a_session(shell, tmp_path):
     shell.expect("Goodbye.")
     shell.expect(pexpect.EOF)
     assert (tmp_path / ".streamsql_history").exists()
+
+
+def test_a_live_group_by_in_each_result_mode(shell, tmp_path):
+    """An updating GROUP BY over a watched directory: the table mode updates rows in place,
+    changelog and tableau show the row kinds."""
+    source = tmp_path / "clicks"
+    write(source / "1.csv", "a\nb\na\n")
+    submit(shell, f"CREATE TEMPORARY TABLE clicks (k STRING) WITH ('connector' = 'filesystem', "
+                  f"'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1 second');")
+    shell.expect_exact(PROMPT)
+    query = "SELECT k, COUNT(*) AS clicks_of_k FROM clicks GROUP BY k;"
+
+    submit(shell, query)  # table mode (the default)
+    shell.expect(r"a\s*│\s*2")
+    write(source / "2.csv", "a\n")
+    shell.expect(r"a\s*│\s*3")
+    shell.sendintr()
+    shell.expect("Query cancelled.")
+    shell.expect_exact(PROMPT)
+
+    for mode, count in (("changelog", 4), ("tableau", 6)):
+        submit(shell, f"SET 'sql-client.execution.result-mode' = '{mode}';")
+        shell.expect_exact(PROMPT)
+        write(source / f"{mode}.csv", "a\n")
+        submit(shell, query)
+        shell.expect(rf"\+I \| a \| {count}")
+        write(source / f"{mode}-more.csv", "a\n")  # an update: the old row retracted, the new one added
+        shell.expect(rf"-U \| a \| {count}")
+        shell.expect(rf"\+U \| a \| {count + 1}")
+        shell.sendintr()
+        shell.expect("Query cancelled.")
+        shell.expect_exact(PROMPT)
