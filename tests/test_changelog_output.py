@@ -50,3 +50,16 @@ def test_group_by_streams_incrementally_with_retractions(run, tmp_path):
         table_now[tuple(row)] += 1 if op in ("+I", "+U") else -1
     final = sorted(row for row, count in table_now.items() for _ in range(count))
     assert final == [("a", "3", "7", "11"), ("b", "2", "5", "6"), ("c", "1", "2", "2")]
+
+
+def test_print_sink_prints_row_kinds(run, tmp_path, capsys):
+    folder = tmp_path / "parts"
+    for i, text in enumerate(["a,1\n", "a,2\n"]):
+        os.utime(write(folder / f"part-{i}.csv", text), (time.time() - 100 + i,) * 2)
+    run.rows(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{folder}',"
+             " 'format' = 'csv');"
+             "CREATE TEMPORARY TABLE p (k STRING, total BIGINT) WITH ('connector' = 'print');"
+             "SET 'execution.bounded-input' = 'stream';"
+             "INSERT INTO p SELECT k, SUM(v) FROM t GROUP BY k;")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["+I[a, 1]", "-U[a, 1]", "+U[a, 3]"]
