@@ -94,11 +94,7 @@ class Builder:
             op = self._windowed(select, _filter(source, conditions), scope, rank)
         else:
             op = self._calc(select.expressions, source, scope, conditions)
-        if select.args.get("distinct"):
-            names = [f.name for f in op.fields]
-            op = GroupAggregate(inputs=[op], fields=_plain(op.fields), upsert_keys=[tuple(names)],
-                                group_by=names, select=names)
-        return self._order_limit(select, op)
+        return self._order_limit(select, _distinct(select, op))
 
     def _view_query(self, table: exp.Table) -> exp.Expression | None:
         """The query of a view or CTE a FROM item names (Flink inlines views)."""
@@ -208,11 +204,7 @@ class Builder:
         ranked = self.select(inner, rank=(name, limit, output_rank))
         scope = Scope.of(outer.args["from_"].this.alias_or_name, ranked)
         op = self._calc(outer.expressions, ranked, scope, rest)
-        if outer.args.get("distinct"):
-            names = [f.name for f in op.fields]
-            op = GroupAggregate(inputs=[op], fields=_plain(op.fields), upsert_keys=[tuple(names)],
-                                group_by=names, select=names)
-        return self._order_limit(outer, op)
+        return self._order_limit(outer, _distinct(outer, op))
 
     def _subquery_filters(self, source, scope, conditions):
         """IN / EXISTS subqueries in WHERE: Flink makes them semi (anti) joins."""
@@ -309,6 +301,15 @@ def _filter(source: Operator, conditions) -> Operator:
         return source
     return Calc(inputs=[source], fields=source.fields, upsert_keys=source.upsert_keys, projections=source.names,
                 condition=and_text(conditions))
+
+
+def _distinct(select: exp.Select, op: Operator) -> Operator:
+    """SELECT DISTINCT: Flink plans it as a GroupAggregate over every output column."""
+    if not select.args.get("distinct"):
+        return op
+    names = [f.name for f in op.fields]
+    return GroupAggregate(inputs=[op], fields=_plain(op.fields), upsert_keys=[tuple(names)], group_by=names,
+                          select=names)
 
 
 def _plain(fields: list[Field]) -> list[Field]:
