@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
-from streamsql.errors import StreamsqlError, ValidationError
+from streamsql.errors import StreamsqlError
 from streamsql.plan.planner import (
     DefineStep,
     DropStep,
@@ -31,9 +31,10 @@ from streamsql.plan.planner import (
     Step,
     spark_name,
 )
-from streamsql.plan.durations import spark_interval
 from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
+from streamsql.runtime.execution import check_operators, streams, trigger
+from streamsql.runtime.reports import report_skipped, report_streaming_late
 from streamsql.runtime.results import ResultWriter
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import to_spark_sql
@@ -72,7 +73,7 @@ class Engine:
                     if step.key is not None:
                         settings.set(step.key, step.value)
                 else:
-                    self.check_operators(step, settings)
+                    check_operators(self, step, settings)
                 steps.append(step)
             return steps
         except StreamsqlError as error:
@@ -289,7 +290,7 @@ class Engine:
 
         plan = step.plan
         names = [c.name for c in plan.columns]
-        streams = self._streams(step)
+        streams = streams(self, step)
         if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]
         try:
@@ -310,7 +311,7 @@ class Engine:
         except Exception as error:  # Spark and py4j errors carry Java traces: reduce them.
             raise translate(error) from None
         writer.end()
-        self._report_skipped(observed, query)
+        report_skipped(self.log, observed, query)
 
     def _select_sink(self, plan: QueryPlan, writer: ResultWriter):
         """How a streaming SELECT hands rows to the writer: foreachBatch here; through Spark
@@ -321,7 +322,7 @@ class Engine:
             stream = (
                 self._displayable(frame, plan, writer).writeStream
                 .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
-                .trigger(**self._trigger(plan)).outputMode("append")
+                .trigger(**trigger(self.settings, plan)).outputMode("append")
             )
             if self.remote:
                 return stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}").start()
@@ -378,8 +379,8 @@ class Engine:
         if monitor:
             monitor.finish(FINISHED)
         for query, observed in started:
-            self._report_skipped(observed, query)
-            self._report_streaming_late(query)
+            report_skipped(self.log, observed, query)
+            report_streaming_late(self.log, query)
 
     @staticmethod
     def _stop_all(started: list) -> None:
@@ -394,105 +395,10 @@ class Engine:
         base = self.catalog.directory or Path(tempfile.gettempdir()) / "streamsql"
         return JobRegistry(Path(base) / "_jobs")
 
-    def _streams(self, step: QueryStep | InsertStep) -> bool:
-        """Whether to run on Spark Structured Streaming (decided from the operator plan).
-
-        Streaming mode over bounded input runs as one bounded computation instead when the
-        query has windows (Spark's streaming never fires the windows still open at the
-        end of the input, Flink's does: its watermark reaches +infinity; late rows are
-        still dropped as Flink's watermark would drop them, spark.windows) or an operator
-        Spark cannot stream (spark.physical: its final result is the table Flink's
-        changelog ends with). So does bounded input into a blackhole (with no output to
-        keep exactly-once, micro-batches and checkpoints would be pure overhead), and a
-        SELECT ... LIMIT over bounded input (a batch query stops reading once it has its
-        rows). Unbounded input that needs an operator Spark lacks was refused at plan time.
-        """
-        plan = step.plan
-        sink = step.table if isinstance(step, InsertStep) else None
-        if not self.settings.streaming or not plan.tables:
-            return False
-        bounded = "availableNow" in self._trigger(plan)
-        if bounded and sink is not None and sink.options["connector"] == "blackhole":
-            return False
-        if bounded and sink is None and plan.query.args.get("limit") is not None:
-            return False
-        if self._stateful_split(step, bounded) is not None:
-            return True
-        stateful = self._stateful_operator(step) if bounded else None
-        if bounded and (stateful is not None or plan.windows):
-            if self.settings.get("execution.bounded-input") == "stream":
-                what = stateful.kind if stateful is not None else "window"
-                self.log(f"Note: 'execution.bounded-input' = 'stream': this query's {what} operator has no"
-                         " incremental form on Spark yet; it runs over the bounded input as one computation.")
-            return False
-        return True
-
-    def _stateful_operator(self, step: QueryStep | InsertStep):
-        """The first operator of the step's plan that Spark cannot stream natively, or None."""
-        from streamsql.runtime.operator_plan import operator_plan
-        from streamsql.spark.physical import needs_stateful_operator
-
-        return needs_stateful_operator(operator_plan(step, self.settings, check=False).root)
-
-    def _stateful_split(self, step: QueryStep | InsertStep, bounded: bool, settings: Settings | None = None):
-        """The split of a GROUP BY that runs on the stateful GroupAggregate (spark.stateful),
-        when that is how this step streams: over unbounded input, or over bounded input with
-        'execution.bounded-input' = 'stream'. Remembered for _frame."""
-        from streamsql.runtime.operator_plan import operator_plan
-        from streamsql.spark.physical import top_level_group_aggregate
-        from streamsql.spark.stateful.split import split_group_aggregate
-
-        settings = settings or self.settings
-        if bounded and settings.get("execution.bounded-input") != "stream":
-            return None
-        if step.plan.windows or not top_level_group_aggregate(operator_plan(step, settings, check=False).root):
-            return None
-        split = split_group_aggregate(step.plan.query)
-        if split is not None:
-            self._splits[id(step.plan)] = split
-        return split
-
-    def check_operators(self, step: Step, settings: Settings) -> None:
-        """Plan-time checks of a query's operator plan, before Spark starts: Flink's changelog
-        rules (runtime.operator_plan), and an unbounded query that needs an operator Spark
-        cannot stream yet. Warnings (an OVER over updates on bounded input) are logged."""
-        from streamsql.runtime.operator_plan import operator_plan
-        from streamsql.runtime.sources import is_bounded
-        from streamsql.spark.physical import needs_stateful_operator
-
-        steps = step.inserts if isinstance(step, StatementSetStep) else [step]
-        for single in steps:
-            if not isinstance(single, (QueryStep, InsertStep)):
-                continue
-            operators = operator_plan(single, settings)
-            for warning in operators.warnings:
-                self.log(f"Note: {warning}")
-            if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
-                continue
-            missing = needs_stateful_operator(operators.root)
-            if missing is not None and self._stateful_split(single, False, settings) is None:
-                raise ValidationError(
-                    f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
-                    " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"
-                    " bounded input (its final result is computed), or in batch mode"
-                    " (SET 'execution.runtime-mode' = 'batch')."
-                )
-
     def _start_streaming(self, plan: QueryPlan, start) -> tuple:
         """Start a streaming query."""
         frame, observed = self._frame(plan, streaming=True)
         return start(frame), observed
-
-    def _trigger(self, plan: QueryPlan) -> dict:
-        from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
-
-        if all(is_bounded(t) for t in plan.tables):
-            return {"availableNow": True}
-        interval = self.settings.get("execution.checkpointing.interval")
-        if interval is None:
-            interval = next((t.options["source.monitor-interval"] for t in plan.tables
-                             if "source.monitor-interval" in t.options), DEFAULT_POLL_INTERVAL)
-        return {"processingTime": spark_interval(interval)}
 
     def _await(self, query, each_wait=None) -> None:
         """Wait for a streaming query in short steps, so Ctrl-C and STOP JOB land between
@@ -519,43 +425,6 @@ class Engine:
             raise
         if query.exception() is not None:
             raise query.exception()
-
-    def _report_streaming_late(self, query) -> None:
-        from streamsql.runtime.jobs import late_rows_dropped
-
-        if query is None:
-            return
-        dropped = sum(late_rows_dropped(p) for p in query.recentProgress)
-        if dropped:
-            self.log(f"Dropped {dropped} late row(s) in {query.name or 'the query'} (behind the watermark)")
-
-    def _report_late(self, window: WindowRelation, dropped: int) -> None:
-        if not dropped:
-            return
-        where = f"; written to table '{window.late_table.name.name}'" if window.late_table else ""
-        self.log(
-            f"Dropped {dropped} late row(s) of table '{window.late_source.name.name}' in a {window.kind}"
-            f" window on {window.time_column}{where}"
-        )
-
-    def _report_skipped(self, observed: dict, query) -> None:
-        """Say how many malformed rows each source skipped (batch: an Observation;
-        streaming: the metric summed over the query's micro-batches)."""
-        for metric, source in observed.items():
-            if isinstance(source, tuple) and isinstance(source[0], WindowRelation):
-                window, observation = source
-                self._report_late(window, observation.get.get("rows", 0))
-                continue
-            if isinstance(source, tuple):
-                table, observation = source
-                skipped = observation.get.get("rows", 0)
-            else:
-                table = source
-                skipped = sum(int(p.observedMetrics[metric]["rows"] or 0)
-                              for p in query.recentProgress if metric in (p.observedMetrics or {}))
-            if skipped:
-                self.log(f"Skipped {skipped} malformed row(s) in table '{table.name.name}' ({table.options['path']})")
-
 
 
 def _window_identity(window: WindowRelation) -> tuple:

@@ -11,6 +11,7 @@ from streamsql.plan.planner import InsertStep, QueryStep
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
 from streamsql.spark.dialect import to_spark_sql
+from streamsql.runtime.execution import streams
 
 
 def explain(engine, step: QueryStep | InsertStep) -> list[str]:
@@ -43,7 +44,7 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
         lines.append(f"window {window.name}: {window.kind}({params}) on {window.time_column}; {late}")
     if isinstance(step, InsertStep):
         lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
-    streaming = engine._streams(step)
+    streaming = streams(engine, step)
     if streaming:
         lines.append("execution: Spark Structured Streaming, append-only changelog; state bounded by the watermark"
                      " where windows are used, otherwise kept for the job's life")

@@ -26,6 +26,7 @@ from streamsql.plan.objects import TableDef
 from streamsql.plan.planner import InsertStep
 from streamsql.runtime.jobstate import BOUNDED, STREAMING, JobState
 from streamsql.spark.dialect import spark_type
+from streamsql.runtime.execution import streams, trigger
 
 
 def insert_name(step: InsertStep) -> str:
@@ -60,7 +61,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     if step.overwrite and engine.settings.streaming:
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: overwriting needs batch mode, as in Flink"
                               " (SET 'execution.runtime-mode' = 'batch')")
-    if engine._streams(step):
+    if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
         state.check()
         committer = state.committer() if state.is_file_sink else None
@@ -68,12 +69,11 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
             committer.recover()
         query, observed = engine._start_streaming(
             step.plan,
-            lambda frame: start_stream(conform(frame, step), table, state.checkpoint, engine._trigger(step.plan),
+            lambda frame: start_stream(conform(frame, step), table, state.checkpoint, trigger(engine.settings, step.plan),
                                        name, committer),
         )
-        if query is not None:
-            state.save()
-            return query, observed
+        state.save()
+        return query, observed
     if table.options["connector"] in ("filesystem", "jdbc") and engine.settings.streaming:
         return None, run_bounded(engine, step, name)
     frame, observed = engine._frame(step.plan, streaming=False)

@@ -1,0 +1,111 @@
+"""How a query runs, decided from its operator plan before Spark starts.
+
+- ``check_operators``: Flink's changelog rules (runtime.operator_plan) and, over unbounded
+  input, whether every operator can run (natively, or on a stateful operator).
+- ``streams``: Spark Structured Streaming, or one bounded computation.
+- ``stateful_split``: a GROUP BY that runs on the stateful GroupAggregate (spark.stateful).
+- ``trigger``: to the end of bounded input, or every interval for unbounded input.
+"""
+
+from __future__ import annotations
+
+from streamsql.errors import ValidationError
+from streamsql.plan.durations import spark_interval
+from streamsql.plan.steps import InsertStep, QueryPlan, QueryStep, StatementSetStep, Step
+
+
+def streams(engine, step: QueryStep | InsertStep) -> bool:
+    """Whether to run on Spark Structured Streaming.
+
+    Streaming mode over bounded input runs as one bounded computation instead when the
+    query has windows (Spark's streaming never fires the windows still open at the end of
+    the input, Flink's does: its watermark reaches +infinity; late rows are still dropped as
+    Flink's watermark would drop them, spark.windows) or an operator Spark cannot stream
+    (spark.physical: its final result is the table Flink's changelog ends with). So does
+    bounded input into a blackhole (with no output to keep exactly-once, micro-batches and
+    checkpoints would be pure overhead), and a SELECT ... LIMIT over bounded input (a batch
+    query stops reading once it has its rows). Unbounded input that needs an operator Spark
+    lacks was refused at plan time (check_operators).
+    """
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.spark.physical import needs_stateful_operator
+
+    settings, plan = engine.settings, step.plan
+    sink = step.table if isinstance(step, InsertStep) else None
+    if not settings.streaming or not plan.tables:
+        return False
+    bounded = "availableNow" in trigger(settings, plan)
+    if bounded and sink is not None and sink.options["connector"] == "blackhole":
+        return False
+    if bounded and sink is None and plan.query.args.get("limit") is not None:
+        return False
+    if stateful_split(engine, step, bounded) is not None:
+        return True
+    stateful = needs_stateful_operator(operator_plan(step, settings, check=False).root) if bounded else None
+    if bounded and (stateful is not None or plan.windows):
+        if settings.get("execution.bounded-input") == "stream":
+            what = stateful.kind if stateful is not None else "window"
+            engine.log(f"Note: 'execution.bounded-input' = 'stream': this query's {what} operator has no"
+                       " incremental form on Spark yet; it runs over the bounded input as one computation.")
+        return False
+    return True
+
+
+def stateful_split(engine, step: QueryStep | InsertStep, bounded: bool, settings=None):
+    """The split of a GROUP BY that runs on the stateful GroupAggregate, when that is how this
+    step streams: over unbounded input, or over bounded input with 'execution.bounded-input'
+    = 'stream'. Remembered in the engine for building the query's frame."""
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.spark.physical import top_level_group_aggregate
+    from streamsql.spark.stateful.split import split_group_aggregate
+
+    settings = settings or engine.settings
+    if bounded and settings.get("execution.bounded-input") != "stream":
+        return None
+    if step.plan.windows or not top_level_group_aggregate(operator_plan(step, settings, check=False).root):
+        return None
+    split = split_group_aggregate(step.plan.query)
+    if split is not None:
+        engine._splits[id(step.plan)] = split
+    return split
+
+
+def check_operators(engine, step: Step, settings) -> None:
+    """Plan-time checks of a query's operator plan, before Spark starts: Flink's changelog
+    rules, and an unbounded query that needs an operator streamsql cannot stream yet.
+    Warnings (an OVER over updates on bounded input) are logged."""
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.runtime.sources import is_bounded
+    from streamsql.spark.physical import needs_stateful_operator
+
+    steps = step.inserts if isinstance(step, StatementSetStep) else [step]
+    for single in steps:
+        if not isinstance(single, (QueryStep, InsertStep)):
+            continue
+        operators = operator_plan(single, settings)
+        for warning in operators.warnings:
+            engine.log(f"Note: {warning}")
+        if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
+            continue
+        missing = needs_stateful_operator(operators.root)
+        if missing is not None and stateful_split(engine, single, False, settings) is None:
+            raise ValidationError(
+                f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
+                " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"
+                " bounded input (its final result is computed), or in batch mode"
+                " (SET 'execution.runtime-mode' = 'batch')."
+            )
+
+
+def trigger(settings, plan: QueryPlan) -> dict:
+    """Read bounded input to its end (availableNow); unbounded input every checkpoint interval
+    (else the source's monitor interval)."""
+    from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
+
+    if all(is_bounded(t) for t in plan.tables):
+        return {"availableNow": True}
+    interval = settings.get("execution.checkpointing.interval")
+    if interval is None:
+        interval = next((t.options["source.monitor-interval"] for t in plan.tables
+                         if "source.monitor-interval" in t.options), DEFAULT_POLL_INTERVAL)
+    return {"processingTime": spark_interval(interval)}
