@@ -290,13 +290,13 @@ class Engine:
 
         plan = step.plan
         names = [c.name for c in plan.columns]
-        streams = streams(self, step)
+        streaming = streams(self, step)
         if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]
         try:
             writer.begin(names)
             query, observed = None, {}
-            if streams:
+            if streaming:
                 query, observed = self._start_streaming(plan, self._select_sink(plan, writer))
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
