@@ -91,31 +91,42 @@ class SinkCommitter:
     def commit(self, n: int, **extra) -> dict:
         """Record the files staged for ``n`` (with ``extra``, e.g. what was consumed), then
         publish them. Returns the record."""
-        staged = self.staging(n)
-        files = []
-        for index, path in enumerate(sorted(_data_files(staged))):
-            relative = path.relative_to(staged)
-            extension = relative.name.split(".", 1)[1] if "." in relative.name else ""
-            final = relative.parent / f"part-{self.key}-{n:06d}-{index:05d}.{extension}".rstrip(".")
-            files.append([str(relative), str(final)])
+        files = final_names(self.staging(n), f"{self.key}-{n:06d}")
         record = {"n": n, "files": files, **extra}
         self._commits.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self._record_path(n), json.dumps(record))
+        write_atomically(self._record_path(n), json.dumps(record))
         self._publish(record)
         return record
 
     def _publish(self, record: dict) -> None:
-        staged = self.staging(record["n"])
-        for relative, final in record["files"]:
-            source, target = staged / relative, Path(self.sink) / final
-            if source.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(source, target)
-            elif not target.exists():
-                raise OSError(f"committed output file {target} is missing and its staged copy {source} too")
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
-            _remove_if_empty(staged.parent)
+        publish(Path(self.sink), self.staging(record["n"]), record["files"])
+
+
+def final_names(staged: Path, prefix: str) -> list[list[str]]:
+    """Each data file staged in ``staged`` (relative path) and its published name in the sink,
+    ``part-<prefix>-<i>.<ext>`` in the same partition directory."""
+    files = []
+    for index, path in enumerate(sorted(_data_files(staged))):
+        relative = path.relative_to(staged)
+        extension = relative.name.split(".", 1)[1] if "." in relative.name else ""
+        final = relative.parent / f"part-{prefix}-{index:05d}.{extension}".rstrip(".")
+        files.append([str(relative), str(final)])
+    return files
+
+
+def publish(sink: Path, staged: Path, files: list[list[str]]) -> None:
+    """Rename staged files to their final names (idempotent: a file already moved is done),
+    then remove the staging directory."""
+    for relative, final in files:
+        source, target = staged / relative, sink / final
+        if source.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+        elif not target.exists():
+            raise OSError(f"committed output file {target} is missing and its staged copy {source} too")
+    if staged.exists():
+        shutil.rmtree(staged, ignore_errors=True)
+        _remove_if_empty(staged.parent)
 
 
 def _data_files(directory: Path):
@@ -128,7 +139,8 @@ def _data_files(directory: Path):
         yield path
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole: a temporary file, fsync, rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:

@@ -39,9 +39,10 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
         return False
     if bounded and sink is None and plan.query.args.get("limit") is not None:
         return False
-    if stateful_split(engine, step, bounded) is not None:
+    root = operator_plan(step, settings, check=False).root
+    if stateful_split(engine, step, bounded, root=root) is not None:
         return True
-    stateful = needs_stateful_operator(operator_plan(step, settings, check=False).root) if bounded else None
+    stateful = needs_stateful_operator(root) if bounded else None
     if bounded and (stateful is not None or plan.windows):
         if settings.get("execution.bounded-input") == "stream":
             what = stateful.kind if stateful is not None else "window"
@@ -51,7 +52,7 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     return True
 
 
-def stateful_split(engine, step: QueryStep | InsertStep, bounded: bool, settings=None):
+def stateful_split(engine, step: QueryStep | InsertStep, bounded: bool, settings=None, root=None):
     """The split of a GROUP BY that runs on the stateful GroupAggregate, when that is how this
     step streams: over unbounded input, or over bounded input with 'execution.bounded-input'
     = 'stream'. Remembered in the engine for building the query's frame."""
@@ -62,7 +63,8 @@ def stateful_split(engine, step: QueryStep | InsertStep, bounded: bool, settings
     settings = settings or engine.settings
     if bounded and settings.get("execution.bounded-input") != "stream":
         return None
-    if step.plan.windows or not top_level_group_aggregate(operator_plan(step, settings, check=False).root):
+    root = root or operator_plan(step, settings, check=False).root  # the step's operator plan
+    if step.plan.windows or not top_level_group_aggregate(root):
         return None
     split = split_group_aggregate(step.plan.query)
     if split is not None:
@@ -88,7 +90,7 @@ def check_operators(engine, step: Step, settings) -> None:
         if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
             continue
         missing = needs_stateful_operator(operators.root)
-        if missing is not None and stateful_split(engine, single, False, settings) is None:
+        if missing is not None and stateful_split(engine, single, False, settings, operators.root) is None:
             raise ValidationError(
                 f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
                 " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"

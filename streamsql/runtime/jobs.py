@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -21,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from streamsql.errors import StreamsqlError
+from streamsql.runtime.commits import write_atomically
 
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
@@ -61,10 +61,7 @@ class JobRegistry:
 
     def save(self, record: JobRecord) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(record), handle)
-        os.replace(tmp, self.directory / f"{record.id}.json")
+        write_atomically(self.directory / f"{record.id}.json", json.dumps(asdict(record)))
 
     def get(self, job_id: str) -> JobRecord | None:
         path = self.directory / f"{job_id}.json"

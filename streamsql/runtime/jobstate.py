@@ -22,7 +22,7 @@ from pathlib import Path
 
 from streamsql.errors import JobStateError
 from streamsql.plan.objects import TableDef
-from streamsql.runtime.commits import SinkCommitter, _write_atomically
+from streamsql.runtime.commits import SinkCommitter, write_atomically
 
 STREAMING, BOUNDED = "streaming", "bounded"
 
@@ -96,7 +96,7 @@ class JobState:
         self.directory.mkdir(parents=True, exist_ok=True)
         record = {"name": self.name, "target": str(self.table.name), "path": self.table.options.get("path"),
                   "fingerprint": self.fingerprint, "mode": self.mode}
-        _write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
+        write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
 
     def _saved(self) -> dict | None:
         path = self.directory / "job.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.connectors import csv_separator, is_true
 from streamsql.plan.objects import TableDef
-from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, _remove_if_empty
+from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, final_names, publish
 from streamsql.runtime.results import format_value
 
 _WRITE_OPTIONS = {
@@ -48,13 +48,7 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
         if overwrite:
             for old in _data_files(sink):
                 old.unlink()
-        for index, path in enumerate(sorted(_data_files(staged))):
-            relative = path.relative_to(staged)
-            target = sink / relative.parent / f"part-{staged.name}-{index:05d}.{relative.name.split('.', 1)[-1]}"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-        shutil.rmtree(staged, ignore_errors=True)
-        _remove_if_empty(staged.parent)
+        publish(sink, staged, final_names(staged, staged.name))
 
 
 def write_files(frame, table: TableDef, directory: Path) -> None:
