@@ -52,6 +52,7 @@ class Builder:
         self.bounded = bounded
         self.tables = {spark_name(t.name): t for t in plan.tables}
         self.ctes: dict[str, exp.Query] = {}
+        self.regular_joins: set[int] = set()  # ids of the JOIN nodes that are regular joins
 
     # -- queries ---------------------------------------------------------------------
     def query(self, node: exp.Expression) -> Operator:

@@ -105,6 +105,8 @@ def from_clause(builder, select: exp.Select) -> tuple[Operator, Scope, list[exp.
             remaining = [c for c in remaining if all(c is not t for t in taken)]
             conditions += taken
         op, scope = _join(join, join_type, op, scope, right, right_scope, conditions)
+        if type(op) is Join:
+            builder.regular_joins.add(id(join))
     return op, scope, remaining
 
 

@@ -55,7 +55,7 @@ class Engine:
             catalog.warn = self.log
         self._spark = spark
         self._owns_spark = spark is None
-        self._splits: dict[int, object] = {}  # plan id -> the AggregateSplit it streams with
+        self._stages: dict[int, object] = {}  # plan id -> the stateful stages it streams with (spark.stateful.chain)
         self.drain = DrainSources()
 
     # -- scripts -----------------------------------------------------------------------
@@ -181,6 +181,7 @@ class Engine:
         ``late_writes`` is given, appended to it as (rows, table) for the caller to commit."""
         from streamsql.runtime.sources import is_bounded, source_frame
         from streamsql.runtime.udfs import register_udf
+        from streamsql.spark.regular_joins import hide_join_times
 
         spark = self.spark
         observed: dict = {}
@@ -201,18 +202,20 @@ class Engine:
                 else:
                     self._register_window(derived, streaming, observed, late_writes)
             else:
+                if streaming:  # Flink's regular joins drop nothing for being late (spark.regular_joins)
+                    derived = hide_join_times(derived, plan, is_bounded)
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
-        query = plan.query
+        query = hide_join_times(plan.query, plan, is_bounded) if streaming else plan.query
         if streaming and plan.windows:
             from streamsql.spark.windows import group_by_window_struct
 
             query = group_by_window_struct(query, {w.name for w in plan.windows})
-        split = self._splits.get(id(plan)) if streaming else None
-        if split is not None:  # the GROUP BY runs on streamsql's stateful operator
+        stages = self._stages.get(id(plan)) if streaming else None
+        if stages is not None:  # runs on streamsql's stateful operators
             from streamsql.changelog import ROWKIND_COLUMN
-            from streamsql.spark.stateful.run import aggregate_frame
+            from streamsql.spark.stateful.run import stage_frame
 
-            frame = aggregate_frame(spark, split, to_spark_sql)
+            frame = stage_frame(spark, stages, to_spark_sql)
             return frame.toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns]), observed
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
@@ -255,7 +258,7 @@ class Engine:
         """Results print their row kinds (+I, -U, +U, -D) in 'changelog' result mode, and
         always when they update as they stream (a changelog cannot be shown without them),
         unless the writer shows them its own way (the shell's live result)."""
-        if plan is not None and id(plan) in self._splits:
+        if plan is not None and id(plan) in self._stages:
             return True
         mode = (self.settings.get("sql-client.execution.result-mode") or "table").lower()
         return mode == "changelog" and not getattr(writer, "handles_row_kinds", False)

@@ -3,7 +3,7 @@
 - ``check_operators``: Flink's changelog rules (runtime.operator_plan) and, over unbounded
   input, whether every operator can run (natively, or on a stateful operator).
 - ``streams``: Spark Structured Streaming, or one bounded computation.
-- ``stateful_split``: a GROUP BY that runs on the stateful GroupAggregate (spark.stateful).
+- ``stateful_stages``: a query cut around streamsql's stateful operators (spark.stateful.chain).
 - ``trigger``: to the end of bounded input, or every interval for unbounded input.
 """
 
@@ -40,7 +40,7 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     if bounded and sink is None and plan.query.args.get("limit") is not None:
         return False
     root = operator_plan(step, settings, check=False).root
-    if stateful_split(engine, step, bounded, root=root) is not None:
+    if stateful_stages(engine, step, bounded, root=root) is not None:
         return True
     stateful = needs_stateful_operator(root) if bounded else None
     if bounded and (stateful is not None or plan.windows):
@@ -52,24 +52,25 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     return True
 
 
-def stateful_split(engine, step: QueryStep | InsertStep, bounded: bool, settings=None, root=None):
-    """The split of a GROUP BY that runs on the stateful GroupAggregate, when that is how this
-    step streams: over unbounded input, or over bounded input with 'execution.bounded-input'
+def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, settings=None, root=None):
+    """The stages (spark.stateful.chain) of a query that streams on streamsql's stateful
+    operators: over unbounded input, or over bounded input with 'execution.bounded-input'
     = 'stream'. Remembered in the engine for building the query's frame."""
     from streamsql.runtime.operator_plan import operator_plan
-    from streamsql.spark.physical import top_level_group_aggregate
-    from streamsql.spark.stateful.split import split_group_aggregate
+    from streamsql.runtime.sources import is_bounded
+    from streamsql.spark.physical import runs_on_stateful_operators
+    from streamsql.spark.stateful.chain import compile_query
 
     settings = settings or engine.settings
     if bounded and settings.get("execution.bounded-input") != "stream":
         return None
     root = root or operator_plan(step, settings, check=False).root  # the step's operator plan
-    if step.plan.windows or not top_level_group_aggregate(root):
+    if not runs_on_stateful_operators(root):
         return None
-    split = split_group_aggregate(step.plan.query)
-    if split is not None:
-        engine._splits[id(step.plan)] = split
-    return split
+    stages = compile_query(step.plan, is_bounded)
+    if stages is not None:
+        engine._stages[id(step.plan)] = stages
+    return stages
 
 
 def check_operators(engine, step: Step, settings) -> None:
@@ -90,7 +91,7 @@ def check_operators(engine, step: Step, settings) -> None:
         if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
             continue
         missing = needs_stateful_operator(operators.root)
-        if missing is not None and stateful_split(engine, single, False, settings, operators.root) is None:
+        if missing is not None and stateful_stages(engine, single, False, settings, operators.root) is None:
             raise ValidationError(
                 f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
                 " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"

@@ -6,9 +6,10 @@ watermark passes the window), inner stream-stream joins (regular, interval, wind
 lookups into a bounded table, UNION ALL. The others — aggregates that update, Top-N,
 deduplication, OVER, outer joins, CUMULATE and SESSION windows, COUNT DISTINCT in a
 window, windows over the output of another stateful operator — have no append-mode
-operator in Spark; they need streamsql's stateful operators. Until those run, such a
-query over bounded input is computed as one bounded computation (Flink's final result),
-and over unbounded input it is refused at plan time, naming the operator.
+operator in Spark; they need streamsql's stateful operators (spark.stateful): GroupAggregate,
+Rank (Top-N) and Deduplicate run there. A query needing another one is computed as one
+bounded computation over bounded input (Flink's final result), and over unbounded input
+it is refused at plan time, naming the operator.
 """
 
 from __future__ import annotations
@@ -34,18 +35,15 @@ def stateful_operators(root: Operator) -> list[Operator]:
     return [node for node in reversed(list(walk(root))) if not _native(node)]
 
 
-def top_level_group_aggregate(root: Operator) -> bool:
-    """Whether the only operator Spark lacks is a GroupAggregate with nothing above it but
-    projections and filters (and the sink): streamsql's stateful GroupAggregate runs it."""
+STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate")  # streamsql's own stateful operators
+
+
+def runs_on_stateful_operators(root: Operator) -> bool:
+    """Whether every operator Spark lacks is one streamsql's stateful operators run: a
+    GroupAggregate, a Top-N (Rank) or a Deduplicate (spark.stateful.chain then cuts the
+    query around them; a shape it cannot cut is still refused there)."""
     missing = stateful_operators(root)
-    if len(missing) != 1 or not isinstance(missing[0], GroupAggregate):
-        return False
-    node = root
-    while node is not missing[0]:
-        if not isinstance(node, (Calc, Sink)) or len(node.inputs) != 1:
-            return False
-        node = node.inputs[0]
-    return True
+    return bool(missing) and all(node.kind in STATEFUL_KINDS for node in missing)
 
 
 def _native(node: Operator) -> bool:

@@ -1,4 +1,5 @@
-"""Running a split GROUP BY (spark.stateful.split) on Spark: input, stateful aggregate, output."""
+"""Running a query's stages (spark.stateful.chain) on Spark: each stage's input views first,
+then its input SQL, its stateful operator and its output SQL."""
 
 from __future__ import annotations
 
@@ -6,13 +7,32 @@ import itertools
 
 from sqlglot import exp
 
+from streamsql.spark.stateful.chain import RANKED, AggregateStage, CalcStage, RankStage, Stage
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 
 _NAMES = itertools.count(1)
 
 
+def stage_frame(spark, stage: Stage, to_sql):
+    """The changelog DataFrame of a stage: ``__rowkind`` first, then its columns."""
+    from streamsql.spark.stateful.rank import rank
+
+    for view, child in stage.inputs:
+        stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
+    if isinstance(stage, AggregateStage):
+        return aggregate_frame(spark, stage.split, to_sql)
+    if isinstance(stage, RankStage):
+        source = spark.sql(to_sql(stage.input_query))
+        ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
+                      stage.later_wins)
+        return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
+    if isinstance(stage, CalcStage):
+        return spark.sql(to_sql(stage.query))
+    raise TypeError(f"not a stage: {stage!r}")
+
+
 def aggregate_frame(spark, split: AggregateSplit, to_sql):
-    """The changelog DataFrame of the split query: ``__rowkind`` first, then its columns."""
+    """The changelog DataFrame of a split GROUP BY: ``__rowkind`` first, then its columns."""
     from streamsql.spark.stateful.group_aggregate import group_aggregate
     from streamsql.spark.stateful.specs import AggSpec
 
@@ -22,9 +42,16 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql):
                 f"__f{i}" if call.condition is not None else None, f"__a{i}")
         for i, call in enumerate(split.calls)
     ]
-    view = f"{AGGREGATED}_{next(_NAMES)}"  # one per query: statement sets run several at once
-    group_aggregate(source, split.keys, specs).createOrReplaceTempView(view)
-    output = split.output_query.copy()
+    return _read_through(spark, group_aggregate(source, split.keys, specs), AGGREGATED, split.output_query, to_sql)
+
+
+def _read_through(spark, frame, alias: str, output: exp.Select, to_sql):
+    """``output`` (which reads ``alias``) over ``frame``, registered under a name of its own
+    (statement sets run several queries in one session)."""
+    view = f"{alias}_{next(_NAMES)}"
+    frame.createOrReplaceTempView(view)
+    output = output.copy()
+    source = output.args["from_"].this
     output.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(
-        this=exp.to_identifier(AGGREGATED)))))
+        this=exp.to_identifier(source.alias_or_name)))))
     return spark.sql(to_sql(output))

@@ -1,0 +1,227 @@
+"""A query as a chain of stages around streamsql's stateful operators (no Spark here).
+
+Spark streams projections, filters, inner joins of insert-only inputs and TUMBLE/HOP
+windows natively; a GROUP BY, a Top-N or a deduplication has no append-mode operator in
+Spark and runs on streamsql's own (``group_aggregate``, ``rank``). This module cuts a
+planned query (its bound syntax tree) where those operators are, innermost first:
+
+- ``AggregateStage``: a GROUP BY, split into input SQL, the aggregate and output SQL
+  (``split``);
+- ``RankStage``: ``SELECT .. FROM (SELECT .., ROW_NUMBER() OVER (..) AS rn FROM ..) WHERE
+  rn <= N``: input SQL (the rows, with their partition and order keys), the Rank, output
+  SQL (the outer projections and filters);
+- ``CalcStage``: projections and filters over a stage's changelog, row by row.
+
+A stage's output is a changelog (``__rowkind`` first) registered as a view; the stage
+above reads it in place of the subquery or view it replaces, and carries ``__rowkind``
+through. A shape that fits none of these (a join or OVER over a changelog, a window over
+one) makes ``compile_query`` return None: the caller reports the operator as unsupported
+over unbounded input, or computes bounded input as one batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.regular_joins import hide_join_times
+from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
+
+RANKED = "__ranked"  # the view a RankStage's output query reads
+_VIEWS = itertools.count(1)  # stage views are session-wide temp views: a statement set runs several queries
+
+
+@dataclass
+class Stage:
+    inputs: list[tuple[str, "Stage"]] = field(default_factory=list)  # (view name, the stage computing it)
+
+
+@dataclass
+class AggregateStage(Stage):
+    split: AggregateSplit | None = None
+
+
+@dataclass
+class RankStage(Stage):
+    input_query: exp.Select | None = None  # the data columns, __p<i>, __o<i> (and __rowkind)
+    data: list[str] = field(default_factory=list)
+    partition: list[str] = field(default_factory=list)
+    order: list[tuple[str, bool]] = field(default_factory=list)  # (column, descending)
+    limit: int = 1
+    rank_column: str | None = None
+    later_wins: bool = False
+    output_query: exp.Select | None = None  # reads RANKED: __rowkind, then the outer projections
+
+
+@dataclass
+class CalcStage(Stage):
+    query: exp.Select | None = None  # __rowkind first
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def compile_query(plan, bounded) -> Stage | None:
+    """The stages of a planned query (``QueryPlan``) that needs a stateful operator, or
+    None when a shape is not one streamsql can stream (or nothing stateful is needed)."""
+    if plan.windows:
+        return None
+    try:
+        return _Compiler(plan, bounded).query(hide_join_times(plan.query, plan, bounded))
+    except _Unsupported:
+        return None
+
+
+class _Compiler:
+    def __init__(self, plan, bounded):
+        from streamsql.plan.logical import Builder
+
+        self.plan = plan
+        self.bounded = bounded
+        self.builder = Builder(plan, bounded)
+
+    def query(self, query: exp.Expression) -> Stage | None:
+        """The stage computing ``query``, or None when Spark streams all of it natively."""
+        from streamsql.plan.logical import _rank_pattern
+
+        if not isinstance(query, exp.Select):
+            if _stateful_inside(query):
+                raise _Unsupported()
+            return None
+        if query.args.get("with_"):
+            raise _Unsupported()
+        pattern = _rank_pattern(query, self._view_query)
+        if pattern is not None:
+            return self._rank(query, pattern)
+        query = query.copy()
+        inputs, changelogs = self._inputs(query)
+        if query.args.get("group") or _aggregates(query):
+            split = split_group_aggregate(query)
+            if split is None:
+                raise _Unsupported()
+            if changelogs:
+                _carry_rowkind(split.input_query, changelogs)
+            return AggregateStage(inputs=inputs, split=split)
+        if any(w.find_ancestor(exp.Select) is query for w in query.find_all(exp.Window)) or query.args.get("distinct"):
+            raise _Unsupported()  # OVER, DISTINCT over a stream: not yet
+        if not inputs:
+            return None
+        if query.args.get("joins") or any(query.args.get(k) for k in ("order", "limit", "offset")):
+            raise _Unsupported()  # a join of a changelog needs a stateful join
+        _carry_rowkind(query, changelogs)
+        return CalcStage(inputs=inputs, query=query)
+
+    # -- inputs --------------------------------------------------------------------
+    def _inputs(self, select: exp.Select) -> tuple[list[tuple[str, Stage]], list[str]]:
+        """Replace each FROM item a stage computes with its view; (stages, their aliases)."""
+        inputs, aliases = [], []
+        items = [select.args.get("from_")] + list(select.args.get("joins") or [])
+        for item in items:
+            if item is None:
+                continue
+            source = item.this
+            if isinstance(source, exp.Subquery):
+                body, alias = source.this, source.alias_or_name
+            elif isinstance(source, exp.Table) and self._view_query(source) is not None:
+                body = hide_join_times(self._view_query(source), self.plan, self.bounded)
+                alias = source.alias_or_name
+            else:
+                continue
+            stage = self.query(body)
+            if stage is None:
+                continue
+            view = f"__stage_{next(_VIEWS)}"
+            source.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+            inputs.append((view, stage))
+            aliases.append(alias)
+        if aliases and select.args.get("where") is not None and _has_subquery(select.args["where"]):
+            raise _Unsupported()
+        return inputs, aliases
+
+    def _view_query(self, table: exp.Table) -> exp.Expression | None:
+        derived = self.plan.derived.get(table.name) if not table.db else None
+        return derived if isinstance(derived, exp.Query) else None
+
+    # -- Top-N ---------------------------------------------------------------------
+    def _rank(self, outer: exp.Select, pattern) -> Stage:
+        from streamsql.plan.aggregate_operators import Deduplicate, Rank
+        from streamsql.plan.operators import walk
+
+        inner, name, limit, rest = pattern
+        node = next((n for n in walk(self.builder.select(outer)) if isinstance(n, (Rank, Deduplicate))), None)
+        if node is None or getattr(node, "window", None) is not None:
+            raise _Unsupported()
+        inner = inner.copy()
+        inputs, changelogs = self._inputs(inner)
+        if inner.args.get("group") or _aggregates(inner) or inner.args.get("distinct"):
+            raise _Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
+        call = next(p for p in inner.expressions if p.alias_or_name == name)
+        window = call.unalias()
+        others = [p for p in inner.expressions if p is not call]
+        if any(p.find(exp.Window) for p in others):
+            raise _Unsupported()
+        partition = list(window.args.get("partition_by") or [])
+        order = list(window.args["order"].expressions) if window.args.get("order") else []
+        selects = [p.copy() for p in others]
+        # A key the rows already carry is used by name (a second copy of an event-time
+        # column would be a second event-time column to Spark); others are computed.
+        carried = {_same(p.unalias()): p.alias_or_name for p in others}
+
+        def key_column(expression: exp.Expression, name: str) -> str:
+            if _same(expression) in carried:
+                return carried[_same(expression)]
+            selects.append(exp.alias_(expression.copy(), name))
+            return name
+
+        partition_names = [key_column(p, f"__p{i}") for i, p in enumerate(partition)]
+        later_wins = isinstance(node, Deduplicate) and node.keep_last
+        proctime = isinstance(node, Deduplicate) and not node.rowtime
+        # processing time orders rows as they arrive: the Rank's own arrival order
+        order_names = [] if proctime else [(key_column(o.this, f"__o{i}"), bool(o.args.get("desc")))
+                                           for i, o in enumerate(order)]
+        inner.set("expressions", selects)
+        if changelogs:
+            _carry_rowkind(inner, changelogs)
+        output_rank = any(c.name == name for p in outer.expressions for c in p.find_all(exp.Column))
+        alias = outer.args["from_"].this.alias_or_name
+        output = exp.select(exp.column(ROWKIND_COLUMN, alias), *[p.copy() for p in outer.expressions])
+        output.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(RANKED),
+                                                    alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+        if rest:
+            output = output.where(exp.and_(*[c.copy() for c in rest]))
+        return RankStage(
+            inputs=inputs, input_query=inner, data=[p.alias_or_name for p in others],
+            partition=partition_names, order=order_names,
+            limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, output_query=output)
+
+
+def _carry_rowkind(select: exp.Select, aliases: list[str]) -> None:
+    """Row by row, a projection keeps its input's row kind: ``__rowkind`` goes first."""
+    if len(aliases) != 1 or select.args.get("joins"):
+        raise _Unsupported()  # which row kind would a joined row have? a stateful join decides
+    select.set("expressions", [exp.column(ROWKIND_COLUMN, aliases[0]), *select.expressions])
+
+
+def _same(expression: exp.Expression) -> str:
+    """A form two spellings of one expression share (quoted or not)."""
+    copy = expression.copy()
+    for identifier in copy.find_all(exp.Identifier):
+        identifier.set("quoted", False)
+    return copy.sql().lower()
+
+
+def _aggregates(select: exp.Select) -> bool:
+    return any(agg.find_ancestor(exp.Select) is select and not agg.find_ancestor(exp.Window)
+               for agg in select.find_all(exp.AggFunc))
+
+
+def _stateful_inside(query: exp.Expression) -> bool:
+    return any(isinstance(n, (exp.AggFunc, exp.Window, exp.Group)) for n in query.walk())
+
+
+def _has_subquery(node: exp.Expression) -> bool:
+    return any(isinstance(n, (exp.Subquery, exp.Exists)) for n in node.walk())

@@ -1,0 +1,99 @@
+"""Rank (Top-N) and Deduplicate on ``transformWithStateInPandas``: a changelog out (#10).
+
+Spark has no streaming ROW_NUMBER; Flink's Rank keeps each partition's top N and emits
+the changes as rows enter, move and leave it. Many partition keys per call, as the
+GroupAggregate does: keys are hashed into buckets, one call ranks every partition of a
+bucket a micro-batch touches (``ranking.fold``), and a bucket's rows live in one
+ValueState (Arrow IPC) in Spark's state store, checkpointed with the query.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful import accumulate, ranking
+
+BUCKET = "__bucket"
+BUCKETS_PER_PARTITION = 4
+
+
+def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
+         rank_column: str | None, later_wins: bool = False, buckets: int | None = None) -> DataFrame:
+    """The changelog of ``SELECT data[, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY
+    order) AS rank_column] ... WHERE rank_column <= limit`` over ``frame`` (insert-only, or a
+    changelog with ``__rowkind``): ``__rowkind``, the ``data`` columns, then the rank number
+    (a BIGINT) when ``rank_column`` is given. ``order`` is (column, descending) pairs."""
+    if limit < 1:
+        raise ValueError("a Top-N needs N >= 1")
+    if buckets is None:
+        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    fields = {f.name: f for f in frame.schema.fields}
+    plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
+            "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,
+            "later_wins": bool(later_wins), "buckets": buckets}
+    stored = ranking._stored_columns(plan)
+    columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
+    missing = [c for c in columns if c not in fields]
+    if missing:
+        raise ValueError(f"Columns {missing} are not in the input ({', '.join(fields)})")
+    plan["columns"] = columns + [BUCKET]
+    out = [T.StructField(ROWKIND_COLUMN, T.StringType(), False)] + [
+        T.StructField(c, fields[c].dataType, True) for c in data]
+    if rank_column is not None:
+        out.append(T.StructField(rank_column, T.LongType(), True))
+    hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
+    bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
+        BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    _ship_by_value()
+    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=RankProcessor(plan), outputStructType=T.StructType(out),
+        outputMode="Append", timeMode="None")
+
+
+class RankProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch: rank all of the bucket's touched partitions."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("bucket", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
+            T.StructField("rows", T.BinaryType(), True)]))
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
+        stored = self.state.get()
+        state, next_seq = None, 0
+        if stored is not None:
+            if stored[0] != self.plan["buckets"]:
+                raise ValueError(f"This checkpoint's Rank state has {stored[0]} buckets, the query asks for "
+                                 f"{self.plan['buckets']}: restart with the same count")
+            next_seq = stored[1]
+            state = accumulate._from_bytes(stored[2]) if stored[2] is not None else None
+        state, next_seq, out = ranking.fold(self.plan, state, next_seq, batch)
+        self.state.update((self.plan["buckets"], next_seq, accumulate._to_bytes(state) if state is not None else None))
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def _ship_by_value() -> None:
+    """Workers may import another copy of streamsql (or none, on a cluster)."""
+    from pyspark import cloudpickle
+
+    for module in (accumulate, ranking, sys.modules[__name__]):
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass

@@ -1,0 +1,157 @@
+"""Rank (Top-N) and Deduplicate for one bucket of partition keys, with vectorised pandas.
+
+This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
+so it imports only pandas and numpy and takes its configuration as a plain dict, the
+*plan* (built by ``rank.build_plan``):
+
+    partition:  [column]                  the PARTITION BY columns
+    order:      [(column, descending)]    the ORDER BY columns
+    limit:      N                         rows with ROW_NUMBER() <= N are kept
+    rank:       name of the ROW_NUMBER column in the output, or None
+    data:       [column]                  the columns the operator outputs (before the rank)
+    rowkind:    whether the input carries ``__rowkind`` (else every row is +I)
+    later_wins: ties in ORDER BY go to the row that came later (Flink's deduplication
+                keeping the last row); otherwise to the row that came first (Flink's Top-N)
+
+A bucket's state is one table: the rows that can still be ranked, each with ``__seq``, its
+arrival number in the bucket (ties are broken by it, and it tells rows apart). Over an
+insert-only input only each partition's top N are kept (a row below them can never rise);
+over a changelog every live row is kept, since retracting a top row lifts the next one.
+
+``fold`` takes one micro-batch of a bucket: it applies the batch's rows to the partitions
+they touch, ranks those partitions before and after, and emits the difference as Flink's
+Rank does: with the rank number in the output, per rank position (``-U`` old, ``+U`` new;
+``+I``/``-D`` where a position fills or empties); without it, per row (``+I`` for a row
+that enters the top N, ``-D`` for one that leaves), except for Top-1, which updates in
+place (``-U``/``+U``) as Flink's deduplication does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
+ADDS = ("+I", "+U")
+SEQ = "__seq"
+RANK = "__rownum"
+
+
+def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFrame
+         ) -> tuple[pd.DataFrame | None, int, pd.DataFrame]:
+    """(new state, new next_seq, changes) for one micro-batch of a bucket."""
+    columns = _stored_columns(plan)
+    if plan["rowkind"]:
+        adds_mask = batch[ROWKIND].isin(ADDS).to_numpy()
+        adds, retracts = batch[adds_mask], batch[~adds_mask]
+    else:
+        adds, retracts = batch, batch.iloc[0:0]
+    adds = adds[columns].copy()
+    adds[SEQ] = np.arange(next_seq, next_seq + len(adds), dtype="int64")
+    next_seq += len(adds)
+    if state is None or not len(state):
+        state = adds.iloc[0:0]
+    touched = _in_keys(state, batch, plan["partition"])
+    before = state[touched]
+    rest = state[~touched]
+    candidates = pd.concat([before, adds], ignore_index=True) if len(adds) else before
+    if len(retracts):  # a changelog retracts rows added before, in this batch too
+        candidates = _retract(candidates, retracts[columns], columns)
+    old_top = _ranked(plan, before)
+    new_top = _ranked(plan, candidates)
+    changes = _diff(plan, old_top, new_top)
+    survivors = candidates if plan["rowkind"] else new_top.drop(columns=[RANK])
+    state = pd.concat([rest, survivors], ignore_index=True) if len(rest) else survivors.reset_index(drop=True)
+    return (state if len(state) else None), next_seq, changes
+
+
+def _stored_columns(plan: dict) -> list[str]:
+    columns = list(plan["data"])
+    for name in plan["partition"] + [c for c, _ in plan["order"]]:
+        if name not in columns:
+            columns.append(name)
+    return columns
+
+
+def _in_keys(frame: pd.DataFrame, batch: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Which rows of ``frame`` belong to a partition the batch touches."""
+    if not len(frame):
+        return np.zeros(0, dtype=bool)
+    if not keys:
+        return np.ones(len(frame), dtype=bool)
+    wanted = pd.MultiIndex.from_frame(batch[keys].drop_duplicates())
+    return pd.MultiIndex.from_frame(frame[keys]).isin(wanted)
+
+
+def _retract(rows: pd.DataFrame, retractions: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``rows`` less one equal row per retraction (the latest such row goes first)."""
+    if not len(rows):
+        return rows
+    ordered = rows.sort_values(SEQ, ascending=False, kind="stable")
+    left = ordered.assign(__n=ordered.groupby(columns, dropna=False, sort=False).cumcount())
+    right = retractions.assign(__n=retractions.groupby(columns, dropna=False, sort=False).cumcount())
+    merged = left.merge(right[columns + ["__n"]].drop_duplicates(), on=columns + ["__n"], how="left", indicator=True)
+    keep = merged["_merge"].to_numpy() == "left_only"
+    return ordered[keep].sort_values(SEQ, kind="stable")
+
+
+def _ranked(plan: dict, rows: pd.DataFrame) -> pd.DataFrame:
+    """Each partition's first ``limit`` rows in rank order, with their ``__rownum``."""
+    if not len(rows):
+        return rows.assign(**{RANK: pd.Series(dtype="int64")})
+    by, ascending = list(plan["partition"]), [True] * len(plan["partition"])
+    helpers = {}
+    for i, (column, descending) in enumerate(plan["order"]):
+        nulls = f"__null{i}"
+        # NULL is the smallest value (Flink's default): first ascending, last descending.
+        helpers[nulls] = rows[column].isna().to_numpy() != descending
+        by += [nulls, column]
+        ascending += [False, not descending]
+    by.append(SEQ)
+    ascending.append(not plan["later_wins"])
+    ordered = rows.assign(**helpers).sort_values(by, ascending=ascending, kind="stable", na_position="last")
+    if plan["partition"]:
+        numbers = ordered.groupby(plan["partition"], dropna=False, sort=False).cumcount().to_numpy() + 1
+    else:
+        numbers = np.arange(1, len(ordered) + 1)
+    ordered = ordered.drop(columns=list(helpers)).assign(**{RANK: numbers})
+    return ordered[numbers <= plan["limit"]]
+
+
+def _diff(plan: dict, old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Flink's Rank changes from one top-N to the next (see the module's docstring)."""
+    by_position = plan["rank"] is not None or plan["limit"] == 1
+    if by_position:
+        on = plan["partition"] + [RANK]
+        pairs = old[on + [SEQ]].merge(new[on + [SEQ]], on=on, how="outer", suffixes=("_old", "_new"))
+        same = pairs[f"{SEQ}_old"] == pairs[f"{SEQ}_new"]
+        changed = pairs[~same.fillna(False).to_numpy()]
+        gone = changed[changed[f"{SEQ}_new"].isna()][f"{SEQ}_old"]
+        came = changed[changed[f"{SEQ}_old"].isna()][f"{SEQ}_new"]
+        both = changed[changed[f"{SEQ}_old"].notna() & changed[f"{SEQ}_new"].notna()]
+        parts = [_rows(old, gone, "-D")]
+        if len(both):
+            before = _rows(old, both[f"{SEQ}_old"], "-U")
+            after = _rows(new, both[f"{SEQ}_new"], "+U")
+            pair = np.arange(len(both))
+            parts.append(pd.concat([before.assign(__pair=pair, __side=0), after.assign(__pair=pair, __side=1)])
+                         .sort_values(["__pair", "__side"], kind="stable").drop(columns=["__pair", "__side"]))
+        parts.append(_rows(new, came, "+I"))
+    else:
+        gone = old[SEQ][~old[SEQ].isin(new[SEQ])]
+        came = new[SEQ][~new[SEQ].isin(old[SEQ])]
+        parts = [_rows(old, gone, "-D"), _rows(new, came, "+I")]
+    out = pd.concat(parts, ignore_index=True)[_output_columns(plan)]
+    return out.rename(columns={RANK: plan["rank"]}) if plan["rank"] is not None else out
+
+
+def _rows(ranked: pd.DataFrame, seqs, kind: str) -> pd.DataFrame:
+    """The rows of ``ranked`` with these ``__seq`` numbers, in that order, as changes."""
+    seqs = pd.Series(np.asarray(seqs, dtype="int64"), name=SEQ)
+    rows = pd.DataFrame({SEQ: seqs}).merge(ranked, on=SEQ, how="left")
+    rows.insert(0, ROWKIND, kind)
+    return rows
+
+
+def _output_columns(plan: dict) -> list[str]:
+    return [ROWKIND] + list(plan["data"]) + ([RANK] if plan["rank"] is not None else [])
