@@ -1,0 +1,171 @@
+"""Queries cut into stages around the stateful operators (spark.stateful.chain), and regular
+joins that keep every row (spark.regular_joins): the generated Spark SQL without a JVM,
+then streamed for real (bounded input run micro-batch by micro-batch) against batch mode."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import random
+import time
+from collections import Counter
+
+import pytest
+
+from streamsql.runtime.sources import is_bounded
+from streamsql.spark.dialect import to_spark_sql
+from streamsql.spark.regular_joins import hide_join_times
+from streamsql.spark.stateful.chain import AggregateStage, CalcStage, RankStage, compile_query
+from tests.conftest import write
+from tests.test_operator_plan import steps
+
+
+def stages(sql: str):
+    plan = steps(sql)[-1].plan
+    return compile_query(plan, is_bounded)
+
+
+# -- the cut, without Spark ----------------------------------------------------------------------
+
+
+def test_top_n_with_its_rank_number():
+    stage = stages("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC, ts)"
+                   " AS rn FROM bid) WHERE rn <= 3 AND price > 5;")
+    assert isinstance(stage, RankStage) and not stage.inputs
+    assert (stage.partition, stage.order, stage.limit, stage.rank_column) == (
+        ["auction"], [("price", True), ("ts", False)], 3, "rn")
+    assert not stage.later_wins
+    assert "ROW_NUMBER" not in to_spark_sql(stage.input_query).upper()
+    output = to_spark_sql(stage.output_query)
+    assert output.startswith("SELECT `_0`.`__rowkind`") and "`_0`.`price` > 5" in output and "`rn`" in output
+
+
+def test_rank_key_that_is_an_expression_is_computed_once():
+    stage = stages("SELECT auction, price FROM (SELECT auction, price, ROW_NUMBER() OVER"
+                   " (PARTITION BY auction % 10 ORDER BY price * 2 DESC) AS rn FROM bid) WHERE rn = 1;")
+    assert stage.partition == ["__p0"] and stage.order == [("__o0", True)] and stage.rank_column is None
+    sql = to_spark_sql(stage.input_query)
+    assert "AS `__p0`" in sql and "AS `__o0`" in sql
+
+
+@pytest.mark.parametrize("order, later_wins, ordered", [
+    ("ts DESC", True, [("ts", True)]),   # keep the last row on event time: a later tie wins
+    ("ts ASC", False, [("ts", False)]),  # keep the first
+])
+def test_deduplication_on_event_time(order, later_wins, ordered):
+    stage = stages(f"SELECT auction, bidder, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction, bidder"
+                   f" ORDER BY {order}) AS rn FROM bid) WHERE rn <= 1;")
+    assert (stage.limit, stage.later_wins, stage.order, stage.partition) == (1, later_wins, ordered, ["auction", "bidder"])
+
+
+def test_deduplication_on_processing_time_orders_by_arrival():
+    stage = stages("SELECT user_id, url FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY p DESC)"
+                   " AS rn FROM clicks) WHERE rn = 1;")
+    assert stage.order == [] and stage.later_wins
+
+
+def test_aggregate_of_an_aggregate_reads_its_changelog():
+    stage = stages("SELECT c, COUNT(*) AS auctions FROM (SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction)"
+                   " GROUP BY c;")
+    assert isinstance(stage, AggregateStage)
+    (view, inner), = stage.inputs
+    assert isinstance(inner, AggregateStage) and view.startswith("__stage_")
+    sql = to_spark_sql(stage.split.input_query)
+    assert "`__rowkind`" in sql and f"FROM `{view}`" in sql
+
+
+def test_top_n_of_an_aggregate_and_a_filter_over_a_changelog():
+    stage = stages("SELECT auction, c FROM (SELECT auction, c, ROW_NUMBER() OVER (ORDER BY c DESC) AS rn FROM"
+                   " (SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction)) WHERE rn <= 2;")
+    assert isinstance(stage, RankStage) and stage.partition == [] and isinstance(stage.inputs[0][1], AggregateStage)
+    assert "`__rowkind`" in to_spark_sql(stage.input_query)
+    calc = stages("SELECT auction FROM (SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction) WHERE c > 2;")
+    assert isinstance(calc, CalcStage) and to_spark_sql(calc.query).startswith("SELECT `_0`.`__rowkind`")
+
+
+@pytest.mark.parametrize("sql", [
+    # a join of a changelog needs a stateful join
+    "SELECT a.auction, a.c, u.name FROM (SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction) a"
+    " JOIN users u ON a.auction = u.id;",
+    # OVER over a stream is not cut yet
+    "SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts) FROM bid;",
+    # window aggregates stream natively or not at all
+    "SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '1' SECOND))"
+    " GROUP BY window_start, window_end;",
+])
+def test_shapes_not_cut(sql):
+    assert stages(sql) is None
+
+
+def test_regular_join_reads_its_inputs_without_event_time():
+    plan = steps("SELECT a.id, b.price, b.ts FROM auction a, bid b WHERE a.id = b.auction"
+                 " AND b.ts BETWEEN a.ts AND a.expires;")[-1].plan
+    sql = to_spark_sql(hide_join_times(plan.query, plan, is_bounded))
+    assert "TIMESTAMP_MICROS(UNIX_MICROS(`ts`)) AS `ts` FROM `bid`" in sql
+    assert "TIMESTAMP_MICROS(UNIX_MICROS(`b`.`ts`)) AS `ts`" in sql  # the output's ts is no time attribute
+    assert plan.query.sql() == steps("SELECT a.id, b.price, b.ts FROM auction a, bid b WHERE a.id = b.auction"
+                                     " AND b.ts BETWEEN a.ts AND a.expires;")[-1].plan.query.sql()  # a copy
+
+
+def test_interval_join_keeps_its_time_attributes():
+    plan = steps("SELECT a.id, b.price FROM auction a, bid b WHERE a.id = b.auction"
+                 " AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '10' SECOND;")[-1].plan
+    assert "UNIX_MICROS" not in to_spark_sql(hide_join_times(plan.query, plan, is_bounded))
+
+
+# -- streamed for real ---------------------------------------------------------------------------
+
+
+def _applied(text: str) -> list[tuple]:
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][0] == "op"
+    table: Counter = Counter()
+    for op, *row in rows[1:]:
+        if op in ("+I", "+U"):
+            table[tuple(row)] += 1
+        else:
+            assert table[tuple(row)] > 0, f"{op} retracts {row}, which is not in the result"
+            table[tuple(row)] -= 1
+    return sorted(table.elements()), Counter(r[0] for r in rows[1:])
+
+
+QUERIES = {
+    "top3": "SELECT * FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM t)"
+            " WHERE rn <= 3",
+    "last": "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM t)"
+            " WHERE rn = 1",
+    "nested": "SELECT n, COUNT(*) AS ks, MAX(top) AS top FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t"
+              " GROUP BY k) GROUP BY n",
+    "joined": "SELECT d.name, MAX(t.v) AS top, COUNT(*) AS n FROM t, d WHERE t.k = d.k AND t.ts >= d.since"
+              " GROUP BY d.name",
+    "rank_of_counts": "SELECT k, n FROM (SELECT k, n, ROW_NUMBER() OVER (ORDER BY n DESC, k) AS rn FROM"
+                      " (SELECT k, COUNT(*) AS n FROM t GROUP BY k)) WHERE rn <= 2",
+}
+
+
+def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
+    rng = random.Random(3)
+    folder, dims = tmp_path / "parts", tmp_path / "dims"
+    values = rng.sample(range(1000), 40)  # no ties: batch mode's ROW_NUMBER orders ties at random
+    for i in range(4):  # Spark's file stream reads files by modification time
+        rows = "".join(f"k{rng.randint(0, 5)},{values[i * 10 + j]},2026-01-01 00:00:{i * 10 + j:02d}\n"
+                       for j in range(10))
+        os.utime(write(folder / f"part-{i}.csv", rows), (time.time() - 100 + i,) * 2)
+    for i, text in enumerate(["k0,zero,2026-01-01 00:00:00\nk1,one,2026-01-01 00:00:15\n",
+                              "k2,two,2026-01-01 00:00:20\nk3,one,2026-01-01 00:00:00\n"]):
+        os.utime(write(dims / f"part-{i}.csv", text), (time.time() - 100 + i,) * 2)
+    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1'"
+           f" SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');"
+           f"CREATE TEMPORARY TABLE d (k STRING, name STRING, since TIMESTAMP(3), WATERMARK FOR since AS since)"
+           f" WITH ('connector' = 'filesystem', 'path' = '{dims}', 'format' = 'csv');")
+    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
+    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
+            " SET 'execution.runtime-mode' = 'batch';"
+    run.output(ddl)
+    for name, query in QUERIES.items():
+        final, ops = _applied(run.output(streamed + query))
+        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        assert final == expected, name
+        assert ops["-U"] + ops["-D"] > 0, f"{name}: no retractions, so nothing was computed incrementally"
+        run.output("RESET 'execution.runtime-mode';")
