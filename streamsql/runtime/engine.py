@@ -31,6 +31,7 @@ from streamsql.plan.planner import (
     Step,
     spark_name,
 )
+from streamsql.plan.match_recognize import MatchRelation
 from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.execution import check_operators, streams, trigger
@@ -200,6 +201,10 @@ class Engine:
                     spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM `{same}`")
                 else:
                     self._register_window(derived, streaming, observed, late_writes)
+            elif isinstance(derived, MatchRelation):
+                from streamsql.spark.match_recognize import match_frame
+
+                match_frame(spark, derived).createOrReplaceTempView(name)
             else:
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
         query = plan.query
