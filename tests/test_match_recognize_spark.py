@@ -17,11 +17,13 @@ ACME,15,1,2026-01-01 10:00:04
 BETA,7,1,2026-01-01 10:00:03
 BETA,8,1,2026-01-01 10:00:04
 BETA,2,1,2026-01-01 10:00:05
+BETA,9,1,2026-01-01 09:59:58
 """
 
 
 def _ddl(tmp_path) -> str:
-    # Rows out of time order in the file: the matcher sorts each partition by event time.
+    # Rows out of time order in the file: the matcher sorts each partition by event time. The
+    # last row is late (the watermark is at 10:00:05 - 5 s when it is read): Flink drops it.
     path = write(tmp_path / "ticks.csv", TICKS)
     return f"""
 CREATE TABLE ticks (symbol STRING, price INT, qty INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
@@ -41,7 +43,8 @@ SELECT * FROM ticks MATCH_RECOGNIZE (
 ) AS v;
 """)
     # ACME 12 17 13 11 15: top 17, B = 13, 11 (qty 1 + 3), C = 15 at 10:00:04.
-    # BETA 5 4 6 7 8 2: top 5, B = 4 (qty NULL), C = 6 at 10:00:02.
+    # BETA 5 4 6 7 8 2: top 5, B = 4 (qty NULL), C = 6 at 10:00:02 (with the late 9 kept, the
+    # match would start at 9: top 9, B = 5, 4).
     assert sorted(v_shape) == [["ACME", "17", "11", "4", "2", "2026-01-01 10:00:04.000"],
                                ["BETA", "5", "4", "", "1", "2026-01-01 10:00:02.000"]]
 

@@ -36,6 +36,10 @@ class MatchRelation:
     order_by: list[tuple[str, bool]]  # (column, ascending), the time attribute first
     integer_columns: list[str] = field(default_factory=list)  # input columns to keep integral
     sql: str = ""
+    # The input table's watermark delay when the match orders by its watermarked rowtime:
+    # rows the watermark has passed when they are read are late, and Flink's CEP drops them.
+    late_delay_ms: int | None = None
+    proctime: bool = False  # ORDER BY a processing-time attribute: arrival order
 
 
 @dataclass(eq=False)
@@ -94,7 +98,8 @@ def match_relation(node: exp.MatchRecognize, name: str, input_name: str, columns
         raise ValidationError(f"MATCH_RECOGNIZE: output column(s) {', '.join(duplicates)} appear twice"
                               " (PARTITION BY columns come first, then the MEASURES)", start_position(node))
     integers = [c.name for c in columns if c.type is not None and c.type.is_type(*exp.DataType.INTEGER_TYPES)]
-    return MatchRelation(name, input_name, spec, output, order_by, integers, node.sql(dialect=Flink).strip())
+    return MatchRelation(name, input_name, spec, output, order_by, integers, node.sql(dialect=Flink).strip(),
+                         proctime=time_column.time_attribute == "proctime")
 
 
 def _partition_by(node: exp.MatchRecognize, by_name: dict[str, Column]) -> list[str]:
@@ -218,6 +223,7 @@ def bind_match(planner, select: exp.Select, name: str, plan, replace_relation) -
     """Plan `FROM t MATCH_RECOGNIZE (...) [AS m]` in ``select``: the clause becomes the
     relation ``name`` (in plan.derived), which the FROM item now reads under alias m."""
     from streamsql.plan.steps import spark_name
+    from streamsql.plan.windows import watermark_delay_ms
 
     node = select.args["match"]
     source = select.args.get("from_")
@@ -228,6 +234,9 @@ def bind_match(planner, select: exp.Select, name: str, plan, replace_relation) -
     obj = planner._relation(table)
     columns = planner._input_columns(obj, plan, table)
     relation = match_relation(node, name, spark_name(obj.name), columns)
+    watermark = getattr(obj, "watermark", None)
+    if watermark is not None and watermark.column == relation.spec.time_column:
+        relation.late_delay_ms = watermark_delay_ms(obj)
     plan.derived[name] = relation
     alias = node.alias or table.alias_or_name
     node.pop()

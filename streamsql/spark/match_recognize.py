@@ -13,31 +13,61 @@ import math
 from typing import TYPE_CHECKING
 
 from streamsql.spark.dialect import spark_type
+from streamsql.spark.windows import SEQ_COLUMN
 
 if TYPE_CHECKING:
     from streamsql.plan.match_recognize import MatchRelation
 
 
+READ_ORDER = "__match_read_order"
+
+
 def match_frame(spark, relation: MatchRelation):
     """The relation's output as a DataFrame over its input's temp view."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     frame = spark.table(f"`{relation.input_name}`")
+    if SEQ_COLUMN in frame.columns:  # a source with a watermark: the order it was read in
+        if relation.late_delay_ms is not None:
+            frame = _on_time(frame, relation.spec.time_column, relation.late_delay_ms)
+        frame = frame.withColumn(READ_ORDER, F.row_number().over(Window.orderBy(SEQ_COLUMN))).drop(SEQ_COLUMN)
+    else:
+        frame = frame.withColumn(READ_ORDER, F.monotonically_increasing_id())
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in relation.columns)
-    match = _partition_matcher(relation)
     grouped = frame.groupBy(*[f"`{k}`" for k in relation.spec.partition_by])
-    return grouped.applyInPandas(match, schema)
+    return grouped.applyInPandas(_partition_matcher(relation), schema)
+
+
+def _on_time(frame, time_column: str, delay_ms: int):
+    """The rows Flink's CEP operator keeps: a row whose time is at or below the watermark
+    when it is read (max time read before it - delay - 1 ms) is late and dropped. Rows are
+    taken in the order the source read them, as for windows (spark.windows)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    before = Window.orderBy(SEQ_COLUMN).rowsBetween(Window.unboundedPreceding, -1)
+    seen = F.max(F.col(f"`{time_column}`")).over(before)
+    watermark = seen - F.expr(f"INTERVAL {delay_ms + 1} MILLISECONDS")
+    late = "__match_late"
+    flagged = frame.withColumn(late, F.coalesce(F.col(f"`{time_column}`") <= watermark, F.lit(False)))
+    return flagged.filter(~F.col(late)).drop(late)
 
 
 def _partition_matcher(relation: MatchRelation):
-    spec, order, integers = relation.spec, relation.order_by, set(relation.integer_columns)
+    spec, integers = relation.spec, set(relation.integer_columns)
     names = [c.name for c in relation.columns]
+    # Event-time order; rows of equal time in read order. Processing time is arrival order.
+    keys = [] if relation.proctime else list(relation.order_by)
+    keys.append((READ_ORDER, True))
 
     def match(frame):
         import pandas as pd
 
         from streamsql.spark.matcher import Matcher
 
-        frame = frame.sort_values([c for c, _ in order], ascending=[a for _, a in order], kind="mergesort")
-        rows = records(frame, integers)
+        frame = frame.sort_values([c for c, _ in keys], ascending=[a for _, a in keys], kind="mergesort")
+        rows = records(frame.drop(columns=[READ_ORDER]), integers)
         return pd.DataFrame(Matcher(spec).run(rows), columns=names)
 
     return match
