@@ -323,3 +323,33 @@ def test_partition_rows_from_pandas_keep_integers_and_nulls():
     frame = pd.DataFrame({"price": [1.0, float("nan")], "ts": pd.to_datetime(["2026-01-01", None])})
     assert records(frame, {"price"}) == [{"price": 1, "ts": datetime.datetime(2026, 1, 1)},
                                          {"price": None, "ts": None}]
+
+
+def test_match_over_a_with_query_is_refused_with_advice(tmp_path):
+    sql = "WITH src AS (SELECT * FROM ticker) " + V_SHAPE.replace("FROM ticker", "FROM src") + ";"
+    with pytest.raises(ValidationError, match="'src' is a WITH query: define a view"):
+        plan(sql, tmp_path)
+
+
+def test_a_with_query_may_hold_the_match(tmp_path):
+    step = plan(f"WITH m AS ({V_SHAPE}) SELECT symbol, bottom FROM m;", tmp_path)
+    assert [c.name for c in step.plan.columns] == ["symbol", "bottom"]
+    assert any(isinstance(n, MatchOperator) for n in _walk(build_operator_plan(step.plan, is_bounded)))
+
+
+def test_processing_time_order_and_match_proctime(tmp_path):
+    ddl = ("CREATE TEMPORARY TABLE clicks (u STRING, page STRING, p AS PROCTIME()) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'ticker.csv'}', 'format' = 'csv');\n")
+    sql = ddl + ("SELECT * FROM clicks MATCH_RECOGNIZE (PARTITION BY u ORDER BY p"
+                 " MEASURES FINAL LAST(B.page) AS last_page, MATCH_PROCTIME() AS at PATTERN (A B{2})"
+                 " DEFINE A AS A.page = 'home') AS m;")
+    step = plan(sql, tmp_path)
+    assert [(c.name, c.time_attribute) for c in step.plan.columns] == [
+        ("u", None), ("last_page", None), ("at", "proctime")]
+    relation = next(iter(step.plan.derived.values()))
+    assert relation.proctime and relation.late_delay_ms is None
+
+
+def test_late_rows_are_tracked_for_the_tables_watermark(tmp_path):
+    relation = next(iter(plan(V_SHAPE + ";", tmp_path).plan.derived.values()))
+    assert relation.late_delay_ms == 1000 and relation.spec.time_column == "ts"

@@ -66,3 +66,20 @@ SELECT symbol, high - low AS rise, ups FROM runs WHERE ups >= 2;
     # BETA 5 4 6 7 8 2: from 4: U = 6 7 8, E = 2 (rise 4, 3 ups); from 6: U = 7 8, E = 2 (rise 2, 2 ups).
     # ACME never rises twice in a row.
     assert sorted(rows) == [["BETA", "2", "2"], ["BETA", "4", "3"]]
+
+
+def test_without_partition_by_every_row_is_one_partition(run, tmp_path):
+    rows = run.rows(_ddl(tmp_path) + """
+SELECT * FROM ticks MATCH_RECOGNIZE (
+  ORDER BY ts, price
+  MEASURES FIRST(A.symbol) AS first_symbol, COUNT(*) AS n, MAX(B.price) AS high
+  AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B{3} C)
+  DEFINE A AS A.symbol = 'BETA', C AS C.symbol = 'BETA' AND C.price < 5
+) AS m;
+""")
+    # Time order, equal times by price: 10:00:00 BETA 5, ACME 12 | :01 BETA 4, ACME 17 | :02 ACME 13,
+    # BETA 6 | :03 BETA 7, ACME 11 | :04 BETA 8, ACME 15 | :05 BETA 2.
+    # A = BETA 5, B = 12 4 17, C must be BETA below 5: ACME 13 is not. A = BETA 4 (:01), B = 17 13 6,
+    # C = BETA 7: not below 5. A = BETA 6: B = 7 11 8, C = ACME 15: no. A = BETA 7: B = 11 8 15, C = BETA 2.
+    assert rows == [["BETA", "5", "15"]]

@@ -231,6 +231,10 @@ def bind_match(planner, select: exp.Select, name: str, plan, replace_relation) -
     if not isinstance(table, exp.Table) or select.args.get("joins") or not isinstance(table.this, exp.Identifier):
         raise ValidationError("MATCH_RECOGNIZE reads one table or view (FROM t MATCH_RECOGNIZE (...)); for a join or"
                               " a subquery, define a view and match over it", start_position(node))
+    ctes = {cte.alias for cte in select.root().find_all(exp.CTE)}
+    if table.name in ctes and not table.db:
+        raise ValidationError(f"MATCH_RECOGNIZE reads a table or view; '{table.name}' is a WITH query: define a view"
+                              " and match over it", identifier_position(table))
     obj = planner._relation(table)
     columns = planner._input_columns(obj, plan, table)
     relation = match_relation(node, name, spark_name(obj.name), columns)
