@@ -353,3 +353,40 @@ def test_processing_time_order_and_match_proctime(tmp_path):
 def test_late_rows_are_tracked_for_the_tables_watermark(tmp_path):
     relation = next(iter(plan(V_SHAPE + ";", tmp_path).plan.derived.values()))
     assert relation.late_delay_ms == 1000 and relation.spec.time_column == "ts"
+
+
+BLOCK_STREAMSQL = """
+import sys, pickle
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "streamsql" or name.startswith("streamsql."):
+            raise ImportError("no streamsql on this worker")
+sys.meta_path.insert(0, Block())
+import pandas as pd
+match = pickle.loads(sys.stdin.buffer.read())
+frame = pd.DataFrame({"symbol": ["X"] * 4, "price": [9, 7, 5, 8], "qty": [1.0, 2.0, 3.0, 4.0],
+                      "ts": pd.to_datetime(["2026-01-01 00:00:03", "2026-01-01 00:00:01", "2026-01-01 00:00:02",
+                                            "2026-01-01 00:00:00"]),
+                      "__match_read_order": [0, 1, 2, 3]})
+print(match(frame).to_dict("records"))
+"""
+
+
+@pytest.mark.spark  # a subprocess
+def test_the_partition_function_runs_on_a_worker_without_streamsql(tmp_path):
+    import subprocess
+    import sys
+
+    from pyspark import cloudpickle
+
+    from streamsql.spark.match_recognize import _partition_matcher
+
+    relation = next(iter(plan(V_SHAPE + ";", tmp_path).plan.derived.values()))
+    payload = cloudpickle.dumps(_partition_matcher(relation))
+    done = subprocess.run([sys.executable, "-c", BLOCK_STREAMSQL], input=payload, capture_output=True, cwd=tmp_path,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    # In time order 8 7 5 9: A = 8, B = 7, 5, C = 9 at 00:00:03.
+    assert done.stdout.decode().strip() == (
+        "[{'symbol': 'X', 'top': 8, 'bottom': 5, 'avg_qty': 2.5, 'downs': 2,"
+        " 'matched_at': Timestamp('2026-01-01 00:00:03')}]")

@@ -55,7 +55,13 @@ def _on_time(frame, time_column: str, delay_ms: int):
 
 
 def _partition_matcher(relation: MatchRelation):
-    spec, integers = relation.spec, set(relation.integer_columns)
+    """The function applyInPandas calls per partition key. The matcher is compiled here, on
+    the driver, and travels pickled by value with the modules it needs: the Python workers
+    may import another copy of streamsql, or none (on a cluster)."""
+    from streamsql.spark.matcher import Matcher
+
+    _ship_by_value()
+    matcher, integers = Matcher(relation.spec), set(relation.integer_columns)
     names = [c.name for c in relation.columns]
     # Event-time order; rows of equal time in read order. Processing time is arrival order.
     keys = [] if relation.proctime else list(relation.order_by)
@@ -64,11 +70,9 @@ def _partition_matcher(relation: MatchRelation):
     def match(frame):
         import pandas as pd
 
-        from streamsql.spark.matcher import Matcher
-
         frame = frame.sort_values([c for c, _ in keys], ascending=[a for _, a in keys], kind="mergesort")
         rows = records(frame.drop(columns=[READ_ORDER]), integers)
-        return pd.DataFrame(Matcher(spec).run(rows), columns=names)
+        return pd.DataFrame(matcher.run(rows), columns=names)
 
     return match
 
@@ -93,3 +97,16 @@ def _plain(value, integer: bool):
     if isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
     return value
+
+
+def _ship_by_value() -> None:
+    import sys
+
+    from pyspark import cloudpickle
+
+    for name in ("streamsql.spark.matcher", "streamsql.plan.match_expressions", "streamsql.plan.match_pattern",
+                 __name__):
+        try:
+            cloudpickle.register_pickle_by_value(sys.modules[name])
+        except ValueError:
+            pass
