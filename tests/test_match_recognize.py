@@ -390,3 +390,16 @@ def test_the_partition_function_runs_on_a_worker_without_streamsql(tmp_path):
     assert done.stdout.decode().strip() == (
         "[{'symbol': 'X', 'top': 8, 'bottom': 5, 'avg_qty': 2.5, 'downs': 2,"
         " 'matched_at': Timestamp('2026-01-01 00:00:03')}]")
+
+
+def test_time_arithmetic_with_intervals_in_define():
+    # B must come within 90 s of A: rows at 0 s (a), 60 s (b), 200 s (a), 400 s (b)
+    body = ("ORDER BY ts MEASURES FIRST(i) AS s PATTERN (A B)"
+            " DEFINE A AS A.kind = 'a', B AS B.kind = 'b' AND B.ts < A.ts + INTERVAL '90' SECOND")
+    assert run(body, rows(kinds=list("abab"), seconds=[0, 60, 200, 400])) == [{"s": 0}]
+
+
+def test_functions_outside_the_subset_are_named():
+    with pytest.raises(ValidationError, match=r"TIMESTAMPDIFF\(SECOND, A.ts, B.ts\) > 5 is not supported|"
+                                              "TIMESTAMPDIFF"):
+        run("ORDER BY ts PATTERN (A B) DEFINE B AS TIMESTAMPDIFF(SECOND, A.ts, B.ts) > 5", rows([1, 2]))

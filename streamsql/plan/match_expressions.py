@@ -68,10 +68,8 @@ class Compiler:
         first = isinstance(node, exp.First)
 
         def pick(ctx):
-            rows = ctx.rows(variable)
-            if offset >= len(rows):
-                return None
-            return argument(rows[offset] if first else rows[-1 - offset])
+            row = ctx.nth(variable, offset, not first)
+            return None if row is None else argument(row)
 
         return pick
 
@@ -84,8 +82,8 @@ class Compiler:
             offset = self._offset(node.expressions[1] if len(node.expressions) > 1 else None, 1)
 
             def previous(ctx):
-                rows = ctx.physical(variable)
-                return argument(rows[-1 - offset]) if offset < len(rows) else None
+                row = ctx.previous(variable, offset)
+                return None if row is None else argument(row)
 
             return previous
         if name in ("MATCH_ROWTIME", "MATCH_PROCTIME") and self.clause == "DEFINE":

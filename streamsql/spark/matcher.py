@@ -22,34 +22,55 @@ Assignment = list[tuple[int, str]]
 
 
 class Context:
-    """What a DEFINE (``current`` set) or a MEASURE (``current`` None) sees of the match."""
+    """What a DEFINE (``current`` set) or a MEASURE (``current`` None) sees of the match.
+    The match so far is not copied: a DEFINE is evaluated for every candidate row."""
 
     def __init__(self, rows: list[dict], assigned: Assignment, current: tuple[int, str] | None = None):
         self._rows = rows
-        self._sequence = assigned + [current] if current is not None else assigned
+        self._assigned = assigned
         self._current = current
+        self._length = len(assigned) + (current is not None)
+
+    def _at(self, k: int) -> tuple[int, str]:
+        return self._assigned[k] if k < len(self._assigned) else self._current
+
+    def _last_of(self, variable: str | None) -> int | None:
+        for k in range(self._length - 1, -1, -1):
+            if variable is None or self._at(k)[1] == variable:
+                return k
+        return None
 
     def reference(self, variable: str | None) -> dict | None:
         """`A.x`: the current row (A being defined, or no variable in DEFINE), else A's last
         row; in MEASURES, no variable means the match's last row."""
         if self._current is not None and variable in (None, self._current[1]):
             return self._rows[self._current[0]]
-        for index, name in reversed(self._sequence):
-            if variable is None or name == variable:
-                return self._rows[index]
-        return None
+        k = self._last_of(variable)
+        return None if k is None else self._rows[self._at(k)[0]]
 
     def rows(self, variable: str | None) -> list[dict]:
         """The rows mapped to the variable so far (all rows of the match for None)."""
-        return [self._rows[i] for i, name in self._sequence if variable is None or name == variable]
+        return [self._rows[self._at(k)[0]] for k in range(self._length)
+                if variable is None or self._at(k)[1] == variable]
 
-    def physical(self, variable: str | None) -> list[dict]:
-        """The match's rows up to and including the variable's last row (for PREV)."""
-        if variable is None:
-            variable = self._current[1] if self._current is not None else None
-        last = max((k for k, (_, name) in enumerate(self._sequence) if variable is None or name == variable),
-                   default=None)
-        return [] if last is None else [self._rows[i] for i, _ in self._sequence[:last + 1]]
+    def nth(self, variable: str | None, offset: int, from_end: bool) -> dict | None:
+        """FIRST/LAST: the variable's row ``offset`` rows from its first / last one."""
+        order = range(self._length - 1, -1, -1) if from_end else range(self._length)
+        for k in order:
+            if variable is None or self._at(k)[1] == variable:
+                if offset == 0:
+                    return self._rows[self._at(k)[0]]
+                offset -= 1
+        return None
+
+    def previous(self, variable: str | None, offset: int) -> dict | None:
+        """PREV: the row ``offset`` rows before the variable's last row, in the match."""
+        if variable is None and self._current is not None:
+            variable = self._current[1]
+        k = self._last_of(variable)
+        if k is None or k - offset < 0:
+            return None
+        return self._rows[self._at(k - offset)[0]]
 
 
 class Matcher:
