@@ -403,3 +403,32 @@ def test_functions_outside_the_subset_are_named():
     with pytest.raises(ValidationError, match=r"TIMESTAMPDIFF\(SECOND, A.ts, B.ts\) > 5 is not supported|"
                                               "TIMESTAMPDIFF"):
         run("ORDER BY ts PATTERN (A B) DEFINE B AS TIMESTAMPDIFF(SECOND, A.ts, B.ts) > 5", rows([1, 2]))
+
+
+@pytest.mark.parametrize("body, prices", [
+    ("AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) DEFINE B AS B.price < PREV(B.price),"
+     " C AS C.price > PREV(C.price)", [12, 17, 13, 11, 15, 16, 14, 13, 20, 19, 18]),
+    ("AFTER MATCH SKIP TO NEXT ROW PATTERN (S U{2,} E) DEFINE U AS U.price > PREV(U.price),"
+     " E AS E.price <= PREV(E.price)", [5, 6, 7, 8, 8, 3, 4, 2, 1, 2, 3, 4, 5, 0, 1, 2, 3]),
+    ("AFTER MATCH SKIP TO LAST B PATTERN (A B+? C) DEFINE B AS B.price < 10, C AS C.price >= 10",
+     [10, 1, 2, 11, 3, 12, 4, 5]),
+    ("AFTER MATCH SKIP PAST LAST ROW PATTERN (A B*? C) WITHIN INTERVAL '3' SECOND"
+     " DEFINE B AS B.price < 10, C AS C.price >= 10", [10, 1, 2, 3, 11, 1, 12, 4]),
+])
+def test_incremental_matching_emits_only_decided_matches(body, prices):
+    """Rows arriving one at a time (streaming): what is decided early, plus what the end of
+    input decides, is what the whole input gives; nothing decided early is ever revised."""
+    relation = match_relation(clause("ORDER BY ts MEASURES FIRST(i) AS s, LAST(i) AS e " + body), "m", "t", COLUMNS)
+    matcher = Matcher(relation.spec)
+    data = rows(prices)
+    pending, emitted = [], []
+    for row in data:
+        pending.append(row)
+        out, start = matcher.run_decided(pending)
+        emitted += out
+        pending = pending[start:]
+    final = matcher.run(pending)
+    assert emitted + final == matcher.run(data)
+    assert emitted  # something was decided before the end
+    if "WITHIN" in body:
+        assert len(pending) < 4  # WITHIN bounds what is kept

@@ -89,30 +89,42 @@ class Matcher:
         self.conditions = {v: define.compile(parse_one(sql, read=Flink)) for v, sql in spec.define.items()}
         self.measures = [(name, measure.compile(parse_one(sql, read=Flink))) for name, sql in spec.measures]
         self.within = datetime.timedelta(milliseconds=spec.within_ms) if spec.within_ms is not None else None
+        self._ran_out = False
 
     def run(self, rows: list[dict]) -> list[dict]:
         """The output rows (partition columns, then measures) of one partition's rows, which
-        are in event-time order."""
-        out = []
-        for assigned in self.matches(rows):
-            first = rows[assigned[0][0]]
-            context = Context(rows, assigned)
-            result = {name: first.get(name) for name in self.spec.partition_by}
-            result.update({name: f(context) for name, f in self.measures})
-            out.append(result)
-        return out
+        are in event-time order and complete (bounded input)."""
+        return [self._output(rows, assigned) for assigned in self.matches(rows)[0]]
 
-    def matches(self, rows: list[dict]) -> list[Assignment]:
+    def run_decided(self, rows: list[dict]) -> tuple[list[dict], int]:
+        """For rows that more rows will follow (streaming): the output of the matches no
+        later row can change, and the index of the first row still needed."""
+        found, start = self.matches(rows, complete=False)
+        return [self._output(rows, assigned) for assigned in found], start
+
+    def _output(self, rows: list[dict], assigned: Assignment) -> dict:
+        first = rows[assigned[0][0]]
+        context = Context(rows, assigned)
+        result = {name: first.get(name) for name in self.spec.partition_by}
+        result.update({name: f(context) for name, f in self.measures})
+        return result
+
+    def matches(self, rows: list[dict], complete: bool = True) -> tuple[list[Assignment], int]:
+        """The matches, and where matching stopped: the end, or (``complete`` False) the
+        first start whose search needed a row after the last one (it is not decided yet)."""
         found = []
         start = 0
         while start < len(rows):
+            self._ran_out = False
             assigned = self._match_at(rows, start)
+            if self._ran_out and not complete:
+                break
             if assigned is None:
                 start += 1
                 continue
             found.append(assigned)
             start = self._next_start(assigned, start)
-        return found
+        return found, start
 
     def _next_start(self, assigned: Assignment, start: int) -> int:
         how, variable = self.spec.skip
@@ -165,12 +177,14 @@ class Matcher:
             taken += 1
 
     def _accepts(self, rows: list[dict], start: int, index: int, variable: str, assigned: Assignment) -> bool:
+        column = self.spec.time_column
         if index >= len(rows):
+            # A later row could be taken, unless WITHIN already excludes every later row.
+            self._ran_out = self._ran_out or self.within is None or (
+                rows[-1][column] - rows[start][column] < self.within)
             return False
-        if self.within is not None:
-            column = self.spec.time_column
-            if rows[index][column] - rows[start][column] >= self.within:
-                return False
+        if self.within is not None and rows[index][column] - rows[start][column] >= self.within:
+            return False
         condition = self.conditions.get(variable)
         return condition is None or condition(Context(rows, assigned, (index, variable))) is True
 
