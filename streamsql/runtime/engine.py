@@ -204,7 +204,7 @@ class Engine:
             elif isinstance(derived, MatchRelation):
                 from streamsql.spark.match_recognize import match_frame
 
-                match_frame(spark, derived).createOrReplaceTempView(name)
+                match_frame(spark, derived, streaming).createOrReplaceTempView(name)
             else:
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
         query = plan.query

@@ -3,8 +3,8 @@
 `groupBy(PARTITION BY columns).applyInPandas(...)`: every partition key's rows arrive in
 one pandas frame, are sorted by the ORDER BY keys (the time attribute first: event-time
 order) and handed to the matcher (`spark.matcher`), which returns one row per match. No
-PARTITION BY: one group holds every row (Flink runs it with parallelism 1 too). Bounded
-input only: over unbounded input the planner's operator plan refuses the query first.
+PARTITION BY: one group holds every row (Flink runs it with parallelism 1 too). A
+streaming input goes to the stateful operator (`spark.match_stream`) instead.
 """
 
 from __future__ import annotations
@@ -22,21 +22,30 @@ if TYPE_CHECKING:
 READ_ORDER = "__match_read_order"
 
 
-def match_frame(spark, relation: MatchRelation):
-    """The relation's output as a DataFrame over its input's temp view."""
+def match_frame(spark, relation: MatchRelation, streaming: bool = False):
+    """The relation's output as a DataFrame over its input's temp view (a streaming one:
+    the stateful operator of spark.match_stream)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     frame = spark.table(f"`{relation.input_name}`")
+    if streaming:
+        from streamsql.spark.match_stream import match_stream
+
+        return match_stream(frame, relation)
     if SEQ_COLUMN in frame.columns:  # a source with a watermark: the order it was read in
         if relation.late_delay_ms is not None:
             frame = _on_time(frame, relation.spec.time_column, relation.late_delay_ms)
         frame = frame.withColumn(READ_ORDER, F.row_number().over(Window.orderBy(SEQ_COLUMN))).drop(SEQ_COLUMN)
     else:
         frame = frame.withColumn(READ_ORDER, F.monotonically_increasing_id())
-    schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in relation.columns)
     grouped = frame.groupBy(*[f"`{k}`" for k in relation.spec.partition_by])
-    return grouped.applyInPandas(_partition_matcher(relation), schema)
+    return grouped.applyInPandas(_partition_matcher(relation), output_schema(relation))
+
+
+def output_schema(relation: MatchRelation) -> str:
+    """The relation's columns as a Spark DDL schema."""
+    return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in relation.columns)
 
 
 def _on_time(frame, time_column: str, delay_ms: int):
@@ -105,8 +114,9 @@ def _ship_by_value() -> None:
     from pyspark import cloudpickle
 
     for name in ("streamsql.spark.matcher", "streamsql.plan.match_expressions", "streamsql.plan.match_pattern",
-                 __name__):
-        try:
-            cloudpickle.register_pickle_by_value(sys.modules[name])
-        except ValueError:
-            pass
+                 "streamsql.spark.match_stream", __name__):
+        if name in sys.modules:
+            try:
+                cloudpickle.register_pickle_by_value(sys.modules[name])
+            except ValueError:
+                pass
