@@ -77,7 +77,7 @@ class Compiler:
         name = node.name.upper()
         if name == "PREV":
             if not node.expressions:
-                raise self._error("PREV needs an argument, e.g. PREV(A.price)", node)
+                raise self.error("PREV needs an argument, e.g. PREV(A.price)", node)
             argument, variable = self._row_argument(node.expressions[0], "PREV")
             offset = self._offset(node.expressions[1] if len(node.expressions) > 1 else None, 1)
 
@@ -87,23 +87,23 @@ class Compiler:
 
             return previous
         if name in ("MATCH_ROWTIME", "MATCH_PROCTIME") and self.clause == "DEFINE":
-            raise self._error(f"{name}() is only allowed in MEASURES", node)
+            raise self.error(f"{name}() is only allowed in MEASURES", node)
         if name == "MATCH_ROWTIME":
             if node.expressions:
-                raise self._error("MATCH_ROWTIME() takes no arguments here", node)
+                raise self.error("MATCH_ROWTIME() takes no arguments here", node)
             column = self.time_column
             return lambda ctx: _get(ctx.reference(None), column)
         if name == "MATCH_PROCTIME":
             return lambda ctx: datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
         if name in ("NEXT", "CLASSIFIER", "MATCH_NUMBER"):
-            raise self._error(f"{name} is not supported by Flink's MATCH_RECOGNIZE", node)
-        raise self._error(f"function {node.name} is not supported in MATCH_RECOGNIZE's {self.clause}", node)
+            raise self.error(f"{name} is not supported by Flink's MATCH_RECOGNIZE", node)
+        raise self.error(f"function {node.name} is not supported in MATCH_RECOGNIZE's {self.clause}", node)
 
     def _aggregate(self, node: exp.Expression) -> Compiled:
         kind = type(node).__name__.upper()
         this = node.this
         if isinstance(this, exp.Distinct):
-            raise self._error(f"{kind}(DISTINCT ...) is not supported in MATCH_RECOGNIZE (Flink rejects it)", node)
+            raise self.error(f"{kind}(DISTINCT ...) is not supported in MATCH_RECOGNIZE (Flink rejects it)", node)
         if isinstance(node, exp.Count) and (isinstance(this, exp.Star) or
                                             (isinstance(this, exp.Column) and isinstance(this.this, exp.Star))):
             variable = None
@@ -120,7 +120,7 @@ class Compiler:
             raise ValidationError(f"{what} needs an argument")
         variables = {self._variable(c) for c in node.find_all(exp.Column)}
         if len(variables) > 1:
-            raise self._error(f"{what}: its argument must refer to one pattern variable (it refers to"
+            raise self.error(f"{what}: its argument must refer to one pattern variable (it refers to"
                               f" {', '.join(sorted(v or '(none)' for v in variables))})", node)
         return self._row(node), (variables.pop() if variables else None)
 
@@ -130,7 +130,7 @@ class Compiler:
             name = self._column_name(node)
             return lambda row: row.get(name)
         if isinstance(node, (exp.First, exp.Last, exp.Anonymous) + _AGGREGATES):
-            raise self._error("navigation functions and aggregates cannot be nested in MATCH_RECOGNIZE", node)
+            raise self.error("navigation functions and aggregates cannot be nested in MATCH_RECOGNIZE", node)
         return _combine(node, self._row, self)
 
     # -- names ---------------------------------------------------------------------------
@@ -139,18 +139,18 @@ class Compiler:
 
     def _variable(self, column: exp.Column) -> str | None:
         if column.args.get("db") or column.args.get("catalog"):
-            raise self._error(f"'{column.sql()}': refer to columns as <pattern variable>.<column>", column)
+            raise self.error(f"'{column.sql()}': refer to columns as <pattern variable>.<column>", column)
         if not column.table:
             return None
         if column.table not in self.variables:
-            raise self._error(
+            raise self.error(
                 f"{self.clause}: unknown pattern variable '{column.table}' in {column.sql()} (the pattern's"
                 f" variables: {', '.join(self.variables)})", column)
         return column.table
 
     def _column_name(self, column: exp.Column) -> str:
         if column.name not in self.columns:
-            raise self._error(f"{self.clause}: column '{column.name}' is not in the input (its columns:"
+            raise self.error(f"{self.clause}: column '{column.name}' is not in the input (its columns:"
                               f" {', '.join(sorted(self.columns))})", column)
         return column.name
 
@@ -158,10 +158,10 @@ class Compiler:
         if node is None:
             return default
         if not (isinstance(node, exp.Literal) and node.is_int) or int(node.this) < 0:
-            raise self._error("the offset of PREV, FIRST and LAST must be a non-negative integer literal", node)
+            raise self.error("the offset of PREV, FIRST and LAST must be a non-negative integer literal", node)
         return int(node.this)
 
-    def _error(self, message: str, node: exp.Expression) -> ValidationError:
+    def error(self, message: str, node: exp.Expression) -> ValidationError:
         return ValidationError(message, start_position(node))
 
 
@@ -182,7 +182,7 @@ def _combine(node: exp.Expression, sub: Callable[[exp.Expression], Callable], co
     if isinstance(node, exp.Null):
         return lambda *_: None
     if isinstance(node, exp.Interval):
-        value = _interval(node, compiler)
+        value = interval_value(node, compiler)
         return lambda *_: value
     if type(node) in _COMPARE:
         return _binary(sub(node.this), sub(node.expression), _COMPARE[type(node)])
@@ -220,7 +220,7 @@ def _combine(node: exp.Expression, sub: Callable[[exp.Expression], Callable], co
         return lambda *a: None if (v := f(*a)) is None else abs(v)
     if isinstance(node, exp.Cast):
         return _cast(sub(node.this), node, compiler)
-    raise compiler._error(f"{node.sql()} is not supported in MATCH_RECOGNIZE's {compiler.clause} (supported: columns,"
+    raise compiler.error(f"{node.sql()} is not supported in MATCH_RECOGNIZE's {compiler.clause} (supported: columns,"
                           " literals, arithmetic, comparisons, AND/OR/NOT, IS NULL, BETWEEN, IN, CASE, COALESCE,"
                           " ABS, CAST, PREV/FIRST/LAST, SUM/AVG/MIN/MAX/COUNT)", node)
 
@@ -233,11 +233,11 @@ def _literal(node: exp.Literal) -> Any:
     return float(node.this)
 
 
-def _interval(node: exp.Interval, compiler: Compiler) -> datetime.timedelta:
+def interval_value(node: exp.Interval, compiler: Compiler) -> datetime.timedelta:
     unit = node.unit.name.upper() if node.unit else "SECOND"
     unit = unit[:-1] if unit.endswith("S") else unit
     if unit not in _UNITS_MS or not isinstance(node.this, exp.Literal):
-        raise compiler._error(f"interval {node.sql()} is not supported in MATCH_RECOGNIZE", node)
+        raise compiler.error(f"interval {node.sql()} is not supported in MATCH_RECOGNIZE", node)
     return datetime.timedelta(milliseconds=float(node.this.this) * _UNITS_MS[unit])
 
 
@@ -325,7 +325,7 @@ def _cast(f: Callable, node: exp.Cast, compiler: Compiler) -> Callable:
     elif to.is_type(*exp.DataType.TEXT_TYPES):
         convert = lambda v: str(v)  # noqa: E731
     else:
-        raise compiler._error(f"CAST to {to.sql()} is not supported in MATCH_RECOGNIZE", node)
+        raise compiler.error(f"CAST to {to.sql()} is not supported in MATCH_RECOGNIZE", node)
     return lambda *a: None if (v := f(*a)) is None else convert(v)
 
 

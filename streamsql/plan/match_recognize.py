@@ -18,7 +18,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from streamsql.dialect.flink import Flink
 from streamsql.errors import Position, ValidationError
-from streamsql.plan.match_expressions import Compiler, _interval
+from streamsql.plan.match_expressions import Compiler, interval_value
 from streamsql.plan.match_pattern import MatchSpec, parse_pattern
 from streamsql.plan.objects import Column, identifier_position
 from streamsql.plan.operators import Field, Operator
@@ -187,7 +187,7 @@ def _within(node: exp.MatchRecognize) -> int | None:
     if not isinstance(within, exp.Interval):
         raise ValidationError("WITHIN takes an interval, e.g. WITHIN INTERVAL '1' HOUR", start_position(within))
     compiler = Compiler([], [], "WITHIN")
-    return int(_interval(within, compiler).total_seconds() * 1000)
+    return int(interval_value(within, compiler).total_seconds() * 1000)
 
 
 def _measure_column(alias: str, expression: exp.Expression, columns: list[Column], time_column: Column) -> Column:
