@@ -432,3 +432,15 @@ def test_incremental_matching_emits_only_decided_matches(body, prices):
     assert emitted  # something was decided before the end
     if "WITHIN" in body:
         assert len(pending) < 4  # WITHIN bounds what is kept
+
+
+def test_the_matcher_benchmark_runs(capsys):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import match_recognize as bench
+
+    results = bench.main(["--rows", "2000", "--keys", "4"])
+    assert [r["pattern"] for r in results] == ["v_shape", "rising_run"]
+    assert all(r["rows"] == 2000 and r["matches"] > 0 and r["rows_per_second"] > 0 for r in results)
+    assert "rows/s" in capsys.readouterr().out
