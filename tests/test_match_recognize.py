@@ -444,3 +444,17 @@ def test_the_matcher_benchmark_runs(capsys):
     assert [r["pattern"] for r in results] == ["v_shape", "rising_run"]
     assert all(r["rows"] == 2000 and r["matches"] > 0 and r["rows_per_second"] > 0 for r in results)
     assert "rows/s" in capsys.readouterr().out
+
+
+def test_decimals_mix_with_doubles_and_measures_take_their_columns_type():
+    import decimal
+
+    from streamsql.spark.match_recognize import conform
+
+    data = rows([1, 2])
+    data[0]["price"], data[1]["price"] = decimal.Decimal("10.50"), decimal.Decimal("12.25")
+    body = ("ORDER BY ts MEASURES B.price * 1.5 AS scaled, AVG(price) AS mean PATTERN (A B)"
+            " DEFINE B AS B.price > A.price * 1.1")
+    assert run(body, data) == [{"scaled": 18.375, "mean": decimal.Decimal("11.375")}]
+    assert conform(2.0, "int") == 2 and conform(decimal.Decimal("1.5"), "float") == 1.5
+    assert conform(1.25, "decimal") == decimal.Decimal("1.25") and conform(None, "int") is None

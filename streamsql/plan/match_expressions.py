@@ -244,7 +244,13 @@ def interval_value(node: exp.Interval, compiler: Compiler) -> datetime.timedelta
 def _binary(left: Callable, right: Callable, op: Callable) -> Callable:
     def apply(*a):
         x, y = left(*a), right(*a)
-        return None if x is None or y is None else op(x, y)
+        if x is None or y is None:
+            return None
+        if isinstance(x, decimal.Decimal) and isinstance(y, float):  # DECIMAL with DOUBLE is DOUBLE
+            x = float(x)
+        elif isinstance(y, decimal.Decimal) and isinstance(x, float):
+            y = float(y)
+        return op(x, y)
 
     return apply
 

@@ -72,6 +72,7 @@ def _partition_matcher(relation: MatchRelation):
     _ship_by_value()
     matcher, integers = Matcher(relation.spec), set(relation.integer_columns)
     names = [c.name for c in relation.columns]
+    kinds = {c.name: _kind(c.type) for c in relation.columns}
     # Event-time order; rows of equal time in read order. Processing time is arrival order.
     keys = [] if relation.proctime else list(relation.order_by)
     keys.append((READ_ORDER, True))
@@ -81,9 +82,39 @@ def _partition_matcher(relation: MatchRelation):
 
         frame = frame.sort_values([c for c, _ in keys], ascending=[a for _, a in keys], kind="mergesort")
         rows = records(frame.drop(columns=[READ_ORDER]), integers)
-        return pd.DataFrame(matcher.run(rows), columns=names)
+        out = [{name: conform(value, kinds[name]) for name, value in row.items()} for row in matcher.run(rows)]
+        return pd.DataFrame(out, columns=names)
 
     return match
+
+
+def _kind(data_type) -> str | None:
+    from sqlglot import exp
+
+    if data_type is None:
+        return None
+    if data_type.is_type(*exp.DataType.INTEGER_TYPES):
+        return "int"
+    if data_type.is_type(exp.DataType.Type.DECIMAL):
+        return "decimal"
+    if data_type.is_type(*exp.DataType.REAL_TYPES):
+        return "float"
+    return None
+
+
+def conform(value, kind: str | None):
+    """A measure's value in its column's Python type (Arrow converts it to Spark's)."""
+    import decimal
+
+    if value is None or kind is None or isinstance(value, bool):
+        return value
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    if kind == "decimal":
+        return value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+    return value
 
 
 def records(frame, integers: set[str]) -> list[dict]:
