@@ -458,3 +458,15 @@ def test_decimals_mix_with_doubles_and_measures_take_their_columns_type():
     assert run(body, data) == [{"scaled": 18.375, "mean": decimal.Decimal("11.375")}]
     assert conform(2.0, "int") == 2 and conform(decimal.Decimal("1.5"), "float") == 1.5
     assert conform(1.25, "decimal") == decimal.Decimal("1.25") and conform(None, "int") is None
+
+
+def test_match_rowtime_needs_event_time_and_types_inside_expressions(tmp_path):
+    ddl = ("CREATE TEMPORARY TABLE clicks (u STRING, page STRING, p AS PROCTIME()) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'ticker.csv'}', 'format' = 'csv');\n")
+    with pytest.raises(ValidationError, match=r"MATCH_ROWTIME\(\) needs ORDER BY an event-time attribute"):
+        plan(ddl + "SELECT * FROM clicks MATCH_RECOGNIZE (ORDER BY p MEASURES MATCH_ROWTIME() AS t PATTERN (A))"
+                   " AS m;", tmp_path)
+    step = plan(V_SHAPE.replace("MATCH_ROWTIME() AS matched_at",
+                                "MATCH_ROWTIME() + INTERVAL '1' MINUTE AS later") + ";", tmp_path)
+    assert [(c.name, c.type.sql(dialect=Flink), c.time_attribute) for c in step.plan.columns][-1] == (
+        "later", "TIMESTAMP(3)", None)

@@ -192,12 +192,22 @@ def _within(node: exp.MatchRecognize) -> int | None:
 
 def _measure_column(alias: str, expression: exp.Expression, columns: list[Column], time_column: Column) -> Column:
     """The measure's Flink type: the type of the value its navigation or aggregate returns."""
+    proctime = exp.DataType.build("TIMESTAMP_LTZ(3)", dialect=Flink)
+    for call in expression.find_all(exp.Anonymous):
+        if call.name.upper() == "MATCH_ROWTIME" and time_column.time_attribute != "rowtime":
+            raise ValidationError("MATCH_ROWTIME() needs ORDER BY an event-time attribute (rowtime); this"
+                                  f" MATCH_RECOGNIZE orders by processing time ('{time_column.name}')",
+                                  start_position(call) or start_position(expression))
     if isinstance(expression, exp.Anonymous) and expression.name.upper() == "MATCH_ROWTIME":
         return Column(alias, time_column.type, time_attribute="rowtime")
     if isinstance(expression, exp.Anonymous) and expression.name.upper() == "MATCH_PROCTIME":
-        return Column(alias, exp.DataType.build("TIMESTAMP_LTZ(3)", dialect=Flink), time_attribute="proctime")
+        return Column(alias, proctime, time_attribute="proctime")
     types = {c.name: c.type for c in columns if c.type is not None}
-    value = expression.copy().transform(_as_value)
+    times = {"MATCH_ROWTIME": time_column.type, "MATCH_PROCTIME": proctime}
+    value = expression.copy().transform(
+        lambda n: exp.cast(exp.null(), times[n.name.upper()].copy())
+        if isinstance(n, exp.Anonymous) and n.name.upper() in times else n)
+    value = value.transform(_as_value)
     value = value.transform(lambda n: exp.cast(exp.null(), types[n.name].copy())
                             if isinstance(n, exp.Column) and n.name in types else n)
     typed = annotate_types(exp.select(value), dialect=Flink)
