@@ -69,10 +69,10 @@ def _partition_matcher(relation: MatchRelation):
     may import another copy of streamsql, or none (on a cluster)."""
     from streamsql.spark.matcher import Matcher
 
-    _ship_by_value()
+    ship_by_value()
     matcher, integers = Matcher(relation.spec), set(relation.integer_columns)
     names = [c.name for c in relation.columns]
-    kinds = {c.name: _kind(c.type) for c in relation.columns}
+    kinds = {c.name: value_kind(c.type) for c in relation.columns}
     # Event-time order; rows of equal time in read order. Processing time is arrival order.
     keys = [] if relation.proctime else list(relation.order_by)
     keys.append((READ_ORDER, True))
@@ -88,7 +88,7 @@ def _partition_matcher(relation: MatchRelation):
     return match
 
 
-def _kind(data_type) -> str | None:
+def value_kind(data_type) -> str | None:
     from sqlglot import exp
 
     if data_type is None:
@@ -139,7 +139,7 @@ def _plain(value, integer: bool):
     return value
 
 
-def _ship_by_value() -> None:
+def ship_by_value() -> None:
     import sys
 
     from pyspark import cloudpickle

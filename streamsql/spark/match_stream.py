@@ -19,6 +19,8 @@ from __future__ import annotations
 import pickle
 from typing import TYPE_CHECKING
 
+from streamsql.errors import ValidationError
+
 if TYPE_CHECKING:
     from streamsql.plan.match_recognize import MatchRelation
 
@@ -27,13 +29,17 @@ def match_stream(frame, relation: MatchRelation):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming import StatefulProcessor
 
-    from streamsql.spark.match_recognize import _ship_by_value, output_schema, records
+    from streamsql.spark.match_recognize import conform, output_schema, records, ship_by_value, value_kind
     from streamsql.spark.matcher import Matcher
 
-    _ship_by_value()
+    if relation.proctime:
+        raise ValidationError("MATCH_RECOGNIZE ordered by processing time over a stream is not supported yet"
+                              " (its operator runs on event-time timers); order by a rowtime attribute")
+    ship_by_value()
     matcher = Matcher(relation.spec)
     time_column, names = relation.spec.time_column, [c.name for c in relation.columns]
     integers = set(relation.integer_columns)
+    kinds = {c.name: value_kind(c.type) for c in relation.columns}
     order = [c for c, _ in relation.order_by[1:]]  # rows of equal time: the other keys, then arrival
 
     class MatchProcessor(StatefulProcessor):
@@ -66,6 +72,7 @@ def match_stream(frame, relation: MatchRelation):
             out, start = matcher.run_decided(ready)
             self._store(ready[start:] + pending[len(ready):])
             if out:
+                out = [{name: conform(value, kinds[name]) for name, value in row.items()} for row in out]
                 yield pd.DataFrame(out, columns=names)
 
         def _load(self) -> list[dict]:
