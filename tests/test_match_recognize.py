@@ -195,6 +195,20 @@ def test_match_over_a_join_is_refused_with_advice(tmp_path):
         plan(sql, tmp_path)
 
 
+def test_over_a_subquery_its_time_attribute_kept(tmp_path):
+    sql = V_SHAPE.replace("FROM ticker", "FROM (SELECT symbol, price * 2 AS price, qty, ts FROM ticker WHERE qty > 0)")
+    step = plan(sql + ";", tmp_path)
+    assert [c.name for c in step.plan.columns] == ["symbol", "top", "bottom", "avg_qty", "downs", "matched_at"]
+    relation = next(d for d in step.plan.derived.values() if hasattr(d, "spec"))
+    assert relation.input_name == relation.name + "_input" and relation.late_delay_ms is None
+    assert isinstance(step.plan.derived[relation.input_name], exp.Query)
+    root = build_operator_plan(step.plan, is_bounded)
+    match = next(n for n in _walk(root) if isinstance(n, MatchOperator))
+    assert match.inputs[0].kind == "Calc"
+    with pytest.raises(ValidationError, match="'price' is not a time attribute"):
+        plan(sql.replace("ORDER BY ts", "ORDER BY price") + ";", tmp_path)
+
+
 def test_over_a_view(tmp_path):
     view = "CREATE TEMPORARY VIEW cheap AS SELECT symbol, price, qty, ts FROM ticker WHERE price < 100;\n"
     step = plan(view + V_SHAPE.replace("FROM ticker", "FROM cheap") + ";", tmp_path)

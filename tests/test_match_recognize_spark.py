@@ -49,12 +49,12 @@ SELECT * FROM ticks MATCH_RECOGNIZE (
                                ["BETA", "5", "4", "", "1", "2026-01-01 10:00:02.000"]]
 
 
-def test_rising_run_then_an_outer_query_and_insert(run, tmp_path):
+def test_rising_run_over_a_subquery_into_insert_and_an_outer_query(run, tmp_path):
     out = tmp_path / "out"
     rows = run.rows(_ddl(tmp_path) + f"""
 CREATE TABLE runs (symbol STRING, low INT, high INT, ups BIGINT) WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
 INSERT INTO runs
-SELECT symbol, low, high, ups FROM ticks MATCH_RECOGNIZE (
+SELECT symbol, low, high, ups FROM (SELECT symbol, price, ts FROM ticks WHERE price > 0) MATCH_RECOGNIZE (
   PARTITION BY symbol ORDER BY ts
   MEASURES S.price AS low, LAST(U.price) AS high, COUNT(U.price) AS ups
   AFTER MATCH SKIP TO NEXT ROW

@@ -230,28 +230,51 @@ def _sql(node: exp.Expression) -> str:
 
 
 def bind_match(planner, select: exp.Select, name: str, plan, replace_relation) -> None:
-    """Plan `FROM t MATCH_RECOGNIZE (...) [AS m]` in ``select``: the clause becomes the
-    relation ``name`` (in plan.derived), which the FROM item now reads under alias m."""
+    """Plan `FROM t MATCH_RECOGNIZE (...) [AS m]` in ``select`` (t a table, a view or a
+    subquery): the clause becomes the relation ``name`` (in plan.derived), which the FROM
+    item now reads under alias m."""
     from streamsql.plan.steps import spark_name
     from streamsql.plan.windows import watermark_delay_ms
 
     node = select.args["match"]
     source = select.args.get("from_")
-    table = source.this if source is not None else None
-    if not isinstance(table, exp.Table) or select.args.get("joins") or not isinstance(table.this, exp.Identifier):
-        raise ValidationError("MATCH_RECOGNIZE reads one table or view (FROM t MATCH_RECOGNIZE (...)); for a join or"
-                              " a subquery, define a view and match over it", start_position(node))
-    ctes = {cte.alias for cte in select.root().find_all(exp.CTE)}
-    if table.name in ctes and not table.db:
-        raise ValidationError(f"MATCH_RECOGNIZE reads a table or view; '{table.name}' is a WITH query: define a view"
-                              " and match over it", identifier_position(table))
-    obj = planner._relation(table)
-    columns = planner._input_columns(obj, plan, table)
-    relation = match_relation(node, name, spark_name(obj.name), columns)
+    item = source.this if source is not None else None
+    if isinstance(item, exp.Subquery) and not select.args.get("joins"):
+        (input_name, columns), obj = _subquery_input(planner, item, name, plan), None
+    elif isinstance(item, exp.Table) and not select.args.get("joins") and isinstance(item.this, exp.Identifier):
+        ctes = {cte.alias for cte in select.root().find_all(exp.CTE)}
+        if item.name in ctes and not item.db:
+            raise ValidationError(f"MATCH_RECOGNIZE reads a table, view or subquery; '{item.name}' is a WITH query:"
+                                  " define a view and match over it", identifier_position(item))
+        obj = planner._relation(item)
+        columns = planner._input_columns(obj, plan, item)
+        input_name = spark_name(obj.name)
+    else:
+        raise ValidationError("MATCH_RECOGNIZE reads one table, view or subquery (FROM t MATCH_RECOGNIZE (...));"
+                              " for a join, define a view and match over it", start_position(node))
+    relation = match_relation(node, name, input_name, columns)
     watermark = getattr(obj, "watermark", None)
     if watermark is not None and watermark.column == relation.spec.time_column:
         relation.late_delay_ms = watermark_delay_ms(obj)
     plan.derived[name] = relation
-    alias = node.alias or table.alias_or_name
+    alias = node.alias or item.alias_or_name or name
     node.pop()
+    table = exp.Table(this=exp.to_identifier(name))
+    item.replace(table)
     replace_relation(table, name, alias, relation.columns)
+
+
+def _subquery_input(planner, subquery: exp.Subquery, name: str, plan) -> tuple[str, list[Column]]:
+    """A subquery as the match's input: planned on its own (its columns keep their time
+    attributes), registered like a view under ``<name>_input``."""
+    inner = planner.plan_query(subquery.this)
+    for table in inner.tables:
+        if all(table is not t for t in plan.tables):
+            plan.tables.append(table)
+    for function in inner.functions:
+        if all(function is not f for f in plan.functions):
+            plan.functions.append(function)
+    plan.derived.update(inner.derived)
+    input_name = f"{name}_input"
+    plan.derived[input_name] = inner.query
+    return input_name, inner.columns
