@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from streamsql.plan.match_recognize import MatchRelation, match_operator
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
+from streamsql.plan.match_recognize import MatchRelation, match_operator
 from streamsql.plan.operators import (
     Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
 )
