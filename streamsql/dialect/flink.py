@@ -19,6 +19,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
 from streamsql.dialect import functions as F
+from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
 
 
@@ -64,6 +65,7 @@ class Flink(Dialect):
             "EXPLAIN": TokenType.DESCRIBE,
             "RESET": TokenType.COMMAND,
             "STOP": TokenType.COMMAND,
+            "MATCH_RECOGNIZE": TokenType.MATCH_RECOGNIZE,
         }
         # SHOW is parsed (SHOW_PARSERS below), not swallowed as a raw command.
         COMMANDS = Tokenizer.COMMANDS - {TokenType.SHOW}
@@ -102,6 +104,11 @@ class Flink(Dialect):
                     expression=self._match(TokenType.ALIAS) and self._parse_disjunction(),
                 )
             ),
+        }
+
+        QUERY_MODIFIER_PARSERS = {
+            **Parser.QUERY_MODIFIER_PARSERS,
+            TokenType.MATCH_RECOGNIZE: lambda self: ("match", M.parse_match_recognize(self)),
         }
 
         SCHEMA_UNNAMED_CONSTRAINTS = {*Parser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
@@ -147,6 +154,7 @@ class Flink(Dialect):
             W.WindowTVF: W.window_tvf_sql,
             W.GroupWindow: W.group_window_sql,
             W.GroupWindowProperty: W.group_window_property_sql,
+            M.MatchRecognize: M.match_recognize_sql,
             Show: lambda self, e: f"SHOW {e.this.name}" + (f" {self.sql(e, 'target')}" if e.args.get("target") else ""),
         }
 

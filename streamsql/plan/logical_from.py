@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
+from streamsql.plan.match_recognize import MatchRelation, match_operator
 from streamsql.plan.operators import (
     Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
 )
@@ -136,6 +137,8 @@ def named(builder, name: str, cte: bool = True) -> Operator:
     derived = builder.plan.derived.get(name)
     if isinstance(derived, WindowRelation):
         return window_assign(builder, derived)
+    if isinstance(derived, MatchRelation):
+        return match_operator(derived, named(builder, derived.input_name, cte=False))
     if derived is not None:
         return builder.query(derived)
     table = builder.tables.get(name)

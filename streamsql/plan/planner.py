@@ -197,6 +197,9 @@ class Planner:
         relations: dict[str, list[Column]] = {}
         versioned: dict[int, TableDef | ViewDef] = {}  # FROM items with FOR SYSTEM_TIME AS OF
         rewrite_group_windows(query)
+        for select in list(query.find_all(exp.Select)):
+            if select.args.get("match") is not None:
+                self._bind_match(select, plan, schema, relations)
         for table in list(query.find_all(exp.Table)):
             if tvf_of(table) is not None:
                 self._bind_window(table, tvf_of(table), plan, schema, relations)
@@ -277,6 +280,14 @@ class Planner:
             window.late_table = self._late_table(late_source)
         plan.derived[name] = window
         _replace_relation(wrapper, name, wrapper.alias or argument.this.name, window.columns, schema, relations)
+
+    def _bind_match(self, select: exp.Select, plan: QueryPlan, schema: dict, relations: dict) -> None:
+        """FROM t MATCH_RECOGNIZE (...): a derived relation (plan.match_recognize) read by name."""
+        from streamsql.plan.match_recognize import bind_match
+
+        self._derived_count += 1
+        bind_match(self, select, f"__match_{self._derived_count}", plan,
+                   lambda table, name, alias, columns: _replace_relation(table, name, alias, columns, schema, relations))
 
     def _late_table(self, source: TableDef) -> TableDef:
         """The table named by 'late-rows.table': it takes the source's physical columns."""

@@ -31,6 +31,7 @@ from streamsql.plan.planner import (
     Step,
     spark_name,
 )
+from streamsql.plan.match_recognize import MatchRelation
 from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.execution import check_operators, streams, trigger
@@ -201,6 +202,10 @@ class Engine:
                     spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM `{same}`")
                 else:
                     self._register_window(derived, streaming, observed, late_writes)
+            elif isinstance(derived, MatchRelation):
+                from streamsql.spark.match_recognize import match_frame
+
+                match_frame(spark, derived, streaming).createOrReplaceTempView(name)
             else:
                 if streaming:  # Flink's regular joins drop nothing for being late (spark.regular_joins)
                     derived = hide_join_times(derived, plan, is_bounded)
