@@ -215,17 +215,6 @@ def test_over_a_view(tmp_path):
     assert [c.name for c in step.plan.columns][:2] == ["symbol", "top"]
 
 
-def test_over_unbounded_input_is_refused_before_spark_starts(tmp_path):
-    from streamsql.runtime.execution import check_operators
-    from streamsql.runtime.settings import Settings
-
-    step = plan(V_SHAPE + ";", tmp_path, path=str(tmp_path / "live") + "', 'source.monitor-interval' = '1 s")
-    settings = Settings()
-    with pytest.raises(ValidationError, match=r"Match\(partitionBy=\[symbol\].* over an unbounded source needs a"
-                                              " stateful streaming operator"):
-        check_operators(type("E", (), {"log": print, "_splits": {}})(), step, settings)
-
-
 # -- the matcher: hand-computed matches ----------------------------------------------
 
 def test_v_shape():

@@ -83,3 +83,53 @@ SELECT * FROM ticks MATCH_RECOGNIZE (
     # A = BETA 5, B = 12 4 17, C must be BETA below 5: ACME 13 is not. A = BETA 4 (:01), B = 17 13 6,
     # C = BETA 7: not below 5. A = BETA 6: B = 7 11 8, C = ACME 15: no. A = BETA 7: B = 11 8 15, C = BETA 2.
     assert rows == [["BETA", "5", "15"]]
+
+
+def test_over_unbounded_input_matches_as_the_watermark_passes_and_drains(run, tmp_path):
+    """A continuous INSERT over a watched directory: matches are written while the job runs
+    (the watermark decides them), the rest when it drains; together, the batch result."""
+    import os
+    import signal
+    import time
+
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import lines, start
+
+    source, sink = tmp_path / "in", tmp_path / "out"
+    ticks = TICKS.splitlines(keepends=True)[:-1]  # no late row: batch and stream agree on the rest
+    halves = [ticks[:6], ticks[6:]]
+    os.utime(write(source / "part-0.csv", "".join(halves[0])), (time.time() - 100,) * 2)
+    query = """INSERT INTO out SELECT * FROM ticks MATCH_RECOGNIZE (
+  PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.price) AS top, LAST(B.price) AS bottom, C.price AS up
+  AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B+ C)
+  DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price)
+) AS v"""
+    ddl = f"""
+CREATE TABLE ticks (symbol STRING, price INT, qty INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (symbol STRING, top INT, bottom INT, up INT)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    job = start(tmp_path, write(tmp_path / "job.sql", ddl + query + ";"))
+    try:
+        # ACME 12 17 13 11 | 15 arrives with the second file: nothing can match before it
+        assert wait_for(lambda: (tmp_path / "catalog" / "_checkpoints").exists() or job.poll() is not None, 120)
+        os.utime(write(source / "part-1.csv", "".join(halves[1])), (time.time() - 50,) * 2)
+        # ACME's match ends at 10:00:04, BETA's at 10:00:02: the watermark (10:00:04 - 1 s) passes BETA's
+        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGUSR1)  # drain: the watermark goes to +infinity, the rest fires
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    streamed = lines(sink)
+    batch_sink = tmp_path / "batch"
+    write(batch_sink / "part-0.csv", "")
+    os.remove(batch_sink / "part-0.csv")
+    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
+             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
+    assert streamed == lines(batch_sink) == ["ACME,17,11,15", "BETA,5,4,6"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from streamsql.plan.aggregate_operators import GroupAggregate, WindowAggregate
 from streamsql.plan.join_operators import Join
+from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
 NATIVE_WINDOWS = ("TUMBLE", "HOP")
@@ -57,6 +58,8 @@ def _native(node: Operator) -> bool:
         distinct = any("DISTINCT" in s.upper() for s in node.select)
         return (window is not None and window.kind in NATIVE_WINDOWS and not window.proctime and not distinct
                 and not _stateful_below(node))
+    if isinstance(node, MatchRecognize):  # spark.match_stream over unbounded input
+        return not node.bounded and not _stateful_below(node)
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False
