@@ -1,24 +1,22 @@
 """STOP JOB ... WITH DRAIN: fire every open window before stopping, as Flink does.
 
 Flink drains by sending its maximal watermark through the job. Spark has no way to set a
-running query's watermark, so each watermarked, unbounded source is read together with a
-private directory that stays empty; draining writes one sentinel row with the largest
-timestamp there. It moves the watermark past every window (they fire), and is filtered
-out right after the watermark is taken, so no result ever contains it. A drained job has
+running query's watermark, so each watermarked, unbounded source — files of any format,
+generated, whatever its watermark column (computed too) — is read together with a private
+directory that stays empty (runtime.sources.drain_rows: a stream of the table's columns,
+NULL but the time); draining writes one sentinel time there, the largest. It moves the
+watermark past every window (they fire) and every timer, and is filtered out right after
+the watermark is taken, behind a node the query's own filters cannot be pushed through,
+so no predicate removes it first and no result ever contains it. A drained job has
 finished: its watermark is at the end of time, as a drained Flink job's is.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import tempfile
 from pathlib import Path
 
-from streamsql.errors import StreamsqlError
-from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 
 SENTINEL = "9999-12-31 23:59:59.999"
@@ -27,17 +25,14 @@ SENTINEL = "9999-12-31 23:59:59.999"
 class DrainSources:
     def __init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="streamsql-drain-"))
-        self.tables: dict[Path, TableDef] = {}
+        self.folders: set[Path] = set()
         self.released = False
 
-    def can_drain(self, table: TableDef) -> bool:
-        column = table.column(table.watermark.column) if table.watermark else None
-        return column is not None and not column.is_computed and table.options["format"] in ("csv", "json")
-
     def directory(self, table: TableDef) -> Path:
+        """The (empty) directory whose sentinel ends this table's input; one per table."""
         folder = self.root / f"{table.name.database}__{table.name.name}"
         folder.mkdir(exist_ok=True)
-        self.tables[folder] = table
+        self.folders.add(folder)
         return folder
 
     def release(self) -> None:
@@ -45,12 +40,11 @@ class DrainSources:
         if self.released:
             return
         self.released = True
-        for folder, table in self.tables.items():
-            text = _sentinel_row(table)
+        for folder in self.folders:
             fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
             with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            os.replace(tmp, folder / f"drain.{table.options['format']}")
+                handle.write(SENTINEL + "\n")
+            os.replace(tmp, folder / "drain.csv")
 
 
 def drained(query) -> bool:
@@ -58,19 +52,3 @@ def drained(query) -> bool:
     progress = query.lastProgress or {}
     watermark = (progress.get("eventTime") or {}).get("watermark")
     return watermark is None or watermark.startswith("9999")
-
-
-def _sentinel_row(table: TableDef) -> str:
-    names = [c.name for c in table.physical_columns]
-    if table.options["format"] == "json":
-        return json.dumps({table.watermark.column: SENTINEL}) + "\n"
-    out = io.StringIO()
-    separator = csv_separator(table.options)
-    csv.writer(out, delimiter=separator, lineterminator="\n").writerow(
-        [SENTINEL if n == table.watermark.column else "" for n in names]
-    )
-    return out.getvalue()
-
-
-def not_drainable(table: TableDef) -> StreamsqlError:
-    return StreamsqlError(f"Table '{table.name.name}' cannot be drained (its watermark column is computed, or its format is not csv/json)")

@@ -8,6 +8,7 @@ counted (the count is in the run summary).
 from __future__ import annotations
 
 import glob as globlib
+import itertools
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
@@ -23,6 +24,7 @@ MALFORMED_MARK = "streamsql-malformed-row"
 
 
 GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
+_BARRIERS = itertools.count(1)  # observe() names are unique per query
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 
@@ -35,8 +37,9 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     """
     from pyspark.sql import functions as F
 
+    drains = drain if streaming and drain is not None and table.watermark is not None and not is_bounded(table) else None
     if table.options["connector"] in GENERATED:
-        return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains=False)
+        return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
@@ -66,9 +69,6 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         frame = frame.filter(_path_matches(pattern, F))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
-    drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
-    if drains:
-        frame = frame.unionByName(reader().load(str(drain.directory(table))))
     return _with_computed_columns(frame, table, streaming, drains)
 
 
@@ -84,14 +84,32 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
     frame = frame.selectExpr(*columns)
     if table.watermark is not None:
         if streaming:
+            if drains is not None:  # the end-of-input signal: a sentinel row at the end of time
+                frame = frame.unionByName(drain_rows(frame, table, drains.directory(table)))
             frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
-            if drains:  # the sentinel moves the watermark, then leaves
+            if drains is not None:
+                # The sentinel moves the watermark, then leaves. Spark pushes a query's filters
+                # (a WHERE, a join key's IS NOT NULL) below the watermark, where they would
+                # remove the sentinel first; observe() is a node they cannot pass.
+                frame = frame.observe(f"streamsql_drain_{next(_BARRIERS)}", F.count(F.lit(1)))
                 time_column = F.col(f"`{table.watermark.column}`")
                 frame = frame.filter(time_column.isNull() | (time_column < F.lit(SENTINEL).cast("timestamp")))
         else:  # the read order, for telling late rows apart (spark.windows): files by name, rows in order
             position = F.monotonically_increasing_id()
             frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), position) if from_files else position)
     return frame
+
+
+def drain_rows(frame, table: TableDef, directory):
+    """The drain directory's sentinel rows in the table's columns: the watermark column at
+    the sentinel time, every other column NULL (a stream of no rows until a drain)."""
+    from pyspark.sql import functions as F
+
+    reader = frame.sparkSession.readStream.schema("t STRING").option("maxFilesPerTrigger", "1")
+    sentinel = reader.csv(str(directory))
+    return sentinel.select(*[
+        (F.to_timestamp(F.col("t")) if f.name == table.watermark.column else F.lit(None))
+        .cast(f.dataType).alias(f.name) for f in frame.schema.fields])
 
 
 def _path_matches(pattern: str, F):
