@@ -18,6 +18,7 @@ from sqlglot.parser import Parser
 from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
+from streamsql.dialect import builtins as B
 from streamsql.dialect import functions as F
 from streamsql.dialect import windows as W
 
@@ -47,6 +48,12 @@ class Flink(Dialect):
         F.RegexpExtractGroup: {"returns": exp.DType.VARCHAR},
         F.SplitIndex: {"returns": exp.DType.VARCHAR},
         F.FlinkDateFormat: {"returns": exp.DType.VARCHAR},
+        F.FlinkCall: {"annotator": B.annotate},
+        F.FlinkAggCall: {"annotator": B.annotate},
+        exp.Extract: {"returns": exp.DType.BIGINT},
+        exp.JSONObject: {"returns": exp.DType.VARCHAR},
+        exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
+        exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
     }
 
     class Tokenizer(Tokenizer):
@@ -82,10 +89,14 @@ class Flink(Dialect):
             "SUBSTR": exp.Substring.from_arg_list,
             "CHAR_LENGTH": exp.Length.from_arg_list,
             "CHARACTER_LENGTH": exp.Length.from_arg_list,
+            **B.FUNCTIONS,
         }
 
+        NO_PAREN_FUNCTION_PARSERS = {**Parser.NO_PAREN_FUNCTION_PARSERS, **B.NO_PAREN}
+
         FUNCTION_PARSERS = {
-            **Parser.FUNCTION_PARSERS,
+            **{k: v for k, v in Parser.FUNCTION_PARSERS.items() if k not in B.FUNCTIONS},
+            **B.FUNCTION_PARSERS,
             **{kind: (lambda k: lambda self: W.parse_window_call(self, k))(kind) for kind in W.TVF_PARAMETERS},
             **{
                 f"{kind}_{prop}": (lambda k, p: lambda self: W.parse_group_window_property(self, k, p))(kind, prop)
@@ -142,6 +153,8 @@ class Flink(Dialect):
             ),
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "PROCTIME()",
+            F.FlinkCall: B.flink_sql,
+            F.FlinkAggCall: B.flink_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,
             W.WindowTVF: W.window_tvf_sql,

@@ -15,6 +15,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel
 
 from streamsql.dialect import functions as F
+from streamsql.spark import functions as SF
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -100,6 +101,13 @@ class SparkTarget(Spark):
             F.SplitIndex: _split_index,
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
+            F.FlinkCall: SF.flink_call_sql,
+            F.FlinkAggCall: SF.flink_call_sql,
+            exp.JSONObject: SF.json_object,
+            exp.Extract: SF.extract_sql,
+            exp.Floor: SF.rounding_sql("FLOOR"),
+            exp.Ceil: SF.rounding_sql("CEIL"),
+            exp.Bracket: SF.bracket_sql,
             exp.Avg: _avg,
             exp.Window: _window,
             exp.Div: _div,
