@@ -60,6 +60,10 @@ CASES = [
     ("JSON_ARRAY(n NULL ON NULL)", "[null]"),
     ("JSON_ARRAY(JSON_ARRAY(1))", "[[1]]"),
     ("JSON_STRING(TRUE)", "true"),
+    ("'{\"a\":1}' IS JSON OBJECT", "true"),
+    ("'[1]' IS JSON SCALAR", "false"),
+    ("'abc' IS JSON", "false"),
+    ("n IS JSON", "false"),
     ("JSON_UNQUOTE('\"a\\tb\"')", "a\tb"),
     # strings
     ("INITCAP(s)", "Hello-World Foo_Bar"),  # '_' is not alphanumeric

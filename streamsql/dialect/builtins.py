@@ -29,7 +29,7 @@ RESULT_TYPES: dict[str, str] = {
     "CONCAT_WS": "STRING", "TRUNCATE": "ARG0", "ELT": "ARG1", "FROM_BASE64": "STRING", "ARRAY_SLICE": "ARG0",
     "REGEXP_COUNT": "INT", "REGEXP_INSTR": "INT", "REGEXP_SUBSTR": "STRING", "REGEXP_EXTRACT_ALL": "ARRAY<STRING>",
     "PARSE_URL": "STRING", "STR_TO_MAP": "MAP<STRING, STRING>", "UNHEX": "BYTES", "HEX": "STRING",
-    "CURRENT_DATABASE": "STRING", "UUID": "STRING", "CHR": "STRING", "SIGN": "ARG0",
+    "CURRENT_DATABASE": "STRING", "ARRAY_UNION": "ARG0", "MAP_VALUES": "UNKNOWN", "MAP_FROM_ARRAYS": "UNKNOWN", "UUID": "STRING", "CHR": "STRING", "SIGN": "ARG0",
     # aggregates
     "LISTAGG": "STRING", "COLLECT": "ARRAY0", "PERCENTILE": "DOUBLE", "JSON_ARRAYAGG": "STRING",
     "ARRAY_AGG": "ARRAY0", "FIRST_VALUE": "ARG0", "LAST_VALUE": "ARG0",
@@ -176,6 +176,8 @@ def annotate(self, e: FlinkCall) -> FlinkCall:
                               if data_type is not None and data_type.this != exp.DType.UNKNOWN else exp.DType.UNKNOWN)
     from streamsql.dialect.flink import Flink
 
+    if spec == "UNKNOWN":
+        return self._set_type(e, exp.DType.UNKNOWN)
     return self._set_type(e, exp.DataType.build(spec, dialect=Flink))
 
 

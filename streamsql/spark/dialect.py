@@ -108,6 +108,7 @@ class SparkTarget(Spark):
             exp.Floor: SF.rounding_sql("FLOOR"),
             exp.Ceil: SF.rounding_sql("CEIL"),
             exp.Bracket: SF.bracket_sql,
+            exp.Is: SF.is_sql,
             exp.Avg: _avg,
             exp.Window: _window,
             exp.Div: _div,

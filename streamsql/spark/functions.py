@@ -242,6 +242,9 @@ TEMPLATES = {
     "CARDINALITY": lambda self, e, a: f"SIZE({a[0]})",
     "ELEMENT": _element,
     "MAP_ENTRIES": lambda self, e, a: f"MAP_ENTRIES({a[0]})",
+    "MAP_VALUES": lambda self, e, a: f"MAP_VALUES({a[0]})",
+    "MAP_FROM_ARRAYS": lambda self, e, a: f"MAP_FROM_ARRAYS({a[0]}, {a[1]})",
+    "ARRAY_UNION": lambda self, e, a: f"ARRAY_UNION({a[0]}, {a[1]})",
     "RAND_INTEGER": lambda self, e, a: (f"CAST(FLOOR(RAND() * {a[0]}) AS INT)" if len(a) == 1
                                         else f"CAST(FLOOR(RAND({a[0]}) * {a[1]}) AS INT)"),
     "BIN": lambda self, e, a: f"BIN({a[0]})",
@@ -353,3 +356,16 @@ def rounding_sql(function: str):
 def bracket_sql(self, e: exp.Bracket) -> str:
     """Flink's array[i] is 1-based and NULL out of range; map[key] is NULL when absent."""
     return f"TRY_ELEMENT_AT({self.sql(e, 'this')}, {self.sql(e.expressions[0])})"
+
+
+def is_sql(self, e: exp.Is) -> str:
+    """``x IS JSON [VALUE|SCALAR|ARRAY|OBJECT]``: FALSE for NULL or invalid JSON (Flink)."""
+    if not isinstance(e.expression, exp.JSON):
+        return f"{self.sql(e, 'this')} IS {self.sql(e, 'expression')}"
+    kind = (e.expression.name or "VALUE").upper()
+    parsed = f"TRY_PARSE_JSON({self.sql(e, 'this')})"
+    check = {"VALUE": f"{parsed} IS NOT NULL",
+             "SCALAR": f"NOT SCHEMA_OF_VARIANT({parsed}) RLIKE '^(OBJECT|ARRAY)'",
+             "ARRAY": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'ARRAY%'",
+             "OBJECT": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'OBJECT%'"}[kind]
+    return f"COALESCE({check}, FALSE)"

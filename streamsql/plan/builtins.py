@@ -1,0 +1,67 @@
+"""Flink's built-in functions: what streamsql supports, from ``functions.csv``.
+
+``functions.csv`` lists every function on Flink's "System (Built-in) Functions" page with
+its category, status (supported / differs / not supported), an example call, how it
+differs or why it is not supported, and the test that covers it. The planner uses it to
+name an unsupported built-in at plan time, instead of letting Spark fail later.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from sqlglot import exp
+
+from streamsql.dialect.functions import FlinkCall
+from streamsql.errors import StreamsqlError, ValidationError
+from streamsql.plan.positions import start_position
+
+COVERAGE = Path(__file__).with_name("functions.csv")
+STATUSES = ("supported", "differs", "not supported")
+# sqlglot nodes of Flink syntax that Spark cannot run (the Anonymous calls are found by name).
+_UNSUPPORTED_NODES = {exp.SimilarTo: "SIMILAR TO", exp.JSONObjectAgg: "JSON_OBJECTAGG", exp.Overlaps: "OVERLAPS"}
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    category: str
+    status: str
+    example: str
+    notes: str
+    test: str
+
+
+@cache
+def coverage() -> dict[str, Builtin]:
+    """The coverage list by (upper-case) name."""
+    with COVERAGE.open(newline="") as handle:
+        return {row["name"].upper(): Builtin(**row) for row in csv.DictReader(handle)}
+
+
+def unknown_function(call: exp.Anonymous) -> ValidationError:
+    """The error for a call that is neither translated nor a registered function."""
+    builtin = coverage().get(call.name.upper())
+    if builtin is not None and builtin.status == "not supported":
+        return ValidationError(f"Built-in function {builtin.name} is not supported: {builtin.notes}", start_position(call))
+    return ValidationError(f"No function named '{call.name}' (neither a built-in nor a registered function)",
+                           start_position(call))
+
+
+def check_functions(query: exp.Expression) -> None:
+    """Refuse, with the SQL position, built-ins (or forms of them) Spark cannot run as Flink does."""
+    from streamsql.spark.dialect import to_spark_sql
+
+    for node in query.walk():
+        name = _UNSUPPORTED_NODES.get(type(node))
+        if name is not None:
+            raise ValidationError(f"Built-in function {name} is not supported: {coverage()[name].notes}", start_position(node))
+        if isinstance(node, FlinkCall) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
+            try:
+                to_spark_sql(node)
+            except StreamsqlError as error:
+                error.position = error.position or start_position(node)
+                raise
