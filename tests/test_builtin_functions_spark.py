@@ -109,6 +109,16 @@ CASES = [
     ("CARDINALITY(ARRAY[1, 2])", "2"),
     ("ELEMENT(ARRAY[5])", "5"),
     ("ARRAY_SLICE(ARRAY[1, 2, 3, 4], 2, -2)", "[2, 3]"),
+    ("CARDINALITY(MAP_UNION(MAP['a', 1, 'b', 2], MAP['b', 3]))", "2"),
+    ("MAP_UNION(MAP['a', 1, 'b', 2], MAP['b', 3])['b']", "3"),
+    ("MAP['k', i]['k']", "-7"),
+    ("ROW(i, s)", "(-7, hello-world foo_bar)"),
+    ("'abcx' SIMILAR TO 'a(b|c)%x'", "true"),
+    ("'a.x' SIMILAR TO 'a_x'", "true"),
+    ("'abx' SIMILAR TO 'a.x'", "false"),
+    ("(TIMESTAMP '2024-01-01 02:55:00', INTERVAL '1' HOUR) OVERLAPS (TIMESTAMP '2024-01-01 03:30:00', INTERVAL '2' HOUR)", "true"),
+    ("(TIMESTAMP '2024-01-01 09:00:00', TIMESTAMP '2024-01-01 10:00:00') OVERLAPS "
+     "(TIMESTAMP '2024-01-01 10:15:00', INTERVAL '3' HOUR)", "false"),
 ]
 
 
@@ -130,7 +140,9 @@ def test_aggregate_functions_follow_flink(run, tmp_path):
     path = write(tmp_path / "g.csv", "a,x\na,\nb,y\nb,z\nc,\n")
     rows = sorted(run.rows(
         f"CREATE TEMPORARY TABLE g (k STRING, v STRING) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv');\n"
-        "SELECT k, LISTAGG(v), LISTAGG(v, ';'), FIRST_VALUE(v), LAST_VALUE(v), CARDINALITY(COLLECT(v)), JSON_ARRAYAGG(v) FROM g GROUP BY k"))
-    assert rows == [["a", "x", "x", "x", "x", "1", "[\"x\"]"],
-                    ["b", "y,z", "y;z", "y", "z", "2", "[\"y\",\"z\"]"],
-                    ["c", "", "", "", "", "0", "[]"]]
+        "SELECT k, LISTAGG(v), LISTAGG(v, ';'), FIRST_VALUE(v), LAST_VALUE(v), CARDINALITY(COLLECT(v)), JSON_ARRAYAGG(v),"
+        " JSON_OBJECTAGG(KEY k || COALESCE(v, '') VALUE v), JSON_OBJECTAGG(KEY k || COALESCE(v, '') VALUE v ABSENT ON NULL)"
+        " FROM g GROUP BY k"))
+    assert rows == [["a", "x", "x", "x", "x", "1", '["x"]', '{"ax":"x","a":null}', '{"ax":"x"}'],
+                    ["b", "y,z", "y;z", "y", "z", "2", '["y","z"]', '{"by":"y","bz":"z"}', '{"by":"y","bz":"z"}'],
+                    ["c", "", "", "", "", "0", "[]", '{"c":null}', "{}"]]

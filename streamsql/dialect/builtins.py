@@ -29,7 +29,7 @@ RESULT_TYPES: dict[str, str] = {
     "CONCAT_WS": "STRING", "TRUNCATE": "ARG0", "ELT": "ARG1", "FROM_BASE64": "STRING", "ARRAY_SLICE": "ARG0",
     "REGEXP_COUNT": "INT", "REGEXP_INSTR": "INT", "REGEXP_SUBSTR": "STRING", "REGEXP_EXTRACT_ALL": "ARRAY<STRING>",
     "PARSE_URL": "STRING", "STR_TO_MAP": "MAP<STRING, STRING>", "UNHEX": "BYTES", "HEX": "STRING",
-    "CURRENT_DATABASE": "STRING", "ARRAY_UNION": "ARG0", "MAP_VALUES": "UNKNOWN", "MAP_FROM_ARRAYS": "UNKNOWN", "UUID": "STRING", "CHR": "STRING", "SIGN": "ARG0",
+    "CURRENT_DATABASE": "STRING", "ROW": "ROW", "MAP_UNION": "ARG0", "ARRAY_UNION": "ARG0", "MAP_VALUES": "UNKNOWN", "MAP_FROM_ARRAYS": "UNKNOWN", "UUID": "STRING", "CHR": "STRING", "SIGN": "ARG0",
     # aggregates
     "LISTAGG": "STRING", "COLLECT": "ARRAY0", "PERCENTILE": "DOUBLE", "JSON_ARRAYAGG": "STRING",
     "ARRAY_AGG": "ARRAY0", "FIRST_VALUE": "ARG0", "LAST_VALUE": "ARG0",
@@ -122,11 +122,22 @@ FUNCTION_PARSERS = {
        for name in ("INITCAP", "TRUNCATE")},
 }
 
+def _map_constructor(self) -> exp.Expression:
+    """MAP[k1, v1, k2, v2, ...] (a MAP column type, MAP<...>, is parsed elsewhere)."""
+    if not self._match(TokenType.L_BRACKET):
+        self._retreat(self._index - 1)
+        return None
+    args = self._parse_csv(self._parse_assignment)
+    self._match(TokenType.R_BRACKET)
+    return self.expression(FlinkCall(this="MAP", expressions=args))
+
+
 NO_PAREN = {
+    "MAP": _map_constructor,
     "LOCALTIMESTAMP": lambda self: self.expression(FlinkCall(this="LOCALTIMESTAMP", expressions=[])),
     "LOCALTIME": lambda self: self.expression(FlinkCall(this="LOCALTIME", expressions=[])),
 }
-RESULT_TYPES.update({"LOCALTIMESTAMP": "TIMESTAMP(3)", "LOCALTIME": "TIME"})
+RESULT_TYPES.update({"LOCALTIMESTAMP": "TIMESTAMP(3)", "LOCALTIME": "TIME", "MAP": "MAP"})
 
 
 def options(call: FlinkCall) -> dict[str, exp.Expression]:
@@ -146,6 +157,8 @@ def flink_sql(self, e: FlinkCall) -> str:
         else:
             behaviour = f"DEFAULT {self.sql(value.this)}" if isinstance(value, Default) else value.name
             clauses.append(f"{behaviour} ON {kind.upper()}")
+    if e.name == "MAP":
+        return f"MAP[{', '.join(args)}]"
     if e.name in NO_PAREN:
         return e.name
     if e.name in ("JSON_ARRAY", "JSON_ARRAYAGG"):
@@ -176,6 +189,14 @@ def annotate(self, e: FlinkCall) -> FlinkCall:
                               if data_type is not None and data_type.this != exp.DType.UNKNOWN else exp.DType.UNKNOWN)
     from streamsql.dialect.flink import Flink
 
+    if spec == "ROW":
+        fields = [exp.ColumnDef(this=exp.to_identifier(f"EXPR${i}"), kind=a.type or exp.DataType.build("UNKNOWN"))
+                  for i, a in enumerate(args)]
+        return self._set_type(e, exp.DataType(this=exp.DType.STRUCT, expressions=fields, nested=True))
+    if spec == "MAP":
+        known = len(args) >= 2 and all(a.type is not None and a.type.this != exp.DType.UNKNOWN for a in args[:2])
+        return self._set_type(e, exp.DataType(this=exp.DType.MAP, expressions=[args[0].type, args[1].type], nested=True)
+                              if known else exp.DType.UNKNOWN)
     if spec == "UNKNOWN":
         return self._set_type(e, exp.DType.UNKNOWN)
     return self._set_type(e, exp.DataType.build(spec, dialect=Flink))

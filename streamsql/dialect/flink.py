@@ -52,6 +52,7 @@ class Flink(Dialect):
         F.FlinkAggCall: {"annotator": B.annotate},
         exp.Extract: {"returns": exp.DType.BIGINT},
         exp.JSONObject: {"returns": exp.DType.VARCHAR},
+        exp.JSONObjectAgg: {"returns": exp.DType.VARCHAR},
         exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
         exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
     }

@@ -15,14 +15,18 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from streamsql.dialect import functions as F
 from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import StreamsqlError, ValidationError
+from streamsql.plan.function_types import check_function_types
 from streamsql.plan.positions import start_position
 
 COVERAGE = Path(__file__).with_name("functions.csv")
 STATUSES = ("supported", "differs", "not supported")
 # sqlglot nodes of Flink syntax that Spark cannot run (the Anonymous calls are found by name).
-_UNSUPPORTED_NODES = {exp.SimilarTo: "SIMILAR TO", exp.JSONObjectAgg: "JSON_OBJECTAGG", exp.Overlaps: "OVERLAPS"}
+_UNSUPPORTED_NODES: dict[type, str] = {}
+# Nodes translated in a way that can refuse some forms (checked by translating them).
+_CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, F.FlinkDateFormat)
 
 
 @dataclass(frozen=True)
@@ -52,14 +56,19 @@ def unknown_function(call: exp.Anonymous) -> ValidationError:
 
 
 def check_functions(query: exp.Expression) -> None:
-    """Refuse, with the SQL position, built-ins (or forms of them) Spark cannot run as Flink does."""
+    """Refuse, with the SQL position, built-in calls Flink refuses (argument types) and those
+    (or forms of them) Spark cannot run as Flink does."""
     from streamsql.spark.dialect import to_spark_sql
 
+    check_function_types(query)
     for node in query.walk():
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):  # row_column.* (t.* is expanded)
+            raise ValidationError(f"{node.this.name}.* is not supported: {coverage()['COMPOSITETYPE.*'].notes}",
+                                  start_position(node))
         name = _UNSUPPORTED_NODES.get(type(node))
         if name is not None:
             raise ValidationError(f"Built-in function {name} is not supported: {coverage()[name].notes}", start_position(node))
-        if isinstance(node, FlinkCall) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
+        if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
             try:
                 to_spark_sql(node)
             except StreamsqlError as error:

@@ -24,7 +24,7 @@ _DATE_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
 
 
 def _unsupported(e: exp.Expression, why: str) -> ValidationError:
-    name = e.name if isinstance(e, FlinkCall) else e.key.upper()
+    name = e.name if isinstance(e, FlinkCall) else {"flinkdateformat": "DATE_FORMAT", "similarto": "SIMILAR TO"}.get(e.key, e.key.upper())
     return ValidationError(f"{name}: {why}", start_position(e))
 
 
@@ -244,6 +244,9 @@ TEMPLATES = {
     "MAP_ENTRIES": lambda self, e, a: f"MAP_ENTRIES({a[0]})",
     "MAP_VALUES": lambda self, e, a: f"MAP_VALUES({a[0]})",
     "MAP_FROM_ARRAYS": lambda self, e, a: f"MAP_FROM_ARRAYS({a[0]}, {a[1]})",
+    "ROW": lambda self, e, a: "NAMED_STRUCT(" + ", ".join(f"'EXPR${i}', {x}" for i, x in enumerate(a)) + ")",
+    "MAP": lambda self, e, a: f"MAP({', '.join(a)})",
+    "MAP_UNION": lambda self, e, a: _map_union(a),
     "ARRAY_UNION": lambda self, e, a: f"ARRAY_UNION({a[0]}, {a[1]})",
     "RAND_INTEGER": lambda self, e, a: (f"CAST(FLOOR(RAND() * {a[0]}) AS INT)" if len(a) == 1
                                         else f"CAST(FLOOR(RAND({a[0]}) * {a[1]}) AS INT)"),
@@ -301,6 +304,14 @@ def _array_slice(a: list[str]) -> str:
     start = f"GREATEST({start}, 1)"
     return (f"CASE WHEN {' OR '.join(f'{x} IS NULL' for x in a)} THEN NULL WHEN {start} > {end} THEN SLICE({arr}, 1, 0) "
             f"ELSE SLICE({arr}, {start}, {end} - {start} + 1) END")
+
+
+def _map_union(a: list[str]) -> str:
+    """Later maps win on a repeated key (Spark's MAP_CONCAT would fail the query)."""
+    merged = a[0]
+    for other in a[1:]:
+        merged = f"MAP_CONCAT(MAP_FILTER({merged}, (k, v) -> NOT ARRAY_CONTAINS(MAP_KEYS({other}), k)), {other})"
+    return merged
 
 
 def flink_call_sql(self, e: FlinkCall) -> str:
@@ -369,3 +380,65 @@ def is_sql(self, e: exp.Is) -> str:
              "ARRAY": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'ARRAY%'",
              "OBJECT": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'OBJECT%'"}[kind]
     return f"COALESCE({check}, FALSE)"
+
+
+def _sql_regex(pattern: str) -> str:
+    """A SIMILAR TO pattern as a Java regular expression: % and _ are wildcards, the
+    regex operators | * + ? {m,n} ( ) [ ] keep their meaning, everything else is literal."""
+    out = []
+    for char in pattern:
+        if char == "%":
+            out.append(".*")
+        elif char == "_":
+            out.append(".")
+        elif char in ".^$\\":
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "^(?:" + "".join(out) + ")$"
+
+
+def similar_to_sql(self, e: exp.SimilarTo) -> str:
+    pattern = e.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise _unsupported(e, "SIMILAR TO needs a literal pattern here")
+    return f"{self.sql(e, 'this')} RLIKE {exp.Literal.string(_sql_regex(pattern.this)).sql(dialect='spark')}"
+
+
+def overlaps_sql(self, e: exp.Overlaps) -> str:
+    """(s1, e1) OVERLAPS (s2, e2), an end being a time point or an interval after the start."""
+    periods = []
+    for pair in (e.this, e.expression):
+        if not isinstance(pair, exp.Tuple) or len(pair.expressions) != 2:
+            raise _unsupported(e, "OVERLAPS takes two (start, end or interval) pairs")
+        start, end = pair.expressions
+        start_sql = self.sql(start)
+        end_sql = f"{start_sql} + {self.sql(end)}" if isinstance(end, exp.Interval) else self.sql(end)
+        periods.append((f"LEAST({start_sql}, {end_sql})", f"GREATEST({start_sql}, {end_sql})"))
+    (s1, e1), (s2, e2) = periods
+    return f"({e1} >= {s2} AND {e2} >= {s1})"
+
+
+def json_objectagg_sql(self, e: exp.JSONObjectAgg) -> str:
+    pair = e.expressions[0]
+    absent = (e.args.get("null_handling") or "").upper().startswith("ABSENT")
+    value = json_text(self, pair.expression)
+    member = f"CONCAT({json_text(self, pair.this)}, ':', {value if absent else f'COALESCE({value}, {chr(39)}null{chr(39)})'})"
+    if absent:
+        member = f"IF({value} IS NULL, NULL, {member})"
+    return f"CONCAT('{{', ARRAY_JOIN(COLLECT_LIST({member}), ','), '}}')"
+
+
+# SimpleDateFormat letters that Spark's formatter refuses (week-based fields, day number of week).
+_WEEK_LETTERS = set("YwWu")
+
+
+def date_format_sql(self, e: exp.Expression) -> str:
+    """DATE_FORMAT(t, pattern): Spark's patterns are Java SimpleDateFormat's but for week fields."""
+    pattern = e.expression
+    if isinstance(pattern, exp.Literal) and pattern.is_string:
+        unquoted = "".join(part for i, part in enumerate(pattern.this.split("'")) if i % 2 == 0)
+        refused = sorted(set(unquoted) & _WEEK_LETTERS)
+        if refused:
+            raise _unsupported(e, f"pattern letter(s) {', '.join(refused)} (week-based fields) are not supported")
+    return self.func("DATE_FORMAT", e.this, pattern)
