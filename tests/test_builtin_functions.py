@@ -125,3 +125,33 @@ def test_functions_are_written_back_as_flink_sql():
                 "SELECT JSON_QUERY(s, '$.a' WITH CONDITIONAL ARRAY WRAPPER EMPTY ARRAY ON ERROR) FROM t",
                 "SELECT JSON_ARRAY(1, s NULL ON NULL), TIMESTAMPDIFF(SECOND, ts, ts), LOCALTIMESTAMP FROM t"]:
         assert parse_one(sql, read=Flink).sql(dialect=Flink) == sql
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("UPPER(i)", "Cannot apply 'UPPER' to arguments of type 'UPPER(<INTEGER>)': the argument INTEGER is not CHARACTER"),
+    ("ABS(s)", "Cannot apply 'ABS' to arguments of type 'ABS(<STRING>)': the argument STRING is not NUMERIC"),
+    ("ABS('1')", "Cannot apply 'ABS' to arguments of type 'ABS(<CHAR(1)>)'"),
+    ("YEAR(i)", "Cannot apply 'YEAR' to arguments of type 'YEAR(<INTEGER>)': the argument INTEGER is not DATETIME"),
+    ("TIMESTAMPDIFF(DAY, i, ts)", "Cannot apply 'TIMESTAMPDIFF' to arguments of type 'TIMESTAMPDIFF(<INTEGER>, <TIMESTAMP(3)>)'"),
+    ("LPAD(s, 'x', 'y')", "Cannot apply 'LPAD' to arguments of type 'LPAD(<STRING>, <CHAR(1)>, <CHAR(1)>)'"),
+    ("IF(i, 1, 2)", "Cannot apply 'IF' to arguments of type 'IF(<INTEGER>, <INTEGER>, <INTEGER>)': the argument INTEGER is not BOOLEAN"),
+    ("FLOOR(s TO DAY)", "Cannot apply 'FLOOR'"),
+    ("CASE WHEN i > 0 THEN 1 ELSE 'a' END", "Illegal mixing of types in CASE: INTEGER, CHAR(1) have no common type"),
+    ("COALESCE(i, s)", "Illegal mixing of types in COALESCE: INTEGER, STRING have no common type"),
+    ("IF(i > 0, ts, 1)", "Illegal mixing of types in IF"),
+    ("GREATEST(i, s)", "Illegal mixing of types in GREATEST"),
+])
+def test_argument_types_are_checked_as_flink_does(expression, message):
+    with pytest.raises(ValidationError) as caught:
+        plan(f"SELECT {expression} FROM t")
+    assert caught.value.message.startswith(message)
+    assert caught.value.position is not None and caught.value.position.line == 2
+
+
+@pytest.mark.parametrize("expression", [
+    "UPPER(CAST(i AS STRING))", "ABS(b) + ABS(m) + ABS(d)", "COALESCE(i, b, 0)", "COALESCE(s, 'x', NULL)",
+    "CASE i WHEN 1 THEN 'a' ELSE s END", "IF(i > 0, i, NULL)", "YEAR(dt) + HOUR(ts)", "DATE_FORMAT(s, 'yyyy')",
+    "TIMESTAMPDIFF(DAY, dt, ts)", "NULLIF(m, 0)", "GREATEST(i, b, 3)",
+])
+def test_argument_types_flink_accepts(expression):
+    assert plan(f"SELECT {expression} FROM t").columns
