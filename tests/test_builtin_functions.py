@@ -78,6 +78,12 @@ def test_unsupported_form_is_refused_at_plan_time():
         plan("SELECT FLOOR(ts TO WEEK) FROM t")
     with pytest.raises(ValidationError, match="ERROR ON EMPTY is not supported"):
         plan("SELECT JSON_VALUE(s, '$.a' ERROR ON EMPTY) FROM t")
+    with pytest.raises(ValidationError, match="unit MILLENNIUM is not supported"):
+        plan("SELECT TIMESTAMPDIFF(MILLENNIUM, ts, ts) FROM t")
+    with pytest.raises(ValidationError, match=r"EXTRACT\(NANOSECOND FROM ...\) is not supported"):
+        plan("SELECT EXTRACT(NANOSECOND FROM ts) FROM t")
+    with pytest.raises(ValidationError, match=r"pattern letter\(s\) Y, w \(week-based"):
+        plan("SELECT DATE_FORMAT(ts, 'YYYY-ww ''u''') FROM t")
     with pytest.raises(ValidationError, match="precision must be the literal 0"):
         plan("SELECT TO_TIMESTAMP_LTZ(b, 6) FROM t")
 
@@ -123,7 +129,8 @@ def test_functions_are_written_back_as_flink_sql():
 
     for sql in ["SELECT JSON_VALUE(s, '$.a' RETURNING INT DEFAULT 0 ON EMPTY NULL ON ERROR) FROM t",
                 "SELECT JSON_QUERY(s, '$.a' WITH CONDITIONAL ARRAY WRAPPER EMPTY ARRAY ON ERROR) FROM t",
-                "SELECT JSON_ARRAY(1, s NULL ON NULL), TIMESTAMPDIFF(SECOND, ts, ts), LOCALTIMESTAMP FROM t"]:
+                "SELECT JSON_ARRAY(1, s NULL ON NULL), TIMESTAMPDIFF(SECOND, ts, ts), LOCALTIMESTAMP FROM t",
+                "SELECT JSON_OBJECT(KEY s || 'x' VALUE i, KEY 'b' VALUE MAP['k', 1] ABSENT ON NULL) FROM t"]:
         assert parse_one(sql, read=Flink).sql(dialect=Flink) == sql
 
 

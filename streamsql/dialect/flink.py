@@ -127,6 +127,16 @@ class Flink(Dialect):
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
+        def _parse_json_key_value(self) -> exp.JSONKeyValue | None:
+            """[KEY] key VALUE value: Flink's key is any string expression (k || '_x')."""
+            self._match_text_seq("KEY")
+            key = self._parse_bitwise()
+            self._match_text_seq("VALUE")
+            value = self._parse_bitwise()
+            if not key and not value:
+                return None
+            return self.expression(exp.JSONKeyValue(this=key, expression=value))
+
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""
 
@@ -155,6 +165,7 @@ class Flink(Dialect):
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "PROCTIME()",
             F.FlinkCall: B.flink_sql,
+            exp.JSONKeyValue: lambda self, e: f"KEY {self.sql(e, 'this')} VALUE {self.sql(e, 'expression')}",
             F.FlinkAggCall: B.flink_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,

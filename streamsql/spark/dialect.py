@@ -109,6 +109,7 @@ class SparkTarget(Spark):
             exp.Ceil: SF.rounding_sql("CEIL"),
             exp.Bracket: SF.bracket_sql,
             exp.Is: SF.is_sql,
+            exp.Interval: SF.interval_sql,
             exp.SimilarTo: SF.similar_to_sql,
             exp.Overlaps: SF.overlaps_sql,
             exp.JSONObjectAgg: SF.json_objectagg_sql,

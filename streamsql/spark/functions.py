@@ -24,7 +24,7 @@ _DATE_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
 
 
 def _unsupported(e: exp.Expression, why: str) -> ValidationError:
-    name = e.name if isinstance(e, FlinkCall) else {"flinkdateformat": "DATE_FORMAT", "similarto": "SIMILAR TO"}.get(e.key, e.key.upper())
+    name = e.name if isinstance(e, FlinkCall) else {"flinkdateformat": "DATE_FORMAT", "similarto": "SIMILAR TO", "extract": "EXTRACT"}.get(e.key, e.key.upper())
     return ValidationError(f"{name}: {why}", start_position(e))
 
 
@@ -132,14 +132,28 @@ def _json_exists(self, e: FlinkCall, args: list[str]) -> str:
     return f"CASE WHEN {args[0]} IS NULL THEN NULL ELSE COALESCE({exists}, FALSE) END"
 
 
+DIFF_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
+
+
+def _diff_unit(e: FlinkCall) -> str:
+    """TIMESTAMPDIFF/TIMESTAMPADD's unit (SQL_TSI_DAY is DAY); refused when Spark has none."""
+    unit = e.expressions[0].name.upper()
+    unit = unit[len("SQL_TSI_"):] if unit.startswith("SQL_TSI_") else unit
+    unit = {"FRAC_SECOND": "MICROSECOND"}.get(unit, unit)
+    if unit not in DIFF_UNITS:
+        raise _unsupported(e, f"unit {e.expressions[0].name} is not supported (units: {', '.join(DIFF_UNITS)})")
+    return unit
+
+
 def _timestampdiff(self, e: FlinkCall, args: list[str]) -> str:
-    return f"CAST(TIMESTAMPDIFF({e.expressions[0].name}, {args[1]}, {args[2]}) AS INT)"
+    return f"CAST(TIMESTAMPDIFF({_diff_unit(e)}, {args[1]}, {args[2]}) AS INT)"
 
 
 def _timestampadd(self, e: FlinkCall, args: list[str]) -> str:
-    sql = f"TIMESTAMPADD({e.expressions[0].name}, {args[1]}, {args[2]})"
+    unit = _diff_unit(e)
+    sql = f"TIMESTAMPADD({unit}, {args[1]}, {args[2]})"
     moved = e.expressions[2].type
-    if moved is not None and moved.this == exp.DType.DATE and e.expressions[0].name in _DATE_UNITS:
+    if moved is not None and moved.this == exp.DType.DATE and unit in _DATE_UNITS:
         return f"CAST({sql} AS DATE)"
     return sql
 
@@ -329,12 +343,16 @@ _EXTRACT = {"DOW": "DAYOFWEEK({0})", "DOY": "DAYOFYEAR({0})", "ISODOW": "EXTRACT
             "MILLISECOND": "FLOOR(EXTRACT(SECOND FROM {0}) * 1000)", "MICROSECOND": "FLOOR(EXTRACT(SECOND FROM {0}) * 1000000)",
             "EPOCH": "UNIX_SECONDS(CAST({0} AS TIMESTAMP))", "DECADE": "FLOOR(YEAR({0}) / 10)",
             "CENTURY": "CEIL(YEAR({0}) / 100)", "MILLENNIUM": "CEIL(YEAR({0}) / 1000)"}
-_TRUNCATE_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "QUARTER", "YEAR")
+_SPARK_EXTRACT = ("YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE")
+_TRUNCATE_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "QUARTER", "YEAR")
 
 
 def extract_sql(self, e: exp.Extract) -> str:
     """Flink's EXTRACT returns BIGINT; SECOND is whole seconds, MILLISECOND counts the seconds too."""
     unit, value = e.this.name.upper(), self.sql(e, "expression")
+    if unit not in _EXTRACT and unit not in _SPARK_EXTRACT:
+        units = ", ".join([*_SPARK_EXTRACT, *_EXTRACT])
+        raise _unsupported(e, f"EXTRACT({unit} FROM ...) is not supported (units: {units})")
     template = _EXTRACT.get(unit, f"EXTRACT({unit} FROM {{0}})")
     return f"CAST({template.format(value)} AS BIGINT)"
 
@@ -442,3 +460,17 @@ def date_format_sql(self, e: exp.Expression) -> str:
         if refused:
             raise _unsupported(e, f"pattern letter(s) {', '.join(refused)} (week-based fields) are not supported")
     return self.func("DATE_FORMAT", e.this, pattern)
+
+
+_SCALED_UNITS = {"QUARTER": (3, "MONTH"), "DECADE": (10, "YEAR"), "CENTURY": (100, "YEAR"), "MILLENNIUM": (1000, "YEAR")}
+
+
+def interval_sql(self, e: exp.Interval) -> str:
+    """INTERVAL 'n' QUARTER (DECADE, CENTURY, MILLENNIUM), which Spark lacks, in months (years)."""
+    unit = e.args.get("unit")
+    scaled = _SCALED_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+    if scaled is not None and isinstance(e.this, exp.Literal):
+        factor, spark_unit = scaled
+        value = int(e.this.this.strip()) * factor
+        return self.sql(exp.Interval(this=exp.Literal.string(str(value)), unit=exp.var(spark_unit)))
+    return self.interval_sql(e)
