@@ -51,6 +51,10 @@ def test_coverage_list_is_complete_and_consistent():
     assert [b.name for b in BUILTINS if b.test and b.test not in tests] == []
     assert [b.name for b in BUILTINS if b.status != "supported" and not b.notes] == []
     assert sorted(set(RESULT_TYPES) - set(TEMPLATES)) == []
+    counts = {status: sum(b.status == status for b in BUILTINS) for status in STATUSES}
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert (f"**{len(BUILTINS)} entries: {counts['supported']} supported, {counts['differs']} differ,"
+            f" {counts['not supported']} not supported.**") in readme.replace("\n", " ")
 
 
 @pytest.mark.parametrize("builtin", [b for b in BUILTINS if b.status != "not supported" and b.test], ids=lambda b: b.name)
