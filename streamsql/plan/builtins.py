@@ -26,7 +26,7 @@ STATUSES = ("supported", "differs", "not supported")
 # sqlglot nodes of Flink syntax that Spark cannot run (the Anonymous calls are found by name).
 _UNSUPPORTED_NODES: dict[type, str] = {}
 # Nodes translated in a way that can refuse some forms (checked by translating them).
-_CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, F.FlinkDateFormat)
+_CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
 
 
 @dataclass(frozen=True)

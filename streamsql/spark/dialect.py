@@ -109,6 +109,8 @@ class SparkTarget(Spark):
             exp.Ceil: SF.rounding_sql("CEIL"),
             exp.Bracket: SF.bracket_sql,
             exp.Is: SF.is_sql,
+            exp.Week: SF.week_sql,
+            exp.CurrentTime: lambda self, e: SF._no_time(e),
             exp.Interval: SF.interval_sql,
             exp.SimilarTo: SF.similar_to_sql,
             exp.Overlaps: SF.overlaps_sql,

@@ -23,9 +23,15 @@ DEFAULT_DATETIME = "'yyyy-MM-dd HH:mm:ss'"
 _DATE_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
 
 
+_NAMES = {"flinkdateformat": "DATE_FORMAT", "similarto": "SIMILAR TO", "currenttime": "CURRENT_TIME"}
+
+
 def _unsupported(e: exp.Expression, why: str) -> ValidationError:
-    name = e.name if isinstance(e, FlinkCall) else {"flinkdateformat": "DATE_FORMAT", "similarto": "SIMILAR TO", "extract": "EXTRACT"}.get(e.key, e.key.upper())
-    return ValidationError(f"{name}: {why}", start_position(e))
+    return ValidationError(f"{_name(e)}: {why}", start_position(e))
+
+
+def _name(e: exp.Expression) -> str:
+    return e.name if isinstance(e, FlinkCall) else _NAMES.get(e.key, e.key.upper())
 
 
 def _null_if_any_null(args: list[str], sql: str) -> str:
@@ -243,7 +249,9 @@ TEMPLATES = {
     "NOW": lambda self, e, a: "CURRENT_TIMESTAMP()",
     "CURRENT_ROW_TIMESTAMP": lambda self, e, a: "CURRENT_TIMESTAMP()",
     "LOCALTIMESTAMP": lambda self, e, a: "CURRENT_TIMESTAMP()",
-    "LOCALTIME": lambda self, e, a: "CURRENT_TIME(0)",
+    "LOCALTIME": lambda self, e, a: _no_time(e),
+    "ARRAY_REVERSE": lambda self, e, a: f"REVERSE({a[0]})",
+    "ARRAY_SORT": lambda self, e, a: _array_sort(a),
     "JSON_VALUE": _json_value,
     "JSON_QUERY": _json_query,
     "JSON_EXISTS": _json_exists,
@@ -318,6 +326,21 @@ def _array_slice(a: list[str]) -> str:
     start = f"GREATEST({start}, 1)"
     return (f"CASE WHEN {' OR '.join(f'{x} IS NULL' for x in a)} THEN NULL WHEN {start} > {end} THEN SLICE({arr}, 1, 0) "
             f"ELSE SLICE({arr}, {start}, {end} - {start} + 1) END")
+
+
+def _no_time(e: exp.Expression) -> str:
+    raise ValidationError(f"Built-in function {_name(e)} is not supported: Spark has no TIME type for query results;"
+                          " use CURRENT_TIMESTAMP or DATE_FORMAT(..., 'HH:mm:ss')", start_position(e))
+
+
+def _array_sort(a: list[str]) -> str:
+    """Flink: ascending with NULLs first by default; descending puts NULLs last; a third
+    argument puts NULLs first (TRUE) or last (FALSE) whatever the order. NULL if any is NULL."""
+    ascending = a[1] if len(a) > 1 else "TRUE"
+    sorted_values = f"FILTER(SORT_ARRAY({a[0]}, {ascending}), x -> x IS NOT NULL)"
+    nulls = f"FILTER({a[0]}, x -> x IS NULL)"
+    nulls_first = a[2] if len(a) > 2 else ascending
+    return _null_if_any_null(a, f"IF({nulls_first}, CONCAT({nulls}, {sorted_values}), CONCAT({sorted_values}, {nulls}))")
 
 
 def _map_union(a: list[str]) -> str:
@@ -474,3 +497,8 @@ def interval_sql(self, e: exp.Interval) -> str:
         value = int(e.this.this.strip()) * factor
         return self.sql(exp.Interval(this=exp.Literal.string(str(value)), unit=exp.var(spark_unit)))
     return self.interval_sql(e)
+
+
+def week_sql(self, e: exp.Week) -> str:
+    """WEEK(date): the ISO week of the year (Spark's WEEKOFYEAR)."""
+    return f"CAST(WEEKOFYEAR({self.sql(e, 'this')}) AS BIGINT)"
