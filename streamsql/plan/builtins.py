@@ -23,9 +23,8 @@ from streamsql.plan.positions import start_position
 
 COVERAGE = Path(__file__).with_name("functions.csv")
 STATUSES = ("supported", "differs", "not supported")
-# sqlglot nodes of Flink syntax that Spark cannot run (the Anonymous calls are found by name).
-_UNSUPPORTED_NODES: dict[type, str] = {}
-# Nodes translated in a way that can refuse some forms (checked by translating them).
+# Nodes whose translation refuses some forms (an unsupported unit, clause or pattern): the
+# planner translates each once, so the refusal comes at plan time, with its position.
 _CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
 
 
@@ -58,16 +57,13 @@ def unknown_function(call: exp.Anonymous) -> ValidationError:
 def check_functions(query: exp.Expression) -> None:
     """Refuse, with the SQL position, built-in calls Flink refuses (argument types) and those
     (or forms of them) Spark cannot run as Flink does."""
-    from streamsql.spark.dialect import to_spark_sql
+    from streamsql.spark.dialect import to_spark_sql  # sqlglot only: no Spark session is involved
 
     check_function_types(query)
     for node in query.walk():
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):  # row_column.* (t.* is expanded)
             raise ValidationError(f"{node.this.name}.* is not supported: {coverage()['COMPOSITETYPE.*'].notes}",
                                   start_position(node))
-        name = _UNSUPPORTED_NODES.get(type(node))
-        if name is not None:
-            raise ValidationError(f"Built-in function {name} is not supported: {coverage()[name].notes}", start_position(node))
         if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
             try:
                 to_spark_sql(node)

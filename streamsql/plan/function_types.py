@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from streamsql import dialect as _  # noqa: F401 (registers the Flink dialect)
 from streamsql.dialect import functions as F
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position

@@ -16,6 +16,8 @@ from sqlglot.errors import ErrorLevel
 
 from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
+from streamsql.spark import json_functions as JF
+from streamsql.spark import native_functions as NF
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -99,22 +101,22 @@ class SparkTarget(Spark):
             **Spark.Generator.TRANSFORMS,
             F.RegexpExtractGroup: _regexp_extract,
             F.SplitIndex: _split_index,
-            F.FlinkDateFormat: SF.date_format_sql,
+            F.FlinkDateFormat: NF.date_format_sql,
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
             F.FlinkCall: SF.flink_call_sql,
             F.FlinkAggCall: SF.flink_call_sql,
-            exp.JSONObject: SF.json_object,
-            exp.Extract: SF.extract_sql,
-            exp.Floor: SF.rounding_sql("FLOOR"),
-            exp.Ceil: SF.rounding_sql("CEIL"),
-            exp.Bracket: SF.bracket_sql,
-            exp.Is: SF.is_sql,
-            exp.Week: SF.week_sql,
-            exp.CurrentTime: lambda self, e: SF._no_time(e),
-            exp.Interval: SF.interval_sql,
-            exp.SimilarTo: SF.similar_to_sql,
-            exp.Overlaps: SF.overlaps_sql,
-            exp.JSONObjectAgg: SF.json_objectagg_sql,
+            exp.JSONObject: JF.json_object,
+            exp.Extract: NF.extract_sql,
+            exp.Floor: NF.rounding_sql("FLOOR"),
+            exp.Ceil: NF.rounding_sql("CEIL"),
+            exp.Bracket: NF.bracket_sql,
+            exp.Is: JF.is_sql,
+            exp.Week: NF.week_sql,
+            exp.CurrentTime: lambda self, e: SF.no_time(e),
+            exp.Interval: NF.interval_sql,
+            exp.SimilarTo: NF.similar_to_sql,
+            exp.Overlaps: NF.overlaps_sql,
+            exp.JSONObjectAgg: JF.json_objectagg_sql,
             exp.Avg: _avg,
             exp.Window: _window,
             exp.Div: _div,
