@@ -135,6 +135,9 @@ TEMPLATES = {
     "LOCALTIMESTAMP": lambda self, e, a: "CURRENT_TIMESTAMP()",
     "LOCALTIME": lambda self, e, a: no_time(e),
     "ARRAY_REVERSE": lambda self, e, a: f"REVERSE({a[0]})",
+    # Flink finds and removes NULL elements too (Spark's ARRAY_CONTAINS/ARRAY_REMOVE give NULL)
+    "ARRAY_CONTAINS": lambda self, e, a: f"EXISTS({a[0]}, x -> x <=> {a[1]})",
+    "ARRAY_REMOVE": lambda self, e, a: f"FILTER({a[0]}, x -> NOT x <=> {a[1]})",
     "ARRAY_SORT": lambda self, e, a: _array_sort(a),
     "CARDINALITY": lambda self, e, a: f"SIZE({a[0]})",
     "ELEMENT": _element,
@@ -177,7 +180,10 @@ TEMPLATES = {
     "REGEXP_SUBSTR": lambda self, e, a: f"REGEXP_SUBSTR({a[0]}, {a[1]})",
     "REGEXP_EXTRACT_ALL": lambda self, e, a: f"REGEXP_EXTRACT_ALL({a[0]}, {a[1]}, {a[2] if len(a) > 2 else '1'})",
     "PARSE_URL": lambda self, e, a: f"TRY_PARSE_URL({', '.join(a)})",
-    "STR_TO_MAP": lambda self, e, a: f"STR_TO_MAP({', '.join(a)})",
+    # Flink's default delimiters are ',' and '=' (Spark's ',' and ':')
+    "STR_TO_MAP": lambda self, e, a: f"STR_TO_MAP({a[0]}, {a[1] if len(a) > 1 else chr(39) + ',' + chr(39)}, {a[2] if len(a) > 2 else chr(39) + '=' + chr(39)})",
+    "LOG10": lambda self, e, a: f"LOG10({a[0]})",
+    "SPLIT": lambda self, e, a: _split(a),
     "UNHEX": lambda self, e, a: f"TRY_TO_BINARY({a[0]}, 'hex')",
     "HEX": lambda self, e, a: f"HEX({a[0]})",
     "CURRENT_DATABASE": _current_database,
@@ -192,6 +198,14 @@ TEMPLATES = {
     "LAST_VALUE": _first_last("LAST_VALUE"),
     **json_functions.TEMPLATES,
 }
+
+
+def _split(a: list[str]) -> str:
+    """Flink splits on the literal delimiter; an empty delimiter splits into characters."""
+    text, delimiter = a
+    quoted = f"CONCAT('\\\\Q', {delimiter}, '\\\\E')"
+    chars = f"IF({text} = '', ARRAY({text}), TRANSFORM(SEQUENCE(1, LENGTH({text})), i -> SUBSTRING({text}, i, 1)))"
+    return f"CASE WHEN {delimiter} = '' THEN {chars} ELSE SPLIT({text}, {quoted}, -1) END"
 
 
 def _array_slice(a: list[str]) -> str:
