@@ -88,6 +88,8 @@ def test_unsupported_form_is_refused_at_plan_time():
         plan("SELECT EXTRACT(NANOSECOND FROM ts) FROM t")
     with pytest.raises(ValidationError, match=r"pattern letter\(s\) Y, w \(week-based"):
         plan("SELECT DATE_FORMAT(ts, 'YYYY-ww ''u''') FROM t")
+    with pytest.raises(ValidationError, match=r"TO_TIMESTAMP: pattern letter\(s\) u"):
+        plan("SELECT TO_TIMESTAMP(s, 'yyyy-MM-dd u') FROM t")
     with pytest.raises(ValidationError, match="precision must be the literal 0"):
         plan("SELECT TO_TIMESTAMP_LTZ(b, 6) FROM t")
 

@@ -17,6 +17,7 @@ from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
 from streamsql.spark import json_functions
 from streamsql.spark.function_support import call_name, null_if_any_null, unsupported
+from streamsql.spark.native_functions import check_pattern
 
 DEFAULT_DATETIME = "'yyyy-MM-dd HH:mm:ss'"
 _DATE_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
@@ -241,9 +242,15 @@ def _map_union(a: list[str]) -> str:
     return merged
 
 
+# Functions taking a datetime pattern, and its position.
+_PATTERNS = {"TO_TIMESTAMP": 1, "TO_DATE": 1, "UNIX_TIMESTAMP": 1, "FROM_UNIXTIME": 1}
+
+
 def flink_call_sql(self, e: FlinkCall) -> str:
     """Spark SQL for a Flink built-in parsed into a FlinkCall."""
     translate = TEMPLATES.get(e.name)
     if translate is None:
         raise unsupported(e, "this built-in function is not supported")
+    if e.name in _PATTERNS and len(e.expressions) > _PATTERNS[e.name]:
+        check_pattern(e, e.expressions[_PATTERNS[e.name]])
     return translate(self, e, [self.sql(a) for a in e.expressions])

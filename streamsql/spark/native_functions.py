@@ -103,15 +103,18 @@ def overlaps_sql(self, e: exp.Overlaps) -> str:
 _WEEK_LETTERS = set("YwWu")
 
 
-def date_format_sql(self, e: exp.Expression) -> str:
-    """DATE_FORMAT(t, pattern): Spark's patterns are Java SimpleDateFormat's but for week fields."""
-    pattern = e.expression
+def check_pattern(e: exp.Expression, pattern: exp.Expression | None) -> None:
+    """Spark's datetime patterns are Java SimpleDateFormat's but for the week-based fields."""
     if isinstance(pattern, exp.Literal) and pattern.is_string:
         unquoted = "".join(part for i, part in enumerate(pattern.this.split("'")) if i % 2 == 0)
         refused = sorted(set(unquoted) & _WEEK_LETTERS)
         if refused:
             raise unsupported(e, f"pattern letter(s) {', '.join(refused)} (week-based fields) are not supported")
-    return self.func("DATE_FORMAT", e.this, pattern)
+
+
+def date_format_sql(self, e: exp.Expression) -> str:
+    check_pattern(e, e.expression)
+    return self.func("DATE_FORMAT", e.this, e.expression)
 
 
 _SCALED_UNITS = {"QUARTER": (3, "MONTH"), "DECADE": (10, "YEAR"), "CENTURY": (100, "YEAR"), "MILLENNIUM": (1000, "YEAR")}
