@@ -168,3 +168,9 @@ def test_argument_types_are_checked_as_flink_does(expression, message):
 ])
 def test_argument_types_flink_accepts(expression):
     assert plan(f"SELECT {expression} FROM t").columns
+
+
+def test_current_database_is_the_planned_one():
+    planner = Planner(Catalog(None))
+    steps = [planner.plan(s) for s in parse_script("CREATE DATABASE IF NOT EXISTS shop; USE shop;\n" + DDL + "SELECT CURRENT_DATABASE() FROM t")]
+    assert to_spark_sql(steps[-1].plan.query.selects[0].unalias()) == "'shop'"

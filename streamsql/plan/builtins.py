@@ -54,9 +54,9 @@ def unknown_function(call: exp.Anonymous) -> ValidationError:
                            start_position(call))
 
 
-def check_functions(query: exp.Expression) -> None:
+def check_functions(query: exp.Expression, database: str = "default_database") -> None:
     """Refuse, with the SQL position, built-in calls Flink refuses (argument types) and those
-    (or forms of them) Spark cannot run as Flink does."""
+    (or forms of them) Spark cannot run as Flink does. CURRENT_DATABASE() learns ``database``."""
     from streamsql.spark.dialect import to_spark_sql  # sqlglot only: no Spark session is involved
 
     check_function_types(query)
@@ -64,6 +64,8 @@ def check_functions(query: exp.Expression) -> None:
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):  # row_column.* (t.* is expanded)
             raise ValidationError(f"{node.this.name}.* is not supported: {coverage()['COMPOSITETYPE.*'].notes}",
                                   start_position(node))
+        if isinstance(node, FlinkCall) and node.name == "CURRENT_DATABASE":
+            node.meta["database"] = database
         if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
             try:
                 to_spark_sql(node)

@@ -219,7 +219,7 @@ class Planner:
         check_temporal_joins(qualified, versioned, relations)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         check_types(typed)
-        check_functions(typed)
+        check_functions(typed, self.catalog.current_database)
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
