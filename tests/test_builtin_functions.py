@@ -90,6 +90,10 @@ def test_unsupported_form_is_refused_at_plan_time():
         plan("SELECT DATE_FORMAT(ts, 'YYYY-ww ''u''') FROM t")
     with pytest.raises(ValidationError, match=r"TO_TIMESTAMP: pattern letter\(s\) u"):
         plan("SELECT TO_TIMESTAMP(s, 'yyyy-MM-dd u') FROM t")
+    with pytest.raises(ValidationError, match=r"JSON_QUERY: RETURNING ARRAY<STRING> is not supported"):
+        plan("SELECT JSON_QUERY(s, '$.a' RETURNING ARRAY<STRING>) FROM t")
+    with pytest.raises(ValidationError, match=r"JSON_EXISTS: TRUE ON ERROR is not supported"):
+        plan("SELECT JSON_EXISTS(s, 'strict $.a' TRUE ON ERROR) FROM t")
     with pytest.raises(ValidationError, match="precision must be the literal 0"):
         plan("SELECT TO_TIMESTAMP_LTZ(b, 6) FROM t")
 

@@ -241,11 +241,13 @@ def test_aggregate_functions_follow_flink(run, tmp_path):
     rows = sorted(run.rows(
         f"CREATE TEMPORARY TABLE g (k STRING, v STRING) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv');\n"
         "SELECT k, LISTAGG(v), LISTAGG(v, ';'), FIRST_VALUE(v), LAST_VALUE(v), CARDINALITY(COLLECT(v)), JSON_ARRAYAGG(v),"
+        " ARRAY_AGG(v), ARRAY_AGG(v IGNORE NULLS), LISTAGG(DISTINCT k), CARDINALITY(COLLECT(DISTINCT k)),"
         " JSON_OBJECTAGG(KEY k || COALESCE(v, '') VALUE v), JSON_OBJECTAGG(k || COALESCE(v, '') VALUE v ABSENT ON NULL)"
         " FROM g GROUP BY k"))
-    assert rows == [["a", "x", "x", "x", "x", "1", '["x"]', '{"ax":"x","a":null}', '{"ax":"x"}'],
-                    ["b", "y,z", "y;z", "y", "z", "2", '["y","z"]', '{"by":"y","bz":"z"}', '{"by":"y","bz":"z"}'],
-                    ["c", "", "", "", "", "0", "[]", '{"c":null}', "{}"]]
+    assert rows == [["a", "x", "x", "x", "x", "1", '["x"]', "[x, NULL]", "[x]", "a", "1", '{"ax":"x","a":null}', '{"ax":"x"}'],
+                    ["b", "y,z", "y;z", "y", "z", "2", '["y","z"]', "[y, z]", "[y, z]", "b", "1", '{"by":"y","bz":"z"}',
+                     '{"by":"y","bz":"z"}'],
+                    ["c", "", "", "", "", "0", "[]", "[NULL]", "[]", "c", "1", '{"c":null}', "{}"]]
 
 
 JSON_ROW = ('{"i": -7, "b": 44, "d": 2.5, "m": 1.234, "s": "hello", "ts": "2024-03-10 23:59:59.123",'

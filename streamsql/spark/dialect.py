@@ -111,6 +111,8 @@ class SparkTarget(Spark):
             exp.Ceil: NF.rounding_sql("CEIL"),
             exp.Bracket: NF.bracket_sql,
             exp.Is: JF.is_sql,
+            exp.IgnoreNulls: SF.nulls_sql(ignore=True),
+            exp.RespectNulls: SF.nulls_sql(ignore=False),
             exp.Week: NF.week_sql,
             exp.CurrentTime: lambda self, e: SF.no_time(e),
             exp.Interval: NF.interval_sql,

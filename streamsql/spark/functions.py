@@ -106,9 +106,41 @@ def _typeof(self, e: FlinkCall, args: list[str]) -> str:
     return exp.Literal.string(name).sql(dialect="spark")
 
 
+def _collected(self, e: FlinkCall, value: str | None = None) -> str:
+    """COLLECT_LIST of the first argument (NULLs skipped), once per value under DISTINCT."""
+    argument = e.expressions[0]
+    distinct = isinstance(argument, exp.Distinct)
+    inner = self.sql(argument.expressions[0]) if distinct else self.sql(argument)
+    collected = f"COLLECT_LIST({value or inner})"
+    return f"ARRAY_DISTINCT({collected})" if distinct else collected
+
+
+def _counted(self, e: FlinkCall) -> str:
+    argument = e.expressions[0]
+    return self.sql(argument.expressions[0]) if isinstance(argument, exp.Distinct) else self.sql(argument)
+
+
 def _listagg(self, e: FlinkCall, args: list[str]) -> str:
     separator = args[1] if len(args) > 1 else "','"
-    return f"IF(COUNT({args[0]}) = 0, NULL, ARRAY_JOIN(COLLECT_LIST({args[0]}), {separator}))"
+    return f"IF(COUNT({_counted(self, e)}) = 0, NULL, ARRAY_JOIN({_collected(self, e)}, {separator}))"
+
+
+def array_agg(self, e: FlinkCall, ignore_nulls: bool) -> str:
+    """ARRAY_AGG keeps NULLs unless IGNORE NULLS (Spark's COLLECT_LIST drops them: a struct
+    around each value keeps them); NULL without input rows."""
+    if ignore_nulls:
+        return f"IF(COUNT(1) = 0, NULL, {_collected(self, e)})"
+    wrapped = _collected(self, e, f"NAMED_STRUCT('v', {_counted(self, e)})")
+    return f"IF(COUNT(1) = 0, NULL, TRANSFORM({wrapped}, x -> x.v))"
+
+
+def nulls_sql(ignore: bool):
+    """``ARRAY_AGG(x) IGNORE NULLS`` / ``RESPECT NULLS``; other functions as sqlglot writes them."""
+    def sql(self, e: exp.Expression) -> str:
+        if isinstance(e.this, FlinkCall) and e.this.name == "ARRAY_AGG":
+            return array_agg(self, e.this, ignore_nulls=ignore)
+        return self.ignorenulls_sql(e) if ignore else self.respectnulls_sql(e)
+    return sql
 
 
 def _first_last(function: str):
@@ -192,8 +224,8 @@ TEMPLATES = {
     "CHR": lambda self, e, a: f"CHR({a[0]})",
     "SIGN": _sign,
     "LISTAGG": _listagg,
-    "COLLECT": lambda self, e, a: f"COLLECT_LIST({a[0]})",
-    "ARRAY_AGG": lambda self, e, a: f"COLLECT_LIST({a[0]})",
+    "COLLECT": lambda self, e, a: _collected(self, e),
+    "ARRAY_AGG": lambda self, e, a: array_agg(self, e, ignore_nulls=False),
     "PERCENTILE": lambda self, e, a: f"PERCENTILE({', '.join(a)})",
     "FIRST_VALUE": _first_last("FIRST_VALUE"),
     "LAST_VALUE": _first_last("LAST_VALUE"),

@@ -96,6 +96,9 @@ def _json_value(self, e: FlinkCall, args: list[str]) -> str:
 
 
 def _json_query(self, e: FlinkCall, args: list[str]) -> str:
+    returning = e.args.get("returning")
+    if returning is not None and returning.this not in (exp.DType.TEXT, exp.DType.VARCHAR):
+        raise unsupported(e, f"RETURNING {self.sql(returning)} is not supported (the result is a STRING)")
     path = _json_path(e, e.expressions[1], args[1])
     value = f"GET_JSON_OBJECT({args[0]}, {path})"
     wrapper = options(e).get("wrapper")
@@ -112,6 +115,9 @@ def _json_query(self, e: FlinkCall, args: list[str]) -> str:
 
 
 def _json_exists(self, e: FlinkCall, args: list[str]) -> str:
+    on_error = options(e).get("error")
+    if on_error is not None and on_error.name != "FALSE":
+        raise unsupported(e, f"{on_error.name} ON ERROR is not supported (paths are lax: a missing path is FALSE)")
     path = _json_path(e, e.expressions[1], args[1])
     exists = f"(TRY_VARIANT_GET(TRY_PARSE_JSON({args[0]}), {path}, 'variant') IS NOT NULL)"
     return f"CASE WHEN {args[0]} IS NULL THEN NULL ELSE COALESCE({exists}, FALSE) END"
