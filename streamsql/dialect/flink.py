@@ -18,6 +18,7 @@ from sqlglot.parser import Parser
 from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
+from streamsql.dialect import builtins as B
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
@@ -48,6 +49,13 @@ class Flink(Dialect):
         F.RegexpExtractGroup: {"returns": exp.DType.VARCHAR},
         F.SplitIndex: {"returns": exp.DType.VARCHAR},
         F.FlinkDateFormat: {"returns": exp.DType.VARCHAR},
+        F.FlinkCall: {"annotator": B.annotate},
+        F.FlinkAggCall: {"annotator": B.annotate},
+        exp.Extract: {"returns": exp.DType.BIGINT},
+        exp.JSONObject: {"returns": exp.DType.VARCHAR},
+        exp.JSONObjectAgg: {"returns": exp.DType.VARCHAR},
+        exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
+        exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
     }
 
     class Tokenizer(Tokenizer):
@@ -84,10 +92,14 @@ class Flink(Dialect):
             "SUBSTR": exp.Substring.from_arg_list,
             "CHAR_LENGTH": exp.Length.from_arg_list,
             "CHARACTER_LENGTH": exp.Length.from_arg_list,
+            **B.FUNCTIONS,
         }
 
+        NO_PAREN_FUNCTION_PARSERS = {**Parser.NO_PAREN_FUNCTION_PARSERS, **B.NO_PAREN}
+
         FUNCTION_PARSERS = {
-            **Parser.FUNCTION_PARSERS,
+            **{k: v for k, v in Parser.FUNCTION_PARSERS.items() if k not in B.FUNCTIONS},
+            **B.FUNCTION_PARSERS,
             **{kind: (lambda k: lambda self: W.parse_window_call(self, k))(kind) for kind in W.TVF_PARAMETERS},
             **{
                 f"{kind}_{prop}": (lambda k, p: lambda self: W.parse_group_window_property(self, k, p))(kind, prop)
@@ -122,6 +134,16 @@ class Flink(Dialect):
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
+        def _parse_json_key_value(self) -> exp.JSONKeyValue | None:
+            """[KEY] key VALUE value: Flink's key is any string expression (k || '_x')."""
+            self._match_text_seq("KEY")
+            key = self._parse_bitwise()
+            self._match_text_seq("VALUE")
+            value = self._parse_bitwise()
+            if not key and not value:
+                return None
+            return self.expression(exp.JSONKeyValue(this=key, expression=value))
+
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""
 
@@ -149,6 +171,9 @@ class Flink(Dialect):
             ),
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "PROCTIME()",
+            F.FlinkCall: B.flink_sql,
+            exp.JSONKeyValue: lambda self, e: f"KEY {self.sql(e, 'this')} VALUE {self.sql(e, 'expression')}",
+            F.FlinkAggCall: B.flink_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,
             W.WindowTVF: W.window_tvf_sql,

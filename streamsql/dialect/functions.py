@@ -36,3 +36,20 @@ class Proctime(exp.Expression, exp.Func):
 
     arg_types = {}
     _sql_names = ["PROCTIME"]
+
+
+class FlinkCall(exp.Expression, exp.Func):
+    """A Flink built-in that Spark has no same-meaning function for: ``this`` is its name
+    (upper case), ``expressions`` its arguments. streamsql.spark.functions translates it
+    by name; the clauses some JSON functions take (RETURNING, ON EMPTY, ...) are kept as
+    ``options`` (a Var list, Flink's words) and ``returning``/``default`` expressions."""
+
+    arg_types = {"this": True, "expressions": False, "options": False, "returning": False, "default": False}
+
+    @property
+    def name(self) -> str:
+        return self.this
+
+
+class FlinkAggCall(FlinkCall, exp.AggFunc):
+    """A Flink aggregate function translated by name (LISTAGG, COLLECT, ...)."""

@@ -18,6 +18,7 @@ from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.plan.builtins import check_functions, unknown_function
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.commands import command_text, set_step, stop_job
 from streamsql.plan.connectors import CONNECTORS, check_source_path
@@ -221,6 +222,7 @@ class Planner:
         check_temporal_joins(qualified, versioned, relations)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         check_types(typed)
+        check_functions(typed, self.catalog.current_database)
         plan.query = typed
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
@@ -331,7 +333,7 @@ class Planner:
                 ObjectName(self.catalog.current_database, call.name.lower()), "function"
             )
             if definition is None:
-                raise ValidationError(f"No function named '{call.name}' (neither a built-in nor a registered function)")
+                raise unknown_function(call)
             function = load_function(definition)
             call.set("this", function.name)
             _merge(plan.functions, [function])

@@ -15,6 +15,9 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel
 
 from streamsql.dialect import functions as F
+from streamsql.spark import functions as SF
+from streamsql.spark import json_functions as JF
+from streamsql.spark import native_functions as NF
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -98,8 +101,24 @@ class SparkTarget(Spark):
             **Spark.Generator.TRANSFORMS,
             F.RegexpExtractGroup: _regexp_extract,
             F.SplitIndex: _split_index,
-            F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
+            F.FlinkDateFormat: NF.date_format_sql,
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
+            F.FlinkCall: SF.flink_call_sql,
+            F.FlinkAggCall: SF.flink_call_sql,
+            exp.JSONObject: JF.json_object,
+            exp.Extract: NF.extract_sql,
+            exp.Floor: NF.rounding_sql("FLOOR"),
+            exp.Ceil: NF.rounding_sql("CEIL"),
+            exp.Bracket: NF.bracket_sql,
+            exp.Is: JF.is_sql,
+            exp.IgnoreNulls: SF.nulls_sql(ignore=True),
+            exp.RespectNulls: SF.nulls_sql(ignore=False),
+            exp.Week: NF.week_sql,
+            exp.CurrentTime: lambda self, e: SF.no_time(e),
+            exp.Interval: NF.interval_sql,
+            exp.SimilarTo: NF.similar_to_sql,
+            exp.Overlaps: NF.overlaps_sql,
+            exp.JSONObjectAgg: JF.json_objectagg_sql,
             exp.Avg: _avg,
             exp.Window: _window,
             exp.Div: _div,

@@ -1,0 +1,74 @@
+"""Flink's built-in functions: what streamsql supports, from ``functions.csv``.
+
+``functions.csv`` lists every function on Flink's "System (Built-in) Functions" page with
+its category, status (supported / differs / not supported), an example call, how it
+differs or why it is not supported, and the test that covers it. The planner uses it to
+name an unsupported built-in at plan time, instead of letting Spark fail later.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from sqlglot import exp
+
+from streamsql.dialect import functions as F
+from streamsql.dialect.functions import FlinkCall
+from streamsql.errors import StreamsqlError, ValidationError
+from streamsql.plan.function_types import check_function_types
+from streamsql.plan.positions import start_position
+
+COVERAGE = Path(__file__).with_name("functions.csv")
+STATUSES = ("supported", "differs", "not supported")
+# Nodes whose translation refuses some forms (an unsupported unit, clause or pattern): the
+# planner translates each once, so the refusal comes at plan time, with its position.
+_CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    category: str
+    status: str
+    example: str
+    notes: str
+    test: str
+
+
+@cache
+def coverage() -> dict[str, Builtin]:
+    """The coverage list by (upper-case) name."""
+    with COVERAGE.open(newline="") as handle:
+        return {row["name"].upper(): Builtin(**row) for row in csv.DictReader(handle)}
+
+
+def unknown_function(call: exp.Anonymous) -> ValidationError:
+    """The error for a call that is neither translated nor a registered function."""
+    builtin = coverage().get(call.name.upper())
+    if builtin is not None and builtin.status == "not supported":
+        return ValidationError(f"Built-in function {builtin.name} is not supported: {builtin.notes}", start_position(call))
+    return ValidationError(f"No function named '{call.name}' (neither a built-in nor a registered function)",
+                           start_position(call))
+
+
+def check_functions(query: exp.Expression, database: str = "default_database") -> None:
+    """Refuse, with the SQL position, built-in calls Flink refuses (argument types) and those
+    (or forms of them) Spark cannot run as Flink does. CURRENT_DATABASE() learns ``database``."""
+    from streamsql.spark.dialect import to_spark_sql  # sqlglot only: no Spark session is involved
+
+    check_function_types(query)
+    for node in query.walk():
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):  # row_column.* (t.* is expanded)
+            raise ValidationError(f"{node.this.name}.* is not supported: {coverage()['COMPOSITETYPE.*'].notes}",
+                                  start_position(node))
+        if isinstance(node, FlinkCall) and node.name == "CURRENT_DATABASE":
+            node.meta["database"] = database
+        if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
+            try:
+                to_spark_sql(node)
+            except StreamsqlError as error:
+                error.position = error.position or start_position(node)
+                raise

@@ -1,0 +1,159 @@
+"""Flink's JSON functions as Spark SQL.
+
+Values are encoded with Spark's TO_JSON and assembled as text, so JSON_OBJECT and
+JSON_ARRAY nest (a JSON_OBJECT value is inserted as JSON, not as a string) and mix types
+(`JSON_ARRAY(1, '2')` is `[1,"2"]`) as Flink's do. JSON_VALUE and JSON_EXISTS read through
+Spark's VARIANT (TRY_PARSE_JSON): invalid JSON is NULL, a non-scalar JSON_VALUE is NULL.
+Flink's 'lax'/'strict' path modes are dropped (Spark's paths are lax).
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlglot import exp
+
+from streamsql.dialect.builtins import Default, options
+from streamsql.dialect.functions import FlinkCall
+from streamsql.spark.function_support import unsupported
+
+def _json_path(e: FlinkCall, path: exp.Expression, sql: str) -> str:
+    """Flink's SQL/JSON path, without its 'lax'/'strict' mode (Spark's paths are lax)."""
+    if isinstance(path, exp.Literal) and path.is_string:
+        text = path.this.strip()
+        for mode in ("lax ", "strict "):
+            if text.lower().startswith(mode):
+                text = text[len(mode):].strip()
+        return exp.Literal.string(text).sql(dialect="spark")
+    return f"REGEXP_REPLACE({sql}, '^\\\\s*(lax|strict)\\\\s+', '')"
+
+
+def json_text(self, node: exp.Expression) -> str:
+    """A value as JSON text (NULL for NULL); JSON built by JSON_OBJECT/JSON_ARRAY is kept as is."""
+    if isinstance(node, exp.JSONObject) or (isinstance(node, FlinkCall) and node.name in ("JSON_ARRAY", "JSON_OBJECT")):
+        return self.sql(node)
+    if isinstance(node, exp.Null):
+        return "CAST(NULL AS STRING)"
+    encoded = f"TO_JSON(NAMED_STRUCT('v', {self.sql(node)}))"
+    return f"NULLIF(REGEXP_EXTRACT({encoded}, '^\\\\{{\"v\":(.*)\\\\}}$', 1), '')"
+
+
+def json_object(self, e: exp.JSONObject) -> str:
+    absent = (e.args.get("null_handling") or "").upper().startswith("ABSENT")
+    members = []
+    for pair in e.expressions:
+        key, value = pair.this, pair.expression
+        key_sql = exp.Literal.string(json.dumps(key.this) + ":").sql(dialect="spark") if isinstance(key, exp.Literal) \
+            else f"CONCAT({json_text(self, key)}, ':')"
+        text = json_text(self, value)
+        members.append(f"CONCAT({key_sql}, {text if absent else f'COALESCE({text}, {chr(39)}null{chr(39)})'})")
+    return f"CONCAT('{{', ARRAY_JOIN(ARRAY({', '.join(members)}), ','), '}}')" if members else "'{}'"
+
+
+def _json_array(self, e: FlinkCall, args: list[str]) -> str:
+    on_null = options(e).get("null")
+    keep_nulls = on_null is not None and on_null.name == "NULL"
+    texts = [json_text(self, a) for a in e.expressions]
+    if keep_nulls:
+        texts = [f"COALESCE({t}, 'null')" for t in texts]
+    if not texts:
+        return "'[]'"
+    return f"CONCAT('[', ARRAY_JOIN(ARRAY({', '.join(texts)}), ','), ']')"
+
+
+def _json_arrayagg(self, e: FlinkCall, args: list[str]) -> str:
+    on_null = options(e).get("null")
+    text = json_text(self, e.expressions[0])
+    if on_null is not None and on_null.name == "NULL":
+        text = f"COALESCE({text}, 'null')"
+    return f"CONCAT('[', ARRAY_JOIN(COLLECT_LIST({text}), ','), ']')"
+
+
+def _on(self, e: FlinkCall, kind: str, value: str) -> str:
+    """The ON EMPTY / ON ERROR behaviour applied to ``value`` (NULL when empty or invalid)."""
+    clause = options(e).get(kind)
+    if clause is None or clause.name == "NULL":
+        return value
+    if isinstance(clause, Default):
+        return f"COALESCE({value}, {self.sql(clause.this)})"
+    if clause.name in ("EMPTY ARRAY", "EMPTY OBJECT"):
+        return f"COALESCE({value}, '{'[]' if clause.name == 'EMPTY ARRAY' else '{}'}')"
+    raise unsupported(e, f"{clause.name} ON {kind.upper()} is not supported (NULL, DEFAULT <value> and EMPTY ARRAY/OBJECT are)")
+
+
+def _json_value(self, e: FlinkCall, args: list[str]) -> str:
+    path = _json_path(e, e.expressions[1], args[1])
+    value = f"TRY_VARIANT_GET(TRY_PARSE_JSON({args[0]}), {path}, 'variant')"
+    scalar = f"CASE WHEN SCHEMA_OF_VARIANT({value}) RLIKE '^(OBJECT|ARRAY)' THEN NULL ELSE TRY_VARIANT_GET({value}, '$', 'string') END"
+    returning = e.args.get("returning")
+    if returning is not None:
+        scalar = f"TRY_CAST({scalar} AS {self.sql(returning)})"
+    empty, error = options(e).get("empty"), options(e).get("error")
+    if isinstance(empty, Default) or isinstance(error, Default):
+        default = (empty if isinstance(empty, Default) else error).this
+        return f"COALESCE({scalar}, {self.sql(default)})"
+    return _on(self, e, "error", _on(self, e, "empty", scalar))
+
+
+def _json_query(self, e: FlinkCall, args: list[str]) -> str:
+    returning = e.args.get("returning")
+    if returning is not None and returning.this not in (exp.DType.TEXT, exp.DType.VARCHAR):
+        raise unsupported(e, f"RETURNING {self.sql(returning)} is not supported (the result is a STRING)")
+    path = _json_path(e, e.expressions[1], args[1])
+    value = f"GET_JSON_OBJECT({args[0]}, {path})"
+    wrapper = options(e).get("wrapper")
+    structured = f"({value} RLIKE '^\\\\s*[\\\\[{{]' AND TRY_PARSE_JSON({value}) IS NOT NULL)"
+    text = f"TO_JSON(TRY_PARSE_JSON({value}))"
+    scalar_json = f"TO_JSON(TRY_VARIANT_GET(TRY_PARSE_JSON({args[0]}), {path}, 'variant'))"
+    if wrapper is None or wrapper.name == "WITHOUT":
+        result = f"CASE WHEN {structured} THEN {text} END"
+    elif wrapper.name == "CONDITIONAL":
+        result = f"CASE WHEN {value} RLIKE '^\\\\s*\\\\[' THEN {text} WHEN {value} IS NOT NULL THEN CONCAT('[', COALESCE({scalar_json}, {text}), ']') END"
+    else:
+        result = f"CASE WHEN {value} IS NOT NULL THEN CONCAT('[', COALESCE({scalar_json}, {text}), ']') END"
+    return _on(self, e, "error", _on(self, e, "empty", result))
+
+
+def _json_exists(self, e: FlinkCall, args: list[str]) -> str:
+    on_error = options(e).get("error")
+    if on_error is not None and on_error.name != "FALSE":
+        raise unsupported(e, f"{on_error.name} ON ERROR is not supported (paths are lax: a missing path is FALSE)")
+    path = _json_path(e, e.expressions[1], args[1])
+    exists = f"(TRY_VARIANT_GET(TRY_PARSE_JSON({args[0]}), {path}, 'variant') IS NOT NULL)"
+    return f"CASE WHEN {args[0]} IS NULL THEN NULL ELSE COALESCE({exists}, FALSE) END"
+
+
+def is_sql(self, e: exp.Is) -> str:
+    """``x IS JSON [VALUE|SCALAR|ARRAY|OBJECT]``: FALSE for NULL or invalid JSON (Flink)."""
+    if not isinstance(e.expression, exp.JSON):
+        return f"{self.sql(e, 'this')} IS {self.sql(e, 'expression')}"
+    kind = (e.expression.name or "VALUE").upper()
+    parsed = f"TRY_PARSE_JSON({self.sql(e, 'this')})"
+    check = {"VALUE": f"{parsed} IS NOT NULL",
+             "SCALAR": f"NOT SCHEMA_OF_VARIANT({parsed}) RLIKE '^(OBJECT|ARRAY)'",
+             "ARRAY": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'ARRAY%'",
+             "OBJECT": f"SCHEMA_OF_VARIANT({parsed}) LIKE 'OBJECT%'"}[kind]
+    return f"COALESCE({check}, FALSE)"
+
+
+def json_objectagg_sql(self, e: exp.JSONObjectAgg) -> str:
+    pair = e.expressions[0]
+    absent = (e.args.get("null_handling") or "").upper().startswith("ABSENT")
+    value = json_text(self, pair.expression)
+    member = f"CONCAT({json_text(self, pair.this)}, ':', {value if absent else f'COALESCE({value}, {chr(39)}null{chr(39)})'})"
+    if absent:
+        member = f"IF({value} IS NULL, NULL, {member})"
+    return f"CONCAT('{{', ARRAY_JOIN(COLLECT_LIST({member}), ','), '}}')"
+
+
+TEMPLATES = {
+    "JSON_VALUE": _json_value,
+    "JSON_QUERY": _json_query,
+    "JSON_EXISTS": _json_exists,
+    "JSON_STRING": lambda self, e, a: json_text(self, e.expressions[0]),
+    "JSON_ARRAY": _json_array,
+    "JSON_ARRAYAGG": _json_arrayagg,
+    "JSON_QUOTE": lambda self, e, a: json_text(self, exp.cast(e.expressions[0], "STRING")),
+    "JSON_UNQUOTE": lambda self, e, a: (f"CASE WHEN {a[0]} RLIKE '^\".*\"$' THEN COALESCE(FROM_JSON(CONCAT('{{\"v\":', {a[0]}, '}}'),"
+                                        f" 'v STRING').v, {a[0]}) ELSE {a[0]} END"),
+}

@@ -1,0 +1,136 @@
+"""sqlglot's own nodes whose Spark spelling means something else than Flink's.
+
+EXTRACT returns BIGINT (whole seconds for SECOND, seconds included for MILLISECOND);
+FLOOR/CEIL(t TO unit) round a time point and keep a DOUBLE a DOUBLE; `array[i]` is
+1-based and NULL out of range; SIMILAR TO is a Java regular expression; OVERLAPS takes
+(start, end or interval) pairs; DATE_FORMAT refuses week-based pattern letters; INTERVAL
+'n' QUARTER (DECADE, ...) is in months (years); WEEK(d) is the ISO week.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from streamsql.spark.function_support import unsupported
+
+_EXTRACT = {"DOW": "DAYOFWEEK({0})", "DOY": "DAYOFYEAR({0})", "ISODOW": "EXTRACT(DAYOFWEEK_ISO FROM {0})",
+            "ISOYEAR": "EXTRACT(YEAROFWEEK FROM {0})", "SECOND": "SECOND({0})",
+            "MILLISECOND": "FLOOR(EXTRACT(SECOND FROM {0}) * 1000)", "MICROSECOND": "FLOOR(EXTRACT(SECOND FROM {0}) * 1000000)",
+            "EPOCH": "UNIX_SECONDS(CAST({0} AS TIMESTAMP))", "DECADE": "FLOOR(YEAR({0}) / 10)",
+            "CENTURY": "CEIL(YEAR({0}) / 100)", "MILLENNIUM": "CEIL(YEAR({0}) / 1000)"}
+_SPARK_EXTRACT = ("YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE")
+_TRUNCATE_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "QUARTER", "YEAR")
+
+
+def extract_sql(self, e: exp.Extract) -> str:
+    """Flink's EXTRACT returns BIGINT; SECOND is whole seconds, MILLISECOND counts the seconds too."""
+    unit, value = e.this.name.upper(), self.sql(e, "expression")
+    if unit not in _EXTRACT and unit not in _SPARK_EXTRACT:
+        units = ", ".join([*_SPARK_EXTRACT, *_EXTRACT])
+        raise unsupported(e, f"EXTRACT({unit} FROM ...) is not supported (units: {units})")
+    template = _EXTRACT.get(unit, f"EXTRACT({unit} FROM {{0}})")
+    return f"CAST({template.format(value)} AS BIGINT)"
+
+
+def rounding_sql(function: str):
+    """FLOOR/CEIL(x): Flink keeps a DOUBLE a DOUBLE; FLOOR/CEIL(t TO unit) round a time point."""
+    def rounding(self, e: exp.Floor | exp.Ceil) -> str:
+        value = self.sql(e, "this")
+        unit = e.args.get("to")
+        if unit is None:
+            sql = self.func(function, e.this, e.args.get("decimals"))
+            value_type = e.this.type
+            if value_type is not None and value_type.this in (exp.DType.DOUBLE, exp.DType.FLOAT):
+                return f"CAST({sql} AS {self.sql(value_type)})"
+            return sql
+        name = unit.name.upper()
+        if name not in _TRUNCATE_UNITS:
+            raise unsupported(e, f"{function}(... TO {name}) is not supported (units: {', '.join(_TRUNCATE_UNITS)})")
+        floor = f"DATE_TRUNC('{name}', {value})"
+        if function == "CEIL":
+            step = "3 MONTH" if name == "QUARTER" else f"1 {name}"
+            floor = f"CASE WHEN {floor} = {value} THEN {floor} ELSE {floor} + INTERVAL {step} END"
+        value_type = e.this.type
+        if value_type is not None and value_type.this == exp.DType.DATE:
+            return f"CAST({floor} AS DATE)"
+        return floor
+    return rounding
+
+
+def bracket_sql(self, e: exp.Bracket) -> str:
+    """Flink's array[i] is 1-based and NULL out of range; map[key] is NULL when absent."""
+    return f"TRY_ELEMENT_AT({self.sql(e, 'this')}, {self.sql(e.expressions[0])})"
+
+
+def _sql_regex(pattern: str) -> str:
+    """A SIMILAR TO pattern as a Java regular expression: % and _ are wildcards, the
+    regex operators | * + ? {m,n} ( ) [ ] keep their meaning, everything else is literal."""
+    out = []
+    for char in pattern:
+        if char == "%":
+            out.append(".*")
+        elif char == "_":
+            out.append(".")
+        elif char in ".^$\\":
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "^(?:" + "".join(out) + ")$"
+
+
+def similar_to_sql(self, e: exp.SimilarTo) -> str:
+    pattern = e.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise unsupported(e, "SIMILAR TO needs a literal pattern here")
+    return f"{self.sql(e, 'this')} RLIKE {exp.Literal.string(_sql_regex(pattern.this)).sql(dialect='spark')}"
+
+
+def overlaps_sql(self, e: exp.Overlaps) -> str:
+    """(s1, e1) OVERLAPS (s2, e2), an end being a time point or an interval after the start."""
+    periods = []
+    for pair in (e.this, e.expression):
+        if not isinstance(pair, exp.Tuple) or len(pair.expressions) != 2:
+            raise unsupported(e, "OVERLAPS takes two (start, end or interval) pairs")
+        start, end = pair.expressions
+        start_sql = self.sql(start)
+        end_sql = f"{start_sql} + {self.sql(end)}" if isinstance(end, exp.Interval) else self.sql(end)
+        periods.append((f"LEAST({start_sql}, {end_sql})", f"GREATEST({start_sql}, {end_sql})"))
+    (s1, e1), (s2, e2) = periods
+    return f"({e1} >= {s2} AND {e2} >= {s1})"
+
+
+# SimpleDateFormat letters that Spark's formatter refuses (week-based fields, day number of week).
+_WEEK_LETTERS = set("YwWu")
+
+
+def check_pattern(e: exp.Expression, pattern: exp.Expression | None) -> None:
+    """Spark's datetime patterns are Java SimpleDateFormat's but for the week-based fields."""
+    if isinstance(pattern, exp.Literal) and pattern.is_string:
+        unquoted = "".join(part for i, part in enumerate(pattern.this.split("'")) if i % 2 == 0)
+        refused = sorted(set(unquoted) & _WEEK_LETTERS)
+        if refused:
+            raise unsupported(e, f"pattern letter(s) {', '.join(refused)} (week-based fields) are not supported")
+
+
+def date_format_sql(self, e: exp.Expression) -> str:
+    check_pattern(e, e.expression)
+    return self.func("DATE_FORMAT", e.this, e.expression)
+
+
+_SCALED_UNITS = {"QUARTER": (3, "MONTH"), "DECADE": (10, "YEAR"), "CENTURY": (100, "YEAR"), "MILLENNIUM": (1000, "YEAR")}
+
+
+def interval_sql(self, e: exp.Interval) -> str:
+    """INTERVAL 'n' QUARTER (DECADE, CENTURY, MILLENNIUM), which Spark lacks, in months (years)."""
+    unit = e.args.get("unit")
+    scaled = _SCALED_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+    if scaled is not None and isinstance(e.this, exp.Literal):
+        factor, spark_unit = scaled
+        value = int(e.this.this.strip()) * factor
+        return self.sql(exp.Interval(this=exp.Literal.string(str(value)), unit=exp.var(spark_unit)))
+    return self.interval_sql(e)
+
+
+def week_sql(self, e: exp.Week) -> str:
+    """WEEK(date): the ISO week of the year (Spark's WEEKOFYEAR)."""
+    return f"CAST(WEEKOFYEAR({self.sql(e, 'this')}) AS BIGINT)"

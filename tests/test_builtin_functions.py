@@ -1,0 +1,180 @@
+"""Flink's built-in functions without Spark: the coverage list, the generated Spark SQL of
+the translated ones, and plan-time errors for the unsupported ones."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from streamsql.catalog import Catalog
+from streamsql.dialect.builtins import RESULT_TYPES
+from streamsql.dialect.script import parse_script
+from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.plan.builtins import STATUSES, coverage
+from streamsql.plan.planner import Planner
+from streamsql.spark.dialect import to_spark_sql
+from streamsql.spark.functions import TEMPLATES
+
+DDL = ("CREATE TEMPORARY TABLE t (i INT, b BIGINT, d DOUBLE, m DECIMAL(10, 3), s STRING, ts TIMESTAMP(3), dt DATE,"
+       " arr ARRAY<INT>, mp MAP<STRING, INT>, r ROW<f INT>) WITH ('connector' = 'filesystem', 'path' = 't.csv', 'format' = 'csv');\n")
+
+
+@pytest.fixture(autouse=True)
+def source_file(tmp_path, monkeypatch):
+    (tmp_path / "t.csv").write_text("")
+    monkeypatch.chdir(tmp_path)
+
+
+def plan(select: str):
+    planner = Planner(Catalog(None))
+    try:
+        return [planner.plan(s) for s in parse_script(DDL + select)][-1].plan
+    except StreamsqlError as error:
+        raise error.with_source(DDL + select)
+
+
+def spark_sql(expression: str) -> str:
+    """The Spark SQL of one Flink expression (its alias dropped)."""
+    return to_spark_sql(plan(f"SELECT {expression} FROM t").query.selects[0].unalias())
+
+
+BUILTINS = list(coverage().values())
+
+
+def test_coverage_list_is_complete_and_consistent():
+    tests = {node.name for path in Path(__file__).parent.glob("test_*functions*.py")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+    assert len(BUILTINS) >= 240 and {b.status for b in BUILTINS} == set(STATUSES)
+    assert [b.name for b in BUILTINS if b.test and b.test not in tests] == []
+    assert [b.name for b in BUILTINS if b.status != "supported" and not b.notes] == []
+    assert sorted(set(RESULT_TYPES) - set(TEMPLATES)) == []
+    counts = {status: sum(b.status == status for b in BUILTINS) for status in STATUSES}
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert (f"**{len(BUILTINS)} entries: {counts['supported']} supported, {counts['differs']} differ,"
+            f" {counts['not supported']} not supported.**") in readme.replace("\n", " ")
+
+
+@pytest.mark.parametrize("builtin", [b for b in BUILTINS if b.status != "not supported" and b.test], ids=lambda b: b.name)
+def test_builtin_coverage(builtin):
+    """Every supported built-in plans and translates to Spark SQL (its value is checked end to
+    end in test_builtin_functions_spark for a sample)."""
+    assert spark_sql(builtin.example)
+
+
+@pytest.mark.parametrize("builtin", [b for b in BUILTINS if b.status == "not supported" and b.test], ids=lambda b: b.name)
+def test_unsupported_builtins_fail_at_plan_time(builtin):
+    with pytest.raises(ValidationError, match="is not supported: " + re.escape(builtin.notes)):
+        plan(f"SELECT {builtin.example} FROM t")
+
+
+def test_unsupported_builtin_is_named_with_its_position():
+    with pytest.raises(ValidationError) as caught:
+        plan("SELECT i,\n  CURRENT_WATERMARK(ts) FROM t")
+    assert caught.value.message == "Built-in function CURRENT_WATERMARK is not supported: Spark does not expose the watermark to expressions"
+    assert caught.value.position == Position(3, 21)
+
+
+def test_unsupported_form_is_refused_at_plan_time():
+    with pytest.raises(ValidationError, match="FLOOR\\(... TO WEEK\\) is not supported"):
+        plan("SELECT FLOOR(ts TO WEEK) FROM t")
+    with pytest.raises(ValidationError, match="ERROR ON EMPTY is not supported"):
+        plan("SELECT JSON_VALUE(s, '$.a' ERROR ON EMPTY) FROM t")
+    with pytest.raises(ValidationError, match="unit MILLENNIUM is not supported"):
+        plan("SELECT TIMESTAMPDIFF(MILLENNIUM, ts, ts) FROM t")
+    with pytest.raises(ValidationError, match=r"EXTRACT\(NANOSECOND FROM ...\) is not supported"):
+        plan("SELECT EXTRACT(NANOSECOND FROM ts) FROM t")
+    with pytest.raises(ValidationError, match=r"pattern letter\(s\) Y, w \(week-based"):
+        plan("SELECT DATE_FORMAT(ts, 'YYYY-ww ''u''') FROM t")
+    with pytest.raises(ValidationError, match=r"TO_TIMESTAMP: pattern letter\(s\) u"):
+        plan("SELECT TO_TIMESTAMP(s, 'yyyy-MM-dd u') FROM t")
+    with pytest.raises(ValidationError, match=r"JSON_QUERY: RETURNING ARRAY<STRING> is not supported"):
+        plan("SELECT JSON_QUERY(s, '$.a' RETURNING ARRAY<STRING>) FROM t")
+    with pytest.raises(ValidationError, match=r"JSON_EXISTS: TRUE ON ERROR is not supported"):
+        plan("SELECT JSON_EXISTS(s, 'strict $.a' TRUE ON ERROR) FROM t")
+    with pytest.raises(ValidationError, match="precision must be the literal 0"):
+        plan("SELECT TO_TIMESTAMP_LTZ(b, 6) FROM t")
+
+
+@pytest.mark.parametrize("flink, spark", [
+    ("TIMESTAMPDIFF(SECOND, ts, ts)", "CAST(TIMESTAMPDIFF(SECOND, `t`.`ts`, `t`.`ts`) AS INT)"),
+    ("TIMESTAMPADD(DAY, 1, dt)", "CAST(TIMESTAMPADD(DAY, 1, `t`.`dt`) AS DATE)"),
+    ("TIMESTAMPADD(HOUR, 1, dt)", "TIMESTAMPADD(HOUR, 1, `t`.`dt`)"),
+    ("TO_TIMESTAMP(s, 'dd/MM/yyyy')", "TRY_TO_TIMESTAMP(`t`.`s`, 'dd/MM/yyyy')"),
+    ("UNIX_TIMESTAMP(s)", "CASE WHEN `t`.`s` IS NULL THEN NULL ELSE COALESCE(UNIX_SECONDS(TRY_TO_TIMESTAMP(`t`.`s`)), -9223372036854775808) END"),
+    ("FROM_UNIXTIME(b)", "FROM_UNIXTIME(`t`.`b`, 'yyyy-MM-dd HH:mm:ss')"),
+    ("GREATEST(i, 2)", "CASE WHEN `t`.`i` IS NULL OR 2 IS NULL THEN NULL ELSE GREATEST(`t`.`i`, 2) END"),
+    ("LPAD(s, i, 'x')", "CASE WHEN `t`.`i` < 0 OR 'x' = '' THEN NULL ELSE LPAD(`t`.`s`, `t`.`i`, 'x') END"),
+    ("CONCAT_WS('~', s, 'x')", "CONCAT_WS('~', `t`.`s`, 'x')"),
+    ("arr[1]", "TRY_ELEMENT_AT(`t`.`arr`, 1)"),
+    ("EXTRACT(SECOND FROM ts)", "CAST(SECOND(`t`.`ts`) AS BIGINT)"),
+    ("FLOOR(ts TO HOUR)", "DATE_TRUNC('HOUR', `t`.`ts`)"),
+    ("FLOOR(dt TO MONTH)", "CAST(DATE_TRUNC('MONTH', `t`.`dt`) AS DATE)"),
+    ("CEIL(d)", "CAST(CEIL(`t`.`d`) AS DOUBLE)"),
+    ("FIRST_VALUE(s)", "FIRST_VALUE(`t`.`s`, TRUE)"),
+    ("LISTAGG(s)", "IF(COUNT(`t`.`s`) = 0, NULL, ARRAY_JOIN(COLLECT_LIST(`t`.`s`), ','))"),
+    ("TYPEOF(m)", "'DECIMAL(10, 3)'"),
+    ("SHA512(s)", "SHA2(`t`.`s`, 512)"),
+    ("JSON_ARRAY()", "'[]'"),
+    ("JSON_OBJECT()", "'{}'"),
+])
+def test_generated_spark_sql(flink, spark):
+    assert spark_sql(flink) == spark
+
+
+def test_result_types_follow_flink():
+    columns = plan("SELECT TIMESTAMPDIFF(DAY, ts, ts) AS a, TIMESTAMPADD(HOUR, 1, dt) AS b, TIMESTAMPADD(DAY, 1, dt) AS c,"
+                   " TO_TIMESTAMP(s) AS d, JSON_VALUE(s, '$.x' RETURNING DOUBLE) AS e, EXTRACT(DAY FROM ts) AS f,"
+                   " FLOOR(ts TO DAY) AS g, ELEMENT(arr) AS h, LISTAGG(s) AS k FROM t").columns
+    assert [c.type.sql(dialect="flink") if False else c.type.this.name for c in columns] == [
+        "INT", "TIMESTAMP", "DATE", "TIMESTAMP", "DOUBLE", "BIGINT", "TIMESTAMP", "INT", "TEXT"]
+
+
+def test_functions_are_written_back_as_flink_sql():
+    """A view keeps its Flink SQL: the clauses of JSON_VALUE and the unit of TIMESTAMPDIFF survive."""
+    from streamsql.dialect.flink import Flink
+    from sqlglot import parse_one
+
+    for sql in ["SELECT JSON_VALUE(s, '$.a' RETURNING INT DEFAULT 0 ON EMPTY NULL ON ERROR) FROM t",
+                "SELECT JSON_QUERY(s, '$.a' WITH CONDITIONAL ARRAY WRAPPER EMPTY ARRAY ON ERROR) FROM t",
+                "SELECT JSON_ARRAY(1, s NULL ON NULL), TIMESTAMPDIFF(SECOND, ts, ts), LOCALTIMESTAMP FROM t",
+                "SELECT JSON_OBJECT(KEY s || 'x' VALUE i, KEY 'b' VALUE MAP['k', 1] ABSENT ON NULL) FROM t"]:
+        assert parse_one(sql, read=Flink).sql(dialect=Flink) == sql
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("UPPER(i)", "Cannot apply 'UPPER' to arguments of type 'UPPER(<INTEGER>)': the argument INTEGER is not CHARACTER"),
+    ("ABS(s)", "Cannot apply 'ABS' to arguments of type 'ABS(<STRING>)': the argument STRING is not NUMERIC"),
+    ("ABS('1')", "Cannot apply 'ABS' to arguments of type 'ABS(<CHAR(1)>)'"),
+    ("YEAR(i)", "Cannot apply 'YEAR' to arguments of type 'YEAR(<INTEGER>)': the argument INTEGER is not DATETIME"),
+    ("TIMESTAMPDIFF(DAY, i, ts)", "Cannot apply 'TIMESTAMPDIFF' to arguments of type 'TIMESTAMPDIFF(<INTEGER>, <TIMESTAMP(3)>)'"),
+    ("LPAD(s, 'x', 'y')", "Cannot apply 'LPAD' to arguments of type 'LPAD(<STRING>, <CHAR(1)>, <CHAR(1)>)'"),
+    ("IF(i, 1, 2)", "Cannot apply 'IF' to arguments of type 'IF(<INTEGER>, <INTEGER>, <INTEGER>)': the argument INTEGER is not BOOLEAN"),
+    ("FLOOR(s TO DAY)", "Cannot apply 'FLOOR'"),
+    ("CASE WHEN i > 0 THEN 1 ELSE 'a' END", "Illegal mixing of types in CASE: INTEGER, CHAR(1) have no common type"),
+    ("COALESCE(i, s)", "Illegal mixing of types in COALESCE: INTEGER, STRING have no common type"),
+    ("IF(i > 0, ts, 1)", "Illegal mixing of types in IF"),
+    ("GREATEST(i, s)", "Illegal mixing of types in GREATEST"),
+])
+def test_argument_types_are_checked_as_flink_does(expression, message):
+    with pytest.raises(ValidationError) as caught:
+        plan(f"SELECT {expression} FROM t")
+    assert caught.value.message.startswith(message)
+    assert caught.value.position is not None and caught.value.position.line == 2
+
+
+@pytest.mark.parametrize("expression", [
+    "UPPER(CAST(i AS STRING))", "ABS(b) + ABS(m) + ABS(d)", "COALESCE(i, b, 0)", "COALESCE(s, 'x', NULL)",
+    "CASE i WHEN 1 THEN 'a' ELSE s END", "IF(i > 0, i, NULL)", "YEAR(dt) + HOUR(ts)", "DATE_FORMAT(s, 'yyyy')",
+    "TIMESTAMPDIFF(DAY, dt, ts)", "NULLIF(m, 0)", "GREATEST(i, b, 3)",
+])
+def test_argument_types_flink_accepts(expression):
+    assert plan(f"SELECT {expression} FROM t").columns
+
+
+def test_current_database_is_the_planned_one():
+    planner = Planner(Catalog(None))
+    steps = [planner.plan(s) for s in parse_script("CREATE DATABASE IF NOT EXISTS shop; USE shop;\n" + DDL + "SELECT CURRENT_DATABASE() FROM t")]
+    assert to_spark_sql(steps[-1].plan.query.selects[0].unalias()) == "'shop'"
