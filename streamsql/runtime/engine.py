@@ -184,12 +184,20 @@ class Engine:
         from streamsql.runtime.udfs import register_udf
         from streamsql.spark.regular_joins import hide_join_times
 
+        from streamsql.runtime.end_of_input import END_OF_INPUT, ends_input
+
         spark = self.spark
         observed: dict = {}
+        ends = DrainSources() if streaming and ends_input(self.settings, plan) else None
         for table in plan.tables:
-            # Bounded input run as a stream ('execution.bounded-input' = 'stream'): a file a micro-batch.
-            files = 1 if self.settings.get("execution.bounded-input") == "stream" and is_bounded(table) else 100
-            source_frame(spark, table, streaming, observed, self.drain, files).createOrReplaceTempView(spark_name(table.name))
+            # Bounded input run as a stream ('execution.bounded-input' = 'stream'): a file a micro-batch,
+            # and the end of input as a sentinel (runtime.end_of_input).
+            stream_bounded = self.settings.get("execution.bounded-input") == "stream" and is_bounded(table)
+            files = 1 if stream_bounded else 100
+            drain = ends if is_bounded(table) else self.drain
+            source_frame(spark, table, streaming, observed, drain, files).createOrReplaceTempView(spark_name(table.name))
+        if ends is not None:
+            observed[END_OF_INPUT] = ends
         for function in plan.functions:
             register_udf(spark, function)
         windows: dict[tuple, str] = {}
@@ -326,10 +334,12 @@ class Engine:
         Connect (where foreachBatch runs on the server) a memory table this client reads."""
         import uuid
 
+        checkpoint = tempfile.mkdtemp(prefix="streamsql-query-")  # a restart at the end of input resumes it
+
         def start(frame):
             stream = (
                 self._displayable(frame, plan, writer).writeStream
-                .option("checkpointLocation", tempfile.mkdtemp(prefix="streamsql-query-"))
+                .option("checkpointLocation", checkpoint)
                 .trigger(**trigger(self.settings, plan)).outputMode("append")
             )
             if self.remote:
@@ -405,8 +415,14 @@ class Engine:
 
     def _start_streaming(self, plan: QueryPlan, start) -> tuple:
         """Start a streaming query."""
+        from streamsql.runtime.end_of_input import END_OF_INPUT, EndOfInput
+
         frame, observed = self._frame(plan, streaming=True)
-        return start(frame), observed
+        ends = observed.pop(END_OF_INPUT, None)
+        query = start(frame)
+        if ends is not None:  # bounded input as a stream: once more with the end-of-input sentinel
+            query = EndOfInput(query, lambda: start(frame), ends)
+        return query, observed
 
     def _await(self, query, each_wait=None) -> None:
         """Wait for a streaming query in short steps, so Ctrl-C and STOP JOB land between

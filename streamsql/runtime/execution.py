@@ -20,8 +20,10 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     Streaming mode over bounded input runs as one bounded computation instead when the
     query has windows (Spark's streaming never fires the windows still open at the end of
     the input, Flink's does: its watermark reaches +infinity; late rows are still dropped as
-    Flink's watermark would drop them, spark.windows) or an operator Spark cannot stream
-    (spark.physical: its final result is the table Flink's changelog ends with). So does
+    Flink's watermark would drop them, spark.windows) — unless 'execution.bounded-input' is
+    'stream': then the input is streamed and its end fires the last windows
+    (runtime.end_of_input) — or an operator Spark cannot stream (spark.physical: its final
+    result is the table Flink's changelog ends with). So does
     bounded input into a blackhole (with no output to keep exactly-once, micro-batches and
     checkpoints would be pure overhead), and a SELECT ... LIMIT over bounded input (a batch
     query stops reading once it has its rows). Unbounded input that needs an operator Spark
@@ -43,10 +45,11 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     if stateful_stages(engine, step, bounded, root=root) is not None:
         return True
     stateful = needs_stateful_operator(root) if bounded else None
+    if bounded and stateful is None and plan.windows and settings.get("execution.bounded-input") == "stream":
+        return True  # windows Spark streams natively; the end of input fires the last ones (runtime.end_of_input)
     if bounded and (stateful is not None or plan.windows):
         if settings.get("execution.bounded-input") == "stream":
-            what = stateful.kind if stateful is not None else "window"
-            engine.log(f"Note: 'execution.bounded-input' = 'stream': this query's {what} operator has no"
+            engine.log(f"Note: 'execution.bounded-input' = 'stream': this query's {stateful.kind} operator has no"
                        " incremental form on Spark yet; it runs over the bounded input as one computation.")
         return False
     return True

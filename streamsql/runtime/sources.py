@@ -32,12 +32,13 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
                  files_per_batch: int = 100):
     """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
 
-    ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that lets a
-    continuous job fire its open windows when it is stopped WITH DRAIN.
+    ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that ends a
+    watermarked stream: a continuous job stopped WITH DRAIN, or bounded input run as a
+    stream reaching its end (runtime.end_of_input).
     """
     from pyspark.sql import functions as F
 
-    drains = drain if streaming and drain is not None and table.watermark is not None and not is_bounded(table) else None
+    drains = drain if streaming and drain is not None and table.watermark is not None else None
     if table.options["connector"] in GENERATED:
         return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains)
     if not CONNECTORS[table.options["connector"]].as_source:
