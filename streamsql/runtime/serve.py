@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,28 +24,38 @@ from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
+from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
 from streamsql.spark.dialect import spark_type
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def start_server(port: int, master: str | None = None, log=None) -> subprocess.Popen:
-    """Launch the Connect server as a child process and wait until it accepts connections."""
+def start_server(port: int, master: str | None = None, log=None, thrift_port: int | None = None,
+                 scratch: str | None = None) -> subprocess.Popen:
+    """Launch the Connect server (with ``thrift_port``: the Thrift server too, in the same
+    application) as a child process and wait until it accepts connections. It runs in
+    ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port)}
-    command = [str(spark_submit), "--class", SERVER_CLASS]
+    if thrift_port is not None:
+        conf.update(thrift_conf())
+    command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
+    if thrift_port is not None:
+        command += thrift_arguments(thrift_port)
     env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
     # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
     # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
     server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
+                              stdin=subprocess.DEVNULL, cwd=scratch, start_new_session=True, preexec_fn=die_with_parent())
     try:
-        _wait_until_listening(server, port, 120)
+        for listening in (port, thrift_port):
+            if listening is not None:
+                _wait_until_listening(server, listening, 120)
     except BaseException:  # including Ctrl-C and SIGTERM while it starts
         end_process(server)
         raise
@@ -55,12 +66,12 @@ def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -
     deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
-            raise StreamsqlError(f"The Spark Connect server exited at start (status {server.returncode})")
+            raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})")
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.5)
-    raise StreamsqlError(f"The Spark Connect server did not listen on port {port} within {seconds:.0f} s")
+    raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
 
 
 def register_catalog(remote: str, catalog: Catalog) -> list[str]:
@@ -94,23 +105,26 @@ def _create_table(table: TableDef) -> str:
     return f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
 
 
-def serve(catalog: Catalog, port: int, master: str | None = None) -> int:
+def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None) -> int:
     """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
     signal.signal(signal.SIGTERM, _interrupt)
-    server = start_server(port, master)
-    remote = f"sc://localhost:{port}"
-    try:
-        names = register_catalog(remote, catalog)
-        print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
-        print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
-        sys.stdout.flush()
-        server.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        end_process(server, seconds=30)
+    with tempfile.TemporaryDirectory(prefix="streamsql-serve-", ignore_cleanup_errors=True) as scratch:
+        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch)
+        remote = f"sc://localhost:{port}"
+        try:
+            names = register_catalog(remote, catalog)
+            print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
+            if thrift_port is not None:
+                print(f"JDBC/ODBC (HiveServer2, no auth) on {jdbc_url('localhost', thrift_port)}")
+            print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
+            sys.stdout.flush()
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            end_process(server, seconds=30)
     return 0
 
 

@@ -1,0 +1,35 @@
+"""`streamsql serve --thrift`: Spark's Thrift JDBC/ODBC server (HiveServer2 protocol) beside Spark Connect.
+
+PySpark's wheel carries Spark's Thrift server (`spark-hive-thriftserver`, `hive-service`,
+`hive-jdbc`, `beeline`). With ``--thrift`` serve launches the Thrift server's main class
+instead of the Connect server's, with Spark Connect started in the same application as a
+driver plugin: one Spark application, one shared catalog, so the tables serve registers
+(through Connect) are the tables every JDBC/ODBC session sees. The catalog is Spark's
+in-memory one (no Hive metastore, no Derby files), and table relations are not cached, so
+each query lists a table's directory afresh and sees what running jobs committed since.
+"""
+
+from __future__ import annotations
+
+THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+
+
+def thrift_conf() -> dict[str, str]:
+    """Spark settings of an application that runs the Thrift server and the Connect plugin."""
+    return {
+        "spark.plugins": CONNECT_PLUGIN,
+        "spark.sql.catalogImplementation": "in-memory",
+        # A catalog table's file listing is not kept between queries: files that running
+        # jobs publish show up in the next query, with no REFRESH TABLE.
+        "spark.sql.filesourceTableRelationCacheSize": "0",
+    }
+
+
+def thrift_arguments(port: int) -> list[str]:
+    """The Thrift server's own arguments: its port (HiveServer2's binary transport, no auth)."""
+    return ["--hiveconf", f"hive.server2.thrift.port={port}", "--hiveconf", "hive.server2.transport.mode=binary"]
+
+
+def jdbc_url(host: str, port: int) -> str:
+    return f"jdbc:hive2://{host}:{port}/default"
