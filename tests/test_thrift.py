@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, write
+from tests.conftest import ROOT, wait_for, write
 from tests.processes import gone_within, jvm_children
 from tests.spark_cluster import free_port, spark_home
 
@@ -119,3 +119,16 @@ def test_beeline_over_jdbc(served):
     # Without a terminal, beeline echoes its prompt in front of the first line.
     lines = [re.sub(r"^\d+: jdbc:hive2://\S+> ", "", line) for line in result.stdout.splitlines() if line]
     assert lines == ["id,item", "1,apple", "4,apple"]
+
+
+def test_tables_created_and_dropped_while_serving(served):
+    tmp, port = served
+    write(tmp / "prices" / "part-0.csv", "apple|0.55\nfig|1.10\n")
+    create = (f"CREATE TABLE shop.prices (item STRING, price DECIMAL(10, 2)) WITH ('connector' = 'filesystem', "
+              f"'path' = '{tmp / 'prices'}', 'format' = 'csv', 'csv.field-delimiter' = '|')")
+    assert streamsql(tmp / "catalog", "run", "-e", create).wait(60) == 0
+    assert wait_for(lambda: ("shop", "prices", False) in query(port, "SHOW TABLES IN shop"), 60)
+    assert [(item, str(price)) for item, price in query(port, "SELECT * FROM shop.prices ORDER BY item")] == [
+        ("apple", "0.55"), ("fig", "1.10")]
+    assert streamsql(tmp / "catalog", "run", "-e", "DROP TABLE shop.prices").wait(60) == 0
+    assert wait_for(lambda: ("shop", "prices", False) not in query(port, "SHOW TABLES IN shop"), 60)

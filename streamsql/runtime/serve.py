@@ -28,6 +28,7 @@ from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_argum
 from streamsql.spark.dialect import spark_type
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SYNC_SECONDS = 2  # how often the catalog directory is checked for changed tables
 
 
 def start_server(port: int, master: str | None = None, log=None, thrift_port: int | None = None,
@@ -38,7 +39,10 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port)}
+    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port),
+            # A catalog table's file listing is not kept between queries: files that running
+            # jobs publish show up in the next query, with no REFRESH TABLE.
+            "spark.sql.filesourceTableRelationCacheSize": "0"}
     if thrift_port is not None:
         conf.update(thrift_conf())
     command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
@@ -74,24 +78,47 @@ def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -
     raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
 
 
-def register_catalog(remote: str, catalog: Catalog) -> list[str]:
-    """Create a Spark table for every filesystem table in the catalog; their names."""
+def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None) -> dict[str, str]:
+    """Give the server a Spark table for every filesystem table in the catalog: new ones are
+    created, changed ones created again, dropped ones dropped. ``registered`` is what the
+    previous call returned: each table's name and the statement that created it."""
     from pyspark.sql import SparkSession
 
+    registered = dict(registered or {})
+    wanted = {}
+    for database in catalog.databases():
+        for obj in catalog.objects(database):
+            if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
+                wanted[f"`{database}`.`{obj.name.name}`"] = _create_table(obj)
     spark = SparkSession.builder.remote(remote).getOrCreate()
-    registered = []
     try:
         for database in catalog.databases():
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-            for obj in catalog.objects(database):
-                if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
-                    spark.sql(_create_table(obj))
-                    registered.append(f"{database}.{obj.name.name}")
+        for name in [n for n in registered if registered[n] != wanted.get(n)]:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+            del registered[name]
+        for name, statement in wanted.items():
+            if name not in registered:
+                spark.sql(f"DROP TABLE IF EXISTS {name}")  # left by an update that failed half-way
+                spark.sql(statement)
+                registered[name] = statement
     finally:
         # Released now, while the server is up: a client left open retries (and sleeps) at
         # exit trying to release its session with a server that is gone by then.
         spark.stop()
     return registered
+
+
+def _catalog_state(catalog: Catalog) -> list[tuple]:
+    """What changes when a table is created, altered or dropped: the catalog's DDL files."""
+    state = []
+    for path in catalog.directory.rglob("*.sql") if catalog.directory else ():
+        if not any(part.startswith("_") for part in path.relative_to(catalog.directory).parts):  # _jobs, _checkpoints
+            try:
+                state.append((str(path), path.stat().st_mtime_ns, path.stat().st_size))
+            except OSError:  # removed meanwhile
+                continue
+    return sorted(state)
 
 
 def _create_table(table: TableDef) -> str:
@@ -102,7 +129,7 @@ def _create_table(table: TableDef) -> str:
         options["sep"] = csv_separator(table.options)
     rendered = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
     name = f"`{table.name.database}`.`{table.name.name}`"
-    return f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
+    return f"CREATE TABLE {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
 
 
 def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None) -> int:
@@ -112,13 +139,19 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
         server = start_server(port, master, thrift_port=thrift_port, scratch=scratch)
         remote = f"sc://localhost:{port}"
         try:
-            names = register_catalog(remote, catalog)
+            state = _catalog_state(catalog)
+            registered = register_catalog(remote, catalog)
+            names = [name.replace("`", "") for name in registered]
             print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
             if thrift_port is not None:
                 print(f"JDBC/ODBC (HiveServer2, no auth) on {jdbc_url('localhost', thrift_port)}")
             print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
             sys.stdout.flush()
-            server.wait()
+            while server.poll() is None:  # tables created, altered or dropped meanwhile follow
+                time.sleep(SYNC_SECONDS)
+                if _catalog_state(catalog) != state:
+                    state = _catalog_state(catalog)
+                    registered = _update(remote, catalog, registered, server)
         except KeyboardInterrupt:
             pass
         finally:
@@ -126,6 +159,17 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             end_process(server, seconds=30)
     return 0
+
+
+def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen) -> dict[str, str]:
+    """register_catalog over the catalog as it is now; a failure is reported, and retried at
+    the next change, never ends the server."""
+    try:
+        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered)
+    except Exception as error:  # the server's tables stay as they were
+        if server.poll() is None:
+            print(f"Warning: the served tables were not updated ({type(error).__name__}: {error})", file=sys.stderr)
+        return registered
 
 
 def _interrupt(signum, frame):

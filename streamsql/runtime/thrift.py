@@ -5,8 +5,7 @@ PySpark's wheel carries Spark's Thrift server (`spark-hive-thriftserver`, `hive-
 instead of the Connect server's, with Spark Connect started in the same application as a
 driver plugin: one Spark application, one shared catalog, so the tables serve registers
 (through Connect) are the tables every JDBC/ODBC session sees. The catalog is Spark's
-in-memory one (no Hive metastore, no Derby files), and table relations are not cached, so
-each query lists a table's directory afresh and sees what running jobs committed since.
+in-memory one (no Hive metastore, no Derby files).
 """
 
 from __future__ import annotations
@@ -20,9 +19,6 @@ def thrift_conf() -> dict[str, str]:
     return {
         "spark.plugins": CONNECT_PLUGIN,
         "spark.sql.catalogImplementation": "in-memory",
-        # A catalog table's file listing is not kept between queries: files that running
-        # jobs publish show up in the next query, with no REFRESH TABLE.
-        "spark.sql.filesourceTableRelationCacheSize": "0",
     }
 
 
