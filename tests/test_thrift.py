@@ -20,8 +20,6 @@ from tests.conftest import ROOT, wait_for, write
 from tests.processes import gone_within, jvm_children
 from tests.spark_cluster import free_port, spark_home
 
-pytestmark = pytest.mark.spark
-
 ORDERS = [(1, "apple", 3, "0.50"), (2, "pear", 1, "0.75"), (3, "fig", 5, "1.20"), (4, "apple", 2, "0.50")]
 
 
@@ -63,6 +61,14 @@ CREATE TABLE shop.big_orders (id BIGINT, item STRING, amount DECIMAL(21, 2))
     assert not list(tmp.glob("derby.log")) and not list(tmp.glob("spark-warehouse")), "the server wrote into its cwd"
 
 
+def test_thrift_flag():
+    from streamsql.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).thrift is None
+    assert build_parser().parse_args(["serve", "--thrift"]).thrift == 10000  # HiveServer2's usual port
+    assert build_parser().parse_args(["serve", "--thrift", "10123", "--port", "15003"]).thrift == 10123
+
+
 def hive(port: int, database: str = "default"):
     from pyhive import hive as pyhive
 
@@ -79,6 +85,7 @@ def query(port: int, sql: str, database: str = "default") -> list[tuple]:
         connection.close()
 
 
+@pytest.mark.spark
 def test_a_hive_client_lists_and_queries_catalog_tables(served):
     _, port = served
     assert ("shop",) in query(port, "SHOW DATABASES")
@@ -90,6 +97,7 @@ def test_a_hive_client_lists_and_queries_catalog_tables(served):
     assert query(port, "SELECT COUNT(*) FROM orders WHERE qty > 1", database="shop") == [(3,)]
 
 
+@pytest.mark.spark
 def test_rows_an_insert_job_writes_are_queryable_at_once(served):
     tmp, port = served
     assert query(port, "SELECT COUNT(*) FROM shop.big_orders") == [(0,)]
@@ -108,6 +116,7 @@ def test_rows_an_insert_job_writes_are_queryable_at_once(served):
                                                                      (4, "APPLE", "1.00")]
 
 
+@pytest.mark.spark
 def test_beeline_over_jdbc(served):
     _, port = served
     beeline = spark_home() / "bin" / "beeline"
@@ -121,6 +130,7 @@ def test_beeline_over_jdbc(served):
     assert lines == ["id,item", "1,apple", "4,apple"]
 
 
+@pytest.mark.spark
 def test_tables_created_and_dropped_while_serving(served):
     tmp, port = served
     write(tmp / "prices" / "part-0.csv", "apple|0.55\nfig|1.10\n")

@@ -33,18 +33,19 @@ def ship_package(spark_context) -> Path:
     return archive
 
 
-def package_zip(directory: Path | None = None) -> Path:
+def package_zip(directory: Path | None = None, package: Path = PACKAGE) -> Path:
     """A zip of the streamsql package (sources and data files, no caches), named by its content."""
-    files = sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
     digest = hashlib.sha256()
     for path in files:
-        digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
     target = Path(directory or tempfile.gettempdir()) / f"streamsql-{digest.hexdigest()[:16]}.zip"
     if target.is_file():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".{os.getpid()}.part")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
-            archive.write(path, Path("streamsql") / path.relative_to(PACKAGE))
+            archive.write(path, Path("streamsql") / path.relative_to(package))
     os.replace(partial, target)  # whole or absent: a concurrent run may be writing the same zip
     return target
