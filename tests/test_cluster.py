@@ -29,6 +29,8 @@ SMALL = ["--conf", "spark.driver.memory=1g", "--conf", "spark.executor.memory=51
 UDFS = '''
 import os
 
+import udf_helpers  # a module of its own next to the script: the workers have no such file on their path
+
 
 def _ancestors():
     pid = os.getpid()
@@ -50,8 +52,17 @@ def runs_in(x: int) -> str:
 
 
 def tag(s: str) -> str:
+    return udf_helpers.tagged(s)
+'''
+HELPERS = '''
+def tagged(s):
     return s + "#" + str(len(s))
 '''
+
+
+def write_udfs(directory) -> None:
+    write(directory / "my_udfs.py", UDFS)
+    write(directory / "udf_helpers.py", HELPERS)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +127,7 @@ def ran_on(cluster, before: int) -> None:
 
 
 def test_windowed_query_and_udf_equal_the_local_run(cluster, tmp_path):
-    write(tmp_path / "my_udfs.py", UDFS)
+    write_udfs(tmp_path)
     rows = [(1, "ann", 5), (2, "bob", 9), (3, "ann", 14), (4, "cy", 17), (5, "bob", 23), (6, "ann", 31)]
     for part in (0, 1):  # two files: the worker reads a directory, as a cluster job would
         write(tmp_path / "in" / f"part-{part}.csv",
@@ -165,7 +176,7 @@ def _results(lines: list[str]) -> list[list[str]]:
 
 
 def test_streaming_insert_over_a_watched_directory(cluster, tmp_path):
-    write(tmp_path / "my_udfs.py", UDFS)
+    write_udfs(tmp_path)
     write(tmp_path / "in" / "0.csv", "1,a\n2,bb\n3,ccc\n")
     script = write(tmp_path / "job.sql", f"""
 CREATE TEMPORARY FUNCTION tag AS 'my_udfs.tag' LANGUAGE PYTHON;
@@ -223,3 +234,31 @@ INSERT INTO out SELECT k, COUNT(*), SUM(v), MAX(v) FROM src GROUP BY k;
 def _changes(job: Job) -> list[str]:
     """The rows the print sink printed, with their kinds."""
     return [line.strip() for line in job.lines() if line[:2] in ("+I", "-U", "+U", "-D")]
+
+
+def test_bi_server_on_the_cluster(cluster, tmp_path):
+    """`serve --thrift --master spark://...`: a JDBC/ODBC client's queries run on the cluster."""
+    from tests.spark_cluster import free_port
+    from tests.test_thrift import query, streamsql as streamsql_process
+
+    write(tmp_path / "sales" / "part-0.csv", "north,10\nsouth,4\nnorth,7\n")
+    ddl = (f"CREATE TABLE sales (region STRING, units INT) WITH ('connector' = 'filesystem', "
+           f"'path' = '{tmp_path / 'sales'}', 'format' = 'csv')")
+    assert streamsql_process(tmp_path / "catalog", "run", "-e", ddl).wait(60) == 0
+    before = len(cluster.applications())
+    port = free_port()
+    server = streamsql_process(tmp_path / "catalog", "serve", "--port", str(free_port()), "--thrift", str(port),
+                               "--master", cluster.url, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = [server.stdout.readline() for _ in range(2)]
+        assert lines[1].startswith("JDBC/ODBC"), "".join(lines) + server.stdout.read()
+        rows = query(port, "SELECT region, SUM(units) FROM default_database.sales GROUP BY region ORDER BY region")
+        assert rows == [("north", 17), ("south", 4)]
+        assert len(cluster.applications()) == before + 1
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

@@ -39,3 +39,25 @@ def test_the_name_follows_the_content(tmp_path):
     (copy / "runtime" / "shipping.py").write_text((copy / "runtime" / "shipping.py").read_text() + "\n# changed\n")
     second = package_zip(tmp_path / "out", copy)
     assert second != first and first.is_file() and second.is_file()
+
+
+def test_a_udf_module_travels_with_the_modules_of_its_folder(tmp_path, monkeypatch):
+    import importlib
+
+    import pandas
+
+    from streamsql.runtime.udfs import _modules_beside
+
+    (tmp_path / "ship_udfs.py").write_text("import ship_helpers\nimport pandas\n\ndef f(x):\n    return ship_helpers.g(x)\n")
+    (tmp_path / "ship_helpers.py").write_text("def g(x):\n    return x\n")
+    (tmp_path / "ship_pkg").mkdir()
+    (tmp_path / "ship_pkg" / "__init__.py").write_text("")
+    (tmp_path / "ship_pkg" / "fns.py").write_text("from ship_pkg import inner\n")
+    (tmp_path / "ship_pkg" / "inner.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("ship_udfs")
+    beside = {m.__name__ for m in _modules_beside(module)}
+    assert {"ship_udfs", "ship_helpers"} <= beside
+    assert pandas.__name__ not in beside and "streamsql" not in beside and "streamsql.runtime.udfs" not in beside
+    nested = {m.__name__ for m in _modules_beside(importlib.import_module("ship_pkg.fns"))}
+    assert {"ship_pkg", "ship_pkg.fns", "ship_pkg.inner", "ship_udfs", "ship_helpers"} <= nested
