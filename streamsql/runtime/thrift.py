@@ -10,6 +10,8 @@ in-memory one (no Hive metastore, no Derby files).
 
 from __future__ import annotations
 
+from streamsql.plan.objects import DEFAULT_DATABASE
+
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
@@ -27,5 +29,6 @@ def thrift_arguments(port: int) -> list[str]:
     return ["--hiveconf", f"hive.server2.thrift.port={port}", "--hiveconf", "hive.server2.transport.mode=binary"]
 
 
-def jdbc_url(host: str, port: int) -> str:
-    return f"jdbc:hive2://{host}:{port}/default"
+def jdbc_url(host: str, port: int, database: str = DEFAULT_DATABASE) -> str:
+    """The JDBC URL; its database is where unqualified table names resolve (Flink's default)."""
+    return f"jdbc:hive2://{host}:{port}/{database}"
