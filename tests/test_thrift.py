@@ -69,6 +69,20 @@ def test_thrift_flag():
     assert build_parser().parse_args(["serve", "--thrift", "10123", "--port", "15003"]).thrift == 10123
 
 
+def test_a_port_in_use_is_refused_before_spark_starts(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = streamsql(tmp_path / "catalog", "serve", "--thrift", str(port), "--port", str(free_port()),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 1
+    assert f"Port {port} is already in use" in err
+
+
 def hive(port: int, database: str = "default"):
     from pyhive import hive as pyhive
 

@@ -38,6 +38,9 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
     import pyspark
 
+    for taken in (port, thrift_port):
+        if taken is not None and _listening(taken):  # else the wait below would take it for ours
+            raise StreamsqlError(f"Port {taken} is already in use: choose another (--port, --thrift PORT)")
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port),
             # A catalog table's file listing is not kept between queries: files that running
@@ -71,11 +74,15 @@ def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -
     while time.time() < deadline:
         if server.poll() is not None:
             raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+        if _listening(port):
+            return
         time.sleep(0.5)
     raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None) -> dict[str, str]:
