@@ -267,3 +267,31 @@ def test_bi_server_on_the_cluster(cluster, tmp_path):
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+def test_stateful_group_by_into_postgresql_on_the_cluster(cluster, tmp_path):
+    """The updating result upserted into PostgreSQL by the executors' writers (streamsql's code, shipped)."""
+    from tests.postgres import postgres_bin, postgres_server
+
+    if postgres_bin() is None:
+        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
+    write(tmp_path / "in" / "0.csv", "a,1\nb,2\na,3\n")
+    write(tmp_path / "in" / "1.csv", "b,5\nc,7\na,-4\n")
+    with postgres_server(postgres_bin()) as postgres:
+        postgres.create_database("shop")
+        with postgres.connect("shop") as connection:
+            connection.execute("CREATE TABLE totals (k TEXT PRIMARY KEY, n BIGINT, total BIGINT)")
+            script = write(tmp_path / "job.sql", f"""
+SET 'execution.bounded-input' = 'stream';
+CREATE TEMPORARY TABLE src (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / "in"}',
+  'format' = 'csv');
+CREATE TEMPORARY TABLE totals (k STRING, n BIGINT, total BIGINT, PRIMARY KEY (k) NOT ENFORCED)
+  WITH ('connector' = 'jdbc', 'url' = '{postgres.url("shop")}', 'table-name' = 'totals', 'username' = 'postgres');
+INSERT INTO totals SELECT k, COUNT(*), SUM(v) FROM src GROUP BY k;
+""")
+            before = len(cluster.applications())
+            lines, seconds = finished(tmp_path, cluster.url, script)
+            ran_on(cluster, before)
+            print(f"stateful GROUP BY into PostgreSQL: {seconds:.1f} s on the cluster")
+            assert sorted(connection.execute("SELECT k, n, total FROM totals").fetchall()) == [
+                ("a", 3, 0), ("b", 2, 7), ("c", 1, 7)]
