@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         _share(run, parser, flag)
     serve = commands.add_parser("serve", help="start a Spark Connect endpoint with the catalog's tables")
     serve.add_argument("--port", type=int, default=15002, help="port to listen on (default 15002)")
+    serve.add_argument("--thrift", type=int, nargs="?", const=10000, metavar="PORT",
+                       help="also serve JDBC/ODBC (Spark's Thrift server, HiveServer2 protocol) on PORT (default 10000)")
     for flag in ("--catalog", "--master", "--verbose"):
         _share(serve, parser, flag)
     return parser
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             from streamsql.catalog import Catalog
             from streamsql.runtime.serve import serve
 
-            return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master)
+            return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         _print_error(error.render())

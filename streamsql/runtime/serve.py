@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,28 +24,45 @@ from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
+from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
 from streamsql.spark.dialect import spark_type
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SYNC_SECONDS = 2  # how often the catalog directory is checked for changed tables
 
 
-def start_server(port: int, master: str | None = None, log=None) -> subprocess.Popen:
-    """Launch the Connect server as a child process and wait until it accepts connections."""
+def start_server(port: int, master: str | None = None, log=None, thrift_port: int | None = None,
+                 scratch: str | None = None) -> subprocess.Popen:
+    """Launch the Connect server (with ``thrift_port``: the Thrift server too, in the same
+    application) as a child process and wait until it accepts connections. It runs in
+    ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
     import pyspark
 
+    for taken in (port, thrift_port):
+        if taken is not None and _listening(taken):  # else the wait below would take it for ours
+            raise StreamsqlError(f"Port {taken} is already in use: choose another (--port, --thrift PORT)")
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port)}
-    command = [str(spark_submit), "--class", SERVER_CLASS]
+    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port),
+            # A catalog table's file listing is not kept between queries: files that running
+            # jobs publish show up in the next query, with no REFRESH TABLE.
+            "spark.sql.filesourceTableRelationCacheSize": "0"}
+    if thrift_port is not None:
+        conf.update(thrift_conf())
+    command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
+    if thrift_port is not None:
+        command += thrift_arguments(thrift_port)
     env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
     # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
     # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
     server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
+                              stdin=subprocess.DEVNULL, cwd=scratch, start_new_session=True, preexec_fn=die_with_parent())
     try:
-        _wait_until_listening(server, port, 120)
+        for listening in (port, thrift_port):
+            if listening is not None:
+                _wait_until_listening(server, listening, 120)
     except BaseException:  # including Ctrl-C and SIGTERM while it starts
         end_process(server)
         raise
@@ -55,32 +73,59 @@ def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -
     deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
-            raise StreamsqlError(f"The Spark Connect server exited at start (status {server.returncode})")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+            raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})")
+        if _listening(port):
+            return
         time.sleep(0.5)
-    raise StreamsqlError(f"The Spark Connect server did not listen on port {port} within {seconds:.0f} s")
+    raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
 
 
-def register_catalog(remote: str, catalog: Catalog) -> list[str]:
-    """Create a Spark table for every filesystem table in the catalog; their names."""
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None) -> dict[str, str]:
+    """Give the server a Spark table for every filesystem table in the catalog: new ones are
+    created, changed ones created again, dropped ones dropped. ``registered`` is what the
+    previous call returned: each table's name and the statement that created it."""
     from pyspark.sql import SparkSession
 
+    registered = dict(registered or {})
+    wanted = {}
+    for database in catalog.databases():
+        for obj in catalog.objects(database):
+            if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
+                wanted[f"`{database}`.`{obj.name.name}`"] = _create_table(obj)
     spark = SparkSession.builder.remote(remote).getOrCreate()
-    registered = []
     try:
         for database in catalog.databases():
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-            for obj in catalog.objects(database):
-                if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
-                    spark.sql(_create_table(obj))
-                    registered.append(f"{database}.{obj.name.name}")
+        for name in [n for n in registered if registered[n] != wanted.get(n)]:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+            del registered[name]
+        for name, statement in wanted.items():
+            if name not in registered:
+                spark.sql(f"DROP TABLE IF EXISTS {name}")  # left by an update that failed half-way
+                spark.sql(statement)
+                registered[name] = statement
     finally:
         # Released now, while the server is up: a client left open retries (and sleeps) at
         # exit trying to release its session with a server that is gone by then.
         spark.stop()
     return registered
+
+
+def _catalog_state(catalog: Catalog) -> list[tuple]:
+    """What changes when a table is created, altered or dropped: the catalog's DDL files."""
+    state = []
+    for path in catalog.directory.rglob("*.sql") if catalog.directory else ():
+        if not any(part.startswith("_") for part in path.relative_to(catalog.directory).parts):  # _jobs, _checkpoints
+            try:
+                state.append((str(path), path.stat().st_mtime_ns, path.stat().st_size))
+            except OSError:  # removed meanwhile
+                continue
+    return sorted(state)
 
 
 def _create_table(table: TableDef) -> str:
@@ -91,27 +136,47 @@ def _create_table(table: TableDef) -> str:
         options["sep"] = csv_separator(table.options)
     rendered = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
     name = f"`{table.name.database}`.`{table.name.name}`"
-    return f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
+    return f"CREATE TABLE {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
 
 
-def serve(catalog: Catalog, port: int, master: str | None = None) -> int:
+def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None) -> int:
     """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
     signal.signal(signal.SIGTERM, _interrupt)
-    server = start_server(port, master)
-    remote = f"sc://localhost:{port}"
-    try:
-        names = register_catalog(remote, catalog)
-        print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
-        print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
-        sys.stdout.flush()
-        server.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        end_process(server, seconds=30)
+    with tempfile.TemporaryDirectory(prefix="streamsql-serve-", ignore_cleanup_errors=True) as scratch:
+        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch)
+        remote = f"sc://localhost:{port}"
+        try:
+            state = _catalog_state(catalog)
+            registered = register_catalog(remote, catalog)
+            names = [name.replace("`", "") for name in registered]
+            print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
+            if thrift_port is not None:
+                print(f"JDBC/ODBC (HiveServer2, no auth) on {jdbc_url('localhost', thrift_port)}")
+            print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
+            sys.stdout.flush()
+            while server.poll() is None:  # tables created, altered or dropped meanwhile follow
+                time.sleep(SYNC_SECONDS)
+                if _catalog_state(catalog) != state:
+                    state = _catalog_state(catalog)
+                    registered = _update(remote, catalog, registered, server)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            end_process(server, seconds=30)
     return 0
+
+
+def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen) -> dict[str, str]:
+    """register_catalog over the catalog as it is now; a failure is reported, and retried at
+    the next change, never ends the server."""
+    try:
+        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered)
+    except Exception as error:  # the server's tables stay as they were
+        if server.poll() is None:
+            print(f"Warning: the served tables were not updated ({type(error).__name__}: {error})", file=sys.stderr)
+        return registered
 
 
 def _interrupt(signum, frame):

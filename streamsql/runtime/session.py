@@ -65,6 +65,10 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     session = builder.getOrCreate()
     if not remote:
         session.sparkContext.setLogLevel("ERROR")
+        from streamsql.runtime.shipping import runs_in_driver, ship_package
+
+        if not runs_in_driver(conf.get("spark.master")):  # a cluster: its executors import this streamsql
+            ship_package(session.sparkContext)
     return session
 
 

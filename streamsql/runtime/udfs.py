@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import site
 import sys
+from pathlib import Path
 
 from streamsql.plan.udfs import PythonFunction
 from streamsql.spark.dialect import spark_type
@@ -18,7 +20,8 @@ def register_udf(spark, function: PythonFunction) -> None:
 
     module = sys.modules.get(function.function.__module__)
     if module is not None and function.function.__module__ != "__main__":
-        cloudpickle.register_pickle_by_value(module)
+        for local in _modules_beside(module):
+            cloudpickle.register_pickle_by_value(local)
     cloudpickle.register_pickle_by_value(udf_calls)
     call = udf_calls.reporting_failures(function.function, function.name, function.vectorized)
     return_type = spark_type(function.result_type)
@@ -27,3 +30,25 @@ def register_udf(spark, function: PythonFunction) -> None:
     else:
         wrapped = udf(call, return_type, useArrow=True)
     spark.udf.register(function.name, wrapped)
+
+
+def _modules_beside(module) -> list:
+    """The UDF's module and the loaded modules from its own folder (a helper module it
+    imports, its package): they travel by value too, as a cluster's workers have no such
+    files on their path. Installed packages and streamsql itself never do."""
+    if not getattr(module, "__file__", None):
+        return [module]
+    root = Path(module.__file__).resolve().parent
+    for _ in range(module.__name__.count(".") + (Path(module.__file__).name == "__init__.py")):
+        root = root.parent  # the folder the top-level package or module was found in
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages())}
+    installed.add(Path(__file__).resolve().parent.parent)  # streamsql: shipped as a package (runtime.shipping)
+    found = [module]
+    for other in list(sys.modules.values()):
+        path = getattr(other, "__file__", None)
+        if other is module or not path:
+            continue
+        path = Path(path).resolve()
+        if path.is_relative_to(root) and not any(path.is_relative_to(p) for p in installed):
+            found.append(other)
+    return found

@@ -1,0 +1,158 @@
+"""`streamsql serve --thrift`: Spark's Thrift server (HiveServer2) queried by real clients.
+
+A HiveServer2 client from PyPI (PyHive, as Superset uses it) and PySpark's bundled `beeline`
+(Hive's JDBC driver, as DBeaver or any JDBC tool uses it) list and query catalog tables,
+and see rows that a streamsql INSERT job writes while the server runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, wait_for, write
+from tests.processes import gone_within, jvm_children
+from tests.spark_cluster import free_port, spark_home
+
+ORDERS = [(1, "apple", 3, "0.50"), (2, "pear", 1, "0.75"), (3, "fig", 5, "1.20"), (4, "apple", 2, "0.50")]
+
+
+def streamsql(catalog: Path, *args: str, **popen):
+    env = dict(os.environ, STREAMSQL_CATALOG=str(catalog),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.Popen([sys.executable, "-m", "streamsql.cli", *args], env=env, start_new_session=True, **popen)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A catalog with a source table and an (empty) sink table, served with --thrift."""
+    tmp = tmp_path_factory.mktemp("thrift")
+    write(tmp / "orders" / "part-0.csv", "".join(f"{i},{item},{qty},{price}\n" for i, item, qty, price in ORDERS))
+    (tmp / "big").mkdir()
+    ddl = f"""
+CREATE DATABASE shop;
+CREATE TABLE shop.orders (id BIGINT, item STRING, qty INT, price DECIMAL(10, 2))
+  WITH ('connector' = 'filesystem', 'path' = '{tmp / "orders"}', 'format' = 'csv');
+CREATE TABLE shop.big_orders (id BIGINT, item STRING, amount DECIMAL(21, 2))
+  WITH ('connector' = 'filesystem', 'path' = '{tmp / "big"}', 'format' = 'csv');
+"""
+    assert streamsql(tmp / "catalog", "run", "-e", ddl).wait(60) == 0
+    port, thrift = free_port(), free_port()
+    server = streamsql(tmp / "catalog", "serve", "--port", str(port), "--thrift", str(thrift), "--master", "local[1]",
+                       cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = [server.stdout.readline() for _ in range(2)]
+        assert lines[1].startswith("JDBC/ODBC"), "".join(lines) + server.stdout.read()
+        jvms = jvm_children(server.pid)
+        yield tmp, thrift
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+        assert gone_within([p.pid for p in jvms], 5) == [], jvms
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert not list(tmp.glob("derby.log")) and not list(tmp.glob("spark-warehouse")), "the server wrote into its cwd"
+
+
+def test_thrift_flag():
+    from streamsql.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).thrift is None
+    assert build_parser().parse_args(["serve", "--thrift"]).thrift == 10000  # HiveServer2's usual port
+    assert build_parser().parse_args(["serve", "--thrift", "10123", "--port", "15003"]).thrift == 10123
+
+
+def test_a_port_in_use_is_refused_before_spark_starts(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = streamsql(tmp_path / "catalog", "serve", "--thrift", str(port), "--port", str(free_port()),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 1
+    assert f"Port {port} is already in use" in err
+
+
+def hive(port: int, database: str = "default"):
+    from pyhive import hive as pyhive
+
+    return pyhive.connect(host="127.0.0.1", port=port, username="streamsql", auth="NONE", database=database)
+
+
+def query(port: int, sql: str, database: str = "default") -> list[tuple]:
+    connection = hive(port, database)
+    try:
+        cursor = connection.cursor()
+        cursor.execute(sql)
+        return cursor.fetchall()
+    finally:
+        connection.close()
+
+
+@pytest.mark.spark
+def test_a_hive_client_lists_and_queries_catalog_tables(served):
+    _, port = served
+    assert ("shop",) in query(port, "SHOW DATABASES")
+    assert sorted(query(port, "SHOW TABLES IN shop")) == [("shop", "big_orders", False), ("shop", "orders", False)]
+    rows = query(port, "SELECT item, SUM(qty) AS n, SUM(qty * price) AS amount FROM shop.orders GROUP BY item ORDER BY item")
+    assert [(item, n, str(amount)) for item, n, amount in rows] == [
+        ("apple", 5, "2.50"), ("fig", 5, "6.00"), ("pear", 1, "0.75")]
+    # The database in the connection URL, as a JDBC URL gives it (jdbc:hive2://host:port/shop).
+    assert query(port, "SELECT COUNT(*) FROM orders WHERE qty > 1", database="shop") == [(3,)]
+
+
+@pytest.mark.spark
+def test_rows_an_insert_job_writes_are_queryable_at_once(served):
+    tmp, port = served
+    assert query(port, "SELECT COUNT(*) FROM shop.big_orders") == [(0,)]
+    job = streamsql(tmp / "catalog", "run", "--conf", "spark.driver.memory=1g", "-e",
+                    "INSERT INTO shop.big_orders SELECT id, UPPER(item), qty * price FROM shop.orders WHERE qty > 1",
+                    cwd=tmp, stderr=subprocess.PIPE, text=True)
+    try:
+        assert job.wait(300) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    # No REFRESH TABLE: the server lists the table's directory on every query.
+    rows = query(port, "SELECT id, item, amount FROM shop.big_orders ORDER BY id")
+    assert [(i, item, str(amount)) for i, item, amount in rows] == [(1, "APPLE", "1.50"), (3, "FIG", "6.00"),
+                                                                     (4, "APPLE", "1.00")]
+
+
+@pytest.mark.spark
+def test_beeline_over_jdbc(served):
+    _, port = served
+    beeline = spark_home() / "bin" / "beeline"
+    result = subprocess.run([str(beeline), "-u", f"jdbc:hive2://127.0.0.1:{port}/shop", "-n", "streamsql",
+                             "--outputformat=csv2", "--silent=true", "-e", "SELECT id, item FROM orders WHERE item = 'apple' ORDER BY id"],
+                            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, SPARK_HOME=str(spark_home())))
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Without a terminal, beeline echoes its prompt in front of the first line.
+    lines = [re.sub(r"^\d+: jdbc:hive2://\S+> ", "", line) for line in result.stdout.splitlines() if line]
+    assert lines == ["id,item", "1,apple", "4,apple"]
+
+
+@pytest.mark.spark
+def test_tables_created_and_dropped_while_serving(served):
+    tmp, port = served
+    write(tmp / "prices" / "part-0.csv", "apple|0.55\nfig|1.10\n")
+    create = (f"CREATE TABLE shop.prices (item STRING, price DECIMAL(10, 2)) WITH ('connector' = 'filesystem', "
+              f"'path' = '{tmp / 'prices'}', 'format' = 'csv', 'csv.field-delimiter' = '|')")
+    assert streamsql(tmp / "catalog", "run", "-e", create).wait(60) == 0
+    assert wait_for(lambda: ("shop", "prices", False) in query(port, "SHOW TABLES IN shop"), 60)
+    assert [(item, str(price)) for item, price in query(port, "SELECT * FROM shop.prices ORDER BY item")] == [
+        ("apple", "0.55"), ("fig", "1.10")]
+    assert streamsql(tmp / "catalog", "run", "-e", "DROP TABLE shop.prices").wait(60) == 0
+    assert wait_for(lambda: ("shop", "prices", False) not in query(port, "SHOW TABLES IN shop"), 60)
