@@ -34,6 +34,29 @@ class Show(exp.Expression):
     arg_types = {"this": True, "target": False}
 
 
+class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
+    """``METADATA [FROM 'key'] [VIRTUAL]``: a column read from the connector's metadata
+    (Kafka's offset, partition, timestamp, ...); ``this`` is the key when it differs from
+    the column's name."""
+
+    arg_types = {"this": False, "virtual": False}
+
+
+def _parse_metadata(parser: Parser) -> MetadataColumnConstraint:
+    key = None
+    if parser._match(TokenType.FROM):
+        key = parser._parse_string()
+        if key is None:
+            parser.raise_error("Expected the metadata key as a string after METADATA FROM", parser._prev)
+    virtual = parser._match_text_seq("VIRTUAL")
+    return parser.expression(MetadataColumnConstraint(this=key, virtual=virtual or None))
+
+
+def _metadata_sql(generator: Generator, node: MetadataColumnConstraint) -> str:
+    key = f" FROM {generator.sql(node, 'this')}" if node.this else ""
+    return f"METADATA{key}" + (" VIRTUAL" if node.args.get("virtual") else "")
+
+
 class Flink(Dialect):
     """Apache Flink SQL, as documented for Flink 1.20 / 2.x."""
 
@@ -104,6 +127,8 @@ class Flink(Dialect):
             ),
         }
 
+        CONSTRAINT_PARSERS["METADATA"] = _parse_metadata
+
         SCHEMA_UNNAMED_CONSTRAINTS = {*Parser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
         STATEMENT_PARSERS = {**Parser.STATEMENT_PARSERS, TokenType.SHOW: lambda self: self._parse_show()}
@@ -142,6 +167,7 @@ class Flink(Dialect):
             ),
             F.FlinkDateFormat: lambda self, e: self.func("DATE_FORMAT", e.this, e.expression),
             F.Proctime: lambda self, e: "PROCTIME()",
+            MetadataColumnConstraint: _metadata_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,
             W.WindowTVF: W.window_tvf_sql,
