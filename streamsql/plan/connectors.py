@@ -196,6 +196,10 @@ def is_bounded(table: TableDef) -> bool:
 
 def check_source_path(table: TableDef, written: set[str]) -> None:
     """A filesystem table read as a source must have its path, unless this script writes it first."""
+    if table.options.get("connector") == "kafka":
+        from streamsql.plan.kafka_options import check_readable
+
+        check_readable(table)
     path = table.options.get("path")
     if table.options.get("connector") != "filesystem" or path is None or path in written or "://" in path:
         return

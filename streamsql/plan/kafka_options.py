@@ -196,13 +196,22 @@ def _check_scan(table: TableDef) -> None:
     for scope, mode in (("scan.startup", startup), ("scan.bounded", bounded)):
         _needs(table, f"{scope}.timestamp-millis", mode == "timestamp", scope)
         _needs(table, f"{scope}.specific-offsets", mode == "specific-offsets", scope)
-        if mode == "group-offsets" and "properties.group.id" not in options:
+        if mode == "group-offsets" and f"{scope}.mode" in options and "properties.group.id" not in options:
             _fail(table, f"'{scope}.mode' = 'group-offsets' needs 'properties.group.id'")
     if "properties.auto.offset.reset" in options and options["properties.auto.offset.reset"] not in ("earliest", "latest", "none"):
         _fail(table, "option 'properties.auto.offset.reset' must be 'earliest', 'latest' or 'none'")
     for key in ("source.max-rows-per-batch",):
         if key in options and not (options[key].strip().isdigit() and int(options[key]) > 0):
             _fail(table, f"option '{key}' must be a positive integer, not '{options[key]}'")
+
+
+def check_readable(table: TableDef) -> None:
+    """When a query reads the table (plan time): Flink's default start, 'group-offsets', needs a group."""
+    if (table.options["connector"] == "kafka" and "scan.startup.mode" not in table.options
+            and "properties.group.id" not in table.options):
+        _fail(table, "reading it starts from the committed offsets of its consumer group (Flink's default"
+                     " 'scan.startup.mode' = 'group-offsets'), so it needs 'properties.group.id'; or set"
+                     " 'scan.startup.mode' (e.g. 'earliest-offset')")
 
 
 def _needs(table: TableDef, option: str, wanted: bool, scope: str) -> None:

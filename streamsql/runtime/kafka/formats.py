@@ -10,7 +10,7 @@ from the key only, else from the value (which then holds every physical column).
 
 from __future__ import annotations
 
-from streamsql.changelog import DELETE, INSERT, ROWKIND_COLUMN, UPDATE_AFTER, UPDATE_BEFORE
+from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import Column, TableDef
 from streamsql.spark.dialect import spark_type
@@ -60,6 +60,13 @@ def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope:
     (only,) = columns
     value = column if only.type.is_type("binary", "varbinary") else text
     return f"named_struct('{only.name}', {value})", False
+
+
+def key_struct(table: TableDef) -> str:
+    """The record key parsed into a struct of the key columns."""
+    keys = key_fields(table)
+    columns = [c for c in table.physical_columns if c.name in keys]
+    return _parse("key", table.options["key.format"], columns, table, "key.")[0]
 
 
 def decoded_columns(table: TableDef) -> tuple[list[str], str | None]:
@@ -139,5 +146,3 @@ def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) 
     (only,) = columns
     return f"CAST(`{only.name}` AS BINARY)"
 
-
-ROWKIND = ROWKIND_COLUMN

@@ -15,7 +15,7 @@ from __future__ import annotations
 from streamsql.errors import ConnectorError
 from streamsql.plan.kafka_options import source_changelog, value_format
 from streamsql.plan.objects import TableDef
-from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns
+from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns, key_struct
 
 
 def kafka_frame(spark, table: TableDef, streaming: bool):
@@ -46,11 +46,12 @@ def _decoded(raw, table: TableDef, keep_tombstones: bool = False):
 
 
 def _upserted(raw, table: TableDef):
-    """The latest record per key (by offset); a key whose latest record is a tombstone is gone."""
+    """The latest record per key (by offset: a key's records are in one partition, in order); a
+    key whose latest record is a tombstone is gone. Keys compare by value, not by their bytes."""
     from pyspark.sql import functions as F
 
     columns = raw.columns
-    latest = raw.filter(F.col("key").isNotNull()).groupBy("key").agg(
+    latest = raw.filter(F.col("key").isNotNull()).selectExpr("*", f"{key_struct(table)} AS __k").groupBy("__k").agg(
         F.max_by(F.struct(*[F.col(f"`{c}`") for c in columns]), F.struct("partition", "offset")).alias("__latest"))
     latest = latest.select("__latest.*").filter(F.col("value").isNotNull())
     return _decoded(latest, table)
