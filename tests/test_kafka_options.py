@@ -63,7 +63,7 @@ def test_metadata_columns_only_on_kafka():
      "key field 'nope' is not a physical column"),
     (f"{BASE}, 'format' = 'raw', 'scan.startup.mode' = 'earliest-offset'", "exactly one physical column, not 2"),
     (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'sink.delivery-guarantee' = 'exactly-once'",
-     "'exactly-once' is not supported yet: it needs Kafka transactions"),
+     "'exactly-once' needs 'sink.transactional-id-prefix'"),
     (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'json.encode.x' = '1'",
      "unsupported option\\(s\\) 'json.encode.x'"),
     ("'connector' = 'upsert-kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json',"

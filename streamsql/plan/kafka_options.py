@@ -120,10 +120,9 @@ def check_kafka(table: TableDef) -> None:
     guarantee = options.get("sink.delivery-guarantee", "at-least-once")
     if guarantee not in DELIVERY:
         _fail(table, f"option 'sink.delivery-guarantee' must be one of {_listing(DELIVERY)}, not '{guarantee}'")
-    if guarantee == "exactly-once":
-        _fail(table, "'sink.delivery-guarantee' = 'exactly-once' is not supported yet: it needs Kafka transactions"
-                     " committed together with Spark's micro-batch, which streamsql does not implement. Use"
-                     " 'at-least-once' (the default); an 'upsert-kafka' table makes a replayed write harmless")
+    if guarantee == "exactly-once" and not options.get("sink.transactional-id-prefix", "").strip():
+        _fail(table, "'sink.delivery-guarantee' = 'exactly-once' needs 'sink.transactional-id-prefix' (as in Flink):"
+                     " the prefix of the transactional ids its writers use, unique to the job")
     if "sink.partitioner" in options and options["sink.partitioner"] not in ("default", "round-robin"):
         _fail(table, f"option 'sink.partitioner' must be 'default' or 'round-robin' (custom classes need Java), not"
                      f" '{options['sink.partitioner']}'")

@@ -93,7 +93,7 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
         check_sink(table, overwrite=False)
-        writer = writer.foreachBatch(KafkaMicroBatch(table))
+        writer = writer.foreachBatch(KafkaMicroBatch(table, checkpoint))
     else:
         writer = writer.foreachBatch(CommitMicroBatch(table, committer))
     return writer.outputMode("append").start()

@@ -7,8 +7,8 @@ produces them with confluent-kafka and waits for every delivery report before it
   task, Spark retries it (and replays an unfinished micro-batch after a crash), so every
   row reaches the topic at least once; a retry may write some twice.
 - 'none': delivery errors are ignored (each task still flushes before it ends).
-- 'exactly-once': refused (see the README: it needs Kafka transactions whose commit is
-  tied to the micro-batch, which streamsql does not implement yet).
+- 'exactly-once': Kafka transactions that also record the micro-batch, so a replayed batch
+  is not written again (runtime.kafka.transactions).
 
 upsert-kafka writes Flink's changelog by key: +I and +U as the row, -D as a tombstone (the
 key with a null value), -U not at all. Rows of one key stay in order: they are produced from
@@ -55,8 +55,18 @@ def check_sink(table: TableDef, overwrite: bool) -> None:
                              " (write json, or use 'upsert-kafka' for a changelog by key)")
 
 
-def write_records(frame, table: TableDef) -> int:
-    """Produce the frame's rows into the table's topic; the number of records written."""
+def write_records(frame, table: TableDef, batch_id: int | None = None, query: str | None = None) -> int:
+    """Produce the frame's rows into the table's topic; the number of records written. With
+    'exactly-once', in transactions recording (query, batch_id); a batch write (no batch id)
+    is one run of its own."""
+    if table.options.get("sink.delivery-guarantee") == "exactly-once":
+        import uuid
+
+        from streamsql.runtime.kafka.transactions import write_transactionally
+
+        if batch_id is None:
+            batch_id, query = 0, uuid.uuid4().hex[:8]
+        return write_transactionally(records(frame, table), table, batch_id, query)
     counts = records(frame, table).mapInArrow(PartitionProducer(table), "written BIGINT").collect()
     return sum(row.written for row in counts)
 
@@ -106,9 +116,13 @@ class PartitionProducer:
 
 @dataclass(frozen=True)
 class KafkaMicroBatch:
-    """foreachBatch for a kafka sink: produce the micro-batch (at least once across replays)."""
+    """foreachBatch for a kafka sink: produce the micro-batch (at least once across replays,
+    or exactly once)."""
 
     table: TableDef
+    checkpoint: str
 
     def __call__(self, frame, batch_id: int) -> None:
-        write_records(frame, self.table)
+        from streamsql.runtime.kafka.transactions import query_id
+
+        write_records(frame, self.table, batch_id, query_id(self.checkpoint))
