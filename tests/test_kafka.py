@@ -54,7 +54,8 @@ def test_bounded_read_formats_keys_and_metadata(run, broker):
     """json with metadata columns; csv with the key in the record key (EXCEPT_KEY); raw."""
     j, c, r = topic(broker), topic(broker, 1), topic(broker, 1)
     broker.produce(j, orders(6))
-    broker.produce(c, [(b"alice", b"1|2024-01-01 10:00:00"), (b"bob", b"2|"), (b"carol", b"3|2024-01-02 00:00:01.500")])
+    broker.produce(c, [(b"alice", b"1|2024-01-01 10:00:00"), (b"bob", b"2|"), (b"carol", b"3|2024-01-02 00:00:01.500"),
+                       (b"dave", b"four|2024-01-01 10:00:00")])  # malformed: skipped (ignore-parse-errors)
     broker.produce(r, [(None, "first line"), (None, "second, with a comma")])
     rows = run.rows(
         kafka("j", "id BIGINT, name STRING, ts TIMESTAMP(3), tp STRING METADATA FROM 'topic' VIRTUAL,"
@@ -62,7 +63,7 @@ def test_bounded_read_formats_keys_and_metadata(run, broker):
                    " rt TIMESTAMP_LTZ(3) METADATA FROM 'timestamp', k AS UPPER(name)", broker, j, BOUNDED)
         + kafka("c", "who STRING, n INT, at TIMESTAMP(3)", broker, c,
                 BOUNDED + ", 'key.format' = 'raw', 'key.fields' = 'who', 'value.fields-include' = 'EXCEPT_KEY',"
-                " 'value.csv.field-delimiter' = '|'", fmt="'value.format' = 'csv'")
+                " 'value.csv.field-delimiter' = '|', 'value.csv.ignore-parse-errors' = 'true'", fmt="'value.format' = 'csv'")
         + kafka("r", "line STRING", broker, r, BOUNDED, fmt="'format' = 'raw'")
         + "SELECT id, name, ts, tp, `partition`, `offset`, rt, k FROM j ORDER BY id;")
     json_rows, csv_rows, raw_rows = rows, run.rows("SELECT * FROM c ORDER BY who"), run.rows("SELECT * FROM r")

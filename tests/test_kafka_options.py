@@ -112,3 +112,38 @@ def test_updating_query_into_kafka_is_refused_at_plan_time():
                                               " consuming update changes which is produced by node GroupAggregate"):
         check_sink(build_operator_plan(into_kafka.plan, is_bounded), into_kafka.table)
     check_sink(build_operator_plan(into_upsert.plan, is_bounded), into_upsert.table)  # takes the updates
+
+
+def test_reading_needs_a_group_for_flinks_default_start():
+    from streamsql.catalog import Catalog
+    from streamsql.plan.planner import Planner
+
+    planner = Planner(Catalog(None))
+    create, select = parse_script(f"CREATE TEMPORARY TABLE k (id BIGINT) WITH ({BASE}, 'format' = 'json');"
+                                  "SELECT * FROM k")
+    planner.plan(create)  # a sink-only table needs no group
+    with pytest.raises(ConnectorError, match="Flink's default 'scan.startup.mode' = 'group-offsets'.*needs 'properties.group.id'"):
+        planner.plan(select)
+
+
+class _Offsets:
+    """The two broker answers timestamp modes use (Tansu answers offsets_for_times wrongly,
+    so the mapping from Kafka's answer to offsets is checked here)."""
+
+    def get_watermark_offsets(self, tp, timeout):
+        return {0: (2, 10), 1: (0, 5)}[tp.partition]
+
+    def offsets_for_times(self, wanted, timeout):
+        from confluent_kafka import TopicPartition
+
+        assert {tp.offset for tp in wanted} == {1_700_000_000_000}  # the timestamp goes to the broker
+        return [TopicPartition(tp.topic, tp.partition, {0: 7, 1: -1}[tp.partition]) for tp in wanted]
+
+
+def test_timestamp_mode_takes_kafkas_answer_and_the_end_when_there_is_none():
+    pytest.importorskip("confluent_kafka")
+    from streamsql.runtime.kafka.client import resolve
+
+    options = {"scan.startup.timestamp-millis": "1700000000000"}
+    offsets = resolve(_Offsets(), options, {"t": [0, 1]}, "timestamp", "scan.startup", "k")
+    assert offsets == {"t": {"0": 7, "1": 5}}  # partition 1 has no record that late: its end
