@@ -52,7 +52,7 @@ class KafkaSource(DataSource):
         return _StreamReader(dict(self.options))
 
 
-class _Offsets:
+class Offsets:
     """Driver side: the table's partitions and the offsets its modes name."""
 
     def __init__(self, options: dict[str, str]):
@@ -101,6 +101,16 @@ class _Offsets:
                        "scan.bounded", self.table)
 
 
+def check_readable(options: dict[str, str]) -> None:
+    """Before Spark starts (driver): the client properties are valid, the broker answers and
+    every topic exists; each is a ConnectorError naming the table."""
+    offsets = Offsets(options)
+    try:
+        offsets.layout()
+    finally:
+        offsets.close()
+
+
 def _ranges(start: dict, end: dict) -> list[PartitionRange]:
     ranges = []
     for topic, parts in sorted(end.items()):
@@ -118,7 +128,7 @@ class _BatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self):
-        offsets = _Offsets(self.options)
+        offsets = Offsets(self.options)
         layout = offsets.layout()
         ranges = _ranges(offsets.startup(layout), offsets.end(layout))
         offsets.close()
@@ -131,7 +141,7 @@ class _BatchReader(DataSourceReader):
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]):
         self.options = options
-        self.offsets = _Offsets(options)
+        self.offsets = Offsets(options)
         self.per_batch = int(options.get("source.max-rows-per-batch", DEFAULT_ROWS_PER_BATCH))
         self.bounded = options.get("scan.bounded.mode", "unbounded") != "unbounded"
         self.target = None  # the end a bounded or availableNow run stops at
@@ -257,3 +267,14 @@ def register(spark) -> None:
         return
     spark.dataSource.register(KafkaSource)
     spark._streamsql_kafka_source = True
+
+
+def bounded_input(table) -> dict:
+    """What a bounded read of the table covers now: its bound per partition. For the record a
+    bounded job keeps of its inputs (runtime.inserts.consumed_inputs), so that a rerun sees
+    records produced since."""
+    offsets = Offsets({**table.options, "streamsql.table": table.name.name})
+    try:
+        return offsets.end(offsets.layout())
+    finally:
+        offsets.close()

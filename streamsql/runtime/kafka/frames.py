@@ -19,7 +19,7 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 
 
 def kafka_frame(spark, table: TableDef, streaming: bool):
-    from streamsql.runtime.kafka.datasource import register
+    from streamsql.runtime.kafka.datasource import check_readable, register
 
     if streaming and not source_changelog(table).insert_only:
         what = "an 'upsert-kafka' table" if table.options["connector"] == "upsert-kafka" else "a 'debezium-json' topic"
@@ -29,6 +29,7 @@ def kafka_frame(spark, table: TableDef, streaming: bool):
             " and aggregate it, or read it in batch mode (SET 'execution.runtime-mode' = 'batch').")
     register(spark)
     options = {**table.options, "streamsql.table": table.name.name}
+    check_readable(options)
     raw = (spark.readStream if streaming else spark.read).format("streamsql_kafka").options(**options).load()
     if table.options["connector"] == "upsert-kafka":
         return _upserted(raw, table)

@@ -67,7 +67,10 @@ def write_records(frame, table: TableDef, batch_id: int | None = None, query: st
         if batch_id is None:
             batch_id, query = 0, uuid.uuid4().hex[:8]
         return write_transactionally(records(frame, table), table, batch_id, query)
-    counts = records(frame, table).mapInArrow(PartitionProducer(table), "written BIGINT").collect()
+    produced = records(frame, table)
+    if "sink.parallelism" in table.options:  # by key: a key's rows come from one task, in order
+        produced = produced.repartition(int(table.options["sink.parallelism"]), "key")
+    counts = produced.mapInArrow(PartitionProducer(table), "written BIGINT").collect()
     return sum(row.written for row in counts)
 
 
