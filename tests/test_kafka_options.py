@@ -66,6 +66,8 @@ def test_metadata_columns_only_on_kafka():
      "'exactly-once' needs 'sink.transactional-id-prefix'"),
     (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'json.encode.x' = '1'",
      "unsupported option\\(s\\) 'json.encode.x'"),
+    (f"{BASE}, 'value.format' = 'json', 'scan.startup.mode' = 'earliest-offset',"
+     " 'value.json.timestamp-format.standard' = 'ISO-8601'", "'ISO-8601' is not supported: timestamps are read"),
     ("'connector' = 'upsert-kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json',"
      " 'value.format' = 'json'", "needs a PRIMARY KEY"),
 ])

@@ -178,10 +178,15 @@ def _check_formats(table: TableDef, upserting: bool) -> None:
             for column in column_list:
                 if not column.type.is_type("text", "varchar", "char", "binary", "varbinary"):
                     _fail(table, f"format 'raw' reads column '{column.name}' as STRING or BYTES, not {type_name(column.type)}")
-        for option in ("json.fail-on-missing-field", "debezium-json.schema-include"):
-            for scope in ("", "key.", "value."):
-                if options.get(scope + option, "false").lower() != "false":
-                    _fail(table, f"option '{scope + option}' = 'true' is not supported yet (remove it or set it to 'false')")
+    for key, value in options.items():
+        option = key.removeprefix("key.").removeprefix("value.")
+        if option in ("json.fail-on-missing-field", "debezium-json.schema-include") and value.lower() != "false":
+            _fail(table, f"option '{key}' = '{value}' is not supported yet (remove it or set it to 'false')")
+        if option.endswith("timestamp-format.standard") and value != "SQL":
+            _fail(table, f"option '{key}' = '{value}' is not supported: timestamps are read and written as"
+                         " 'yyyy-MM-dd HH:mm:ss.SSS' (remove the option or set it to 'SQL')")
+        if option.endswith("ignore-parse-errors") and value.lower() not in ("true", "false"):
+            _fail(table, f"option '{key}' must be 'true' or 'false', not '{value}'")
 
 
 def _check_scan(table: TableDef) -> None:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from streamsql.errors import StreamsqlError
-from streamsql.plan.connectors import csv_separator
+from streamsql.plan.connectors import KAFKA, csv_separator
 from streamsql.plan.objects import TableDef
 
 SENTINEL = "9999-12-31 23:59:59.999"
@@ -32,7 +32,7 @@ class DrainSources:
 
     def can_drain(self, table: TableDef) -> bool:
         column = table.column(table.watermark.column) if table.watermark else None
-        return column is not None and not column.is_computed and table.options["format"] in ("csv", "json")
+        return column is not None and not column.is_computed and sentinel_format(table) in ("csv", "json")
 
     def directory(self, table: TableDef) -> Path:
         folder = self.root / f"{table.name.database}__{table.name.name}"
@@ -50,7 +50,7 @@ class DrainSources:
             fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
             with os.fdopen(fd, "w") as handle:
                 handle.write(text)
-            os.replace(tmp, folder / f"drain.{table.options['format']}")
+            os.replace(tmp, folder / f"drain.{sentinel_format(table)}")
 
 
 def drained(query) -> bool:
@@ -60,9 +60,14 @@ def drained(query) -> bool:
     return watermark is None or watermark.startswith("9999")
 
 
+def sentinel_format(table: TableDef) -> str | None:
+    """The file format of the table's drain directory: its own, or JSON for a Kafka table."""
+    return "json" if table.options["connector"] in KAFKA else table.options.get("format")
+
+
 def _sentinel_row(table: TableDef) -> str:
     names = [c.name for c in table.physical_columns]
-    if table.options["format"] == "json":
+    if sentinel_format(table) == "json":
         return json.dumps({table.watermark.column: SENTINEL}) + "\n"
     out = io.StringIO()
     separator = csv_separator(table.options)

@@ -39,7 +39,12 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains=False)
     if table.options["connector"] in KAFKA:
         from streamsql.runtime.kafka.frames import kafka_frame
-        return _with_computed_columns(kafka_frame(spark, table, streaming), table, streaming, drains=False)
+        frame = kafka_frame(spark, table, streaming)
+        drains = streaming and drain is not None and not is_bounded(table) and drain.can_drain(table)
+        if drains:  # the sentinel directory, in JSON (runtime.drain)
+            schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.columns if not c.is_computed)
+            frame = frame.unionByName(spark.readStream.schema(schema).json(str(drain.directory(table))))
+        return _with_computed_columns(frame, table, streaming, drains)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
