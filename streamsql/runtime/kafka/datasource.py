@@ -233,13 +233,14 @@ def read_range(options: dict[str, str], part: PartitionRange):
             if rows:
                 position, last_progress = rows[-1].offset() + 1, time.time()
                 yield _arrow(rows, pa)
-            elif not messages:  # transaction markers and aborted records have offsets but no message
+            else:  # transaction markers and aborted records have offsets but no message
                 seen = client.position([TopicPartition(part.topic, part.partition)])[0].offset
                 if seen >= part.end:
                     break
                 if time.time() - last_progress > STALL_S:
+                    why = f": {failed.str()}" if failed is not None else ""
                     raise RuntimeError(f"Kafka: no records from {part.topic} partition {part.partition} at offset"
-                                       f" {position} for {STALL_S} s (records up to {part.end} were listed)")
+                                       f" {position} for {STALL_S} s (records up to {part.end} were listed){why}")
             if any(m.offset() >= part.end - 1 for m in messages if m.error() is None):
                 break
     finally:
