@@ -77,6 +77,15 @@ def test_bounded_read_formats_keys_and_metadata(run, broker):
     assert raw_rows == [["first line"], ["second, with a comma"]]
 
 
+def test_a_malformed_record_stops_the_query_naming_it(run, broker):
+    from streamsql.errors import DataError
+
+    t = topic(broker, 1)
+    broker.produce(t, [(None, '{"id": 1}'), (None, '{"id": oops')])
+    with pytest.raises(DataError, match=f"Malformed row in Kafka topic {t} partition 0 offset 1: '{{\"id\": oops'"):
+        run.rows(kafka("bad", "id BIGINT", broker, t, BOUNDED) + "SELECT * FROM bad")
+
+
 def test_startup_modes(run, broker):
     t = topic(broker, 2)
     broker.produce(t, [(None, json.dumps({"id": i}), 1_700_000_000_000 + i * 1000) for i in range(10)], partition=0)

@@ -42,20 +42,17 @@ def _ignores_errors(table: TableDef, scope: str, fmt: str) -> bool:
 
 def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope: str) -> tuple[str, bool]:
     """An expression parsing ``column`` (BINARY) into a struct of ``columns``; and whether it
-    carries the corrupt-record field (ignore-parse-errors)."""
-    ignore = _ignores_errors(table, scope, fmt)
-    base = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE" if ignore else "FAILFAST"}
-    if ignore:
-        base["columnNameOfCorruptRecord"] = CORRUPT
+    carries the corrupt-record field (json and csv: the text of a record that does not parse)."""
+    base = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     text = f"CAST({column} AS STRING)"
     if fmt == "json":
-        return f"from_json({text}, {_quote(_struct(columns, ignore))}, {_options_sql(base)})", ignore
+        return f"from_json({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
     if fmt == "csv":
         option = lambda name, default: table.options.get(f"{scope}csv.{name}", table.options.get(f"csv.{name}", default))  # noqa: E731
         base.update({"sep": option("field-delimiter", ",").replace("\\t", "\t"), "quote": option("quote-character", '"')})
         if option("null-literal", None) is not None:
             base["nullValue"] = option("null-literal", None)
-        return f"from_csv({text}, {_quote(_struct(columns, ignore))}, {_options_sql(base)})", ignore
+        return f"from_csv({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
     # raw: the one column, as bytes or text
     (only,) = columns
     value = column if only.type.is_type("binary", "varbinary") else text
@@ -83,13 +80,25 @@ def decoded_columns(table: TableDef) -> tuple[list[str], str | None]:
         parsed, corrupt = _parse("key", table.options["key.format"], key_columns, table, "key.")
         selects.append(f"{parsed} AS __key")
         if corrupt:
-            filters.append(f"__key.{CORRUPT} IS NULL")
+            filters.append(_malformed("__key", _ignores_errors(table, "key.", table.options["key.format"])))
     if fmt != "debezium-json":
         parsed, corrupt = _parse("value", fmt, value_columns(table), table, "value.")
         selects.append(f"{parsed} AS __value")
         if corrupt:
-            filters.append(f"__value.{CORRUPT} IS NULL")
+            filters.append(_malformed("__value", _ignores_errors(table, "value.", fmt)))
     return selects, " AND ".join(filters)
+
+
+def _malformed(struct: str, ignore: bool) -> str:
+    """Skip a record that did not parse (ignore-parse-errors), else stop the query naming the
+    record: the same mark as a malformed file row (runtime.failures turns it into one line)."""
+    from streamsql.runtime.sources import MALFORMED_MARK
+
+    if ignore:
+        return f"{struct}.{CORRUPT} IS NULL"
+    where = "concat('Kafka topic ', topic, ' partition ', `partition`, ' offset ', `offset`)"
+    message = f"concat_ws('|', '{MALFORMED_MARK}', {where}, '0', {struct}.{CORRUPT})"
+    return f"CASE WHEN {struct}.{CORRUPT} IS NULL THEN TRUE ELSE raise_error({message}) END"
 
 
 def column_expressions(table: TableDef, source: str = "__value") -> list[str]:
