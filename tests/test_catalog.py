@@ -159,7 +159,7 @@ def test_unreadable_and_invalid_files_are_skipped(tmp_path, monkeypatch):
     folder = tmp_path / "cat" / "default_database"
     folder.mkdir(parents=True)
     (folder / "locked.sql").write_text(DDL.replace("TABLE bid", "TABLE locked"))
-    (folder / "odd.sql").write_text("CREATE TABLE odd (a INT) WITH ('connector' = 'kafka')")
+    (folder / "odd.sql").write_text("CREATE TABLE odd (a INT) WITH ('connector' = 'pulsar')")
     (folder / "empty.sql").write_text("")
     (folder / "f.function.sql").write_text("CREATE FUNCTION f AS 'm.f' LANGUAGE JAVA")
     (folder / "named.sql").write_text(DDL)  # defines bid, not named
@@ -177,7 +177,7 @@ def test_unreadable_and_invalid_files_are_skipped(tmp_path, monkeypatch):
     reasons = {Path(w.split()[3]).name: w for w in warnings}
     assert sorted(reasons) == ["empty.sql", "f.function.sql", "locked.sql", "named.sql", "odd.sql"]
     assert "(Permission denied)" in reasons["locked.sql"]
-    assert "kafka" in reasons["odd.sql"]
+    assert "pulsar" in reasons["odd.sql"]
     assert "expected one statement, found 0" in reasons["empty.sql"]
     assert "LANGUAGE JAVA" in reasons["f.function.sql"] and "DROP FUNCTION default_database.f" in reasons["f.function.sql"]
     assert "it defines default_database.bid" in reasons["named.sql"]

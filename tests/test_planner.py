@@ -79,7 +79,7 @@ def test_unknown_connector_option_fails_before_spark():
     "options, message",
     [
         ("'path' = 'x', 'format' = 'csv'", "has no 'connector' option"),
-        ("'connector' = 'kafka'", "unknown connector 'kafka'"),
+        ("'connector' = 'pulsar'", "unknown connector 'pulsar'"),
         ("'connector' = 'filesystem', 'path' = 'x'", "needs option\\(s\\) 'format'"),
         ("'connector' = 'filesystem', 'path' = 'x', 'format' = 'avro'", "unsupported format 'avro'"),
         ("'connector' = 'filesystem', 'path' = 'x', 'format' = 'csv', 'csv.ignore-parse-errors' = 'yes'", "must be 'true' or 'false'"),

@@ -36,6 +36,29 @@ class Show(exp.Expression):
     arg_types = {"this": True, "target": False}
 
 
+class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
+    """``METADATA [FROM 'key'] [VIRTUAL]``: a column read from the connector's metadata
+    (Kafka's offset, partition, timestamp, ...); ``this`` is the key when it differs from
+    the column's name."""
+
+    arg_types = {"this": False, "virtual": False}
+
+
+def _parse_metadata(parser: Parser) -> MetadataColumnConstraint:
+    key = None
+    if parser._match(TokenType.FROM):
+        key = parser._parse_string()
+        if key is None:
+            parser.raise_error("Expected the metadata key as a string after METADATA FROM", parser._prev)
+    virtual = parser._match_text_seq("VIRTUAL")
+    return parser.expression(MetadataColumnConstraint(this=key, virtual=virtual or None))
+
+
+def _metadata_sql(generator: Generator, node: MetadataColumnConstraint) -> str:
+    key = f" FROM {generator.sql(node, 'this')}" if node.this else ""
+    return f"METADATA{key}" + (" VIRTUAL" if node.args.get("virtual") else "")
+
+
 class Flink(Dialect):
     """Apache Flink SQL, as documented for Flink 1.20 / 2.x."""
 
@@ -122,6 +145,7 @@ class Flink(Dialect):
             **Parser.QUERY_MODIFIER_PARSERS,
             TokenType.MATCH_RECOGNIZE: lambda self: ("match", M.parse_match_recognize(self)),
         }
+        CONSTRAINT_PARSERS["METADATA"] = _parse_metadata
 
         SCHEMA_UNNAMED_CONSTRAINTS = {*Parser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
@@ -174,6 +198,7 @@ class Flink(Dialect):
             F.FlinkCall: B.flink_sql,
             exp.JSONKeyValue: lambda self, e: f"KEY {self.sql(e, 'this')} VALUE {self.sql(e, 'expression')}",
             F.FlinkAggCall: B.flink_sql,
+            MetadataColumnConstraint: _metadata_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,
             W.WindowTVF: W.window_tvf_sql,

@@ -39,6 +39,8 @@ SINK_CHANGES: dict[str, str] = {
     "print": "all",                # prints +I, -U, +U, -D rows
     "blackhole": "all",            # swallows anything
     "jdbc": "upsert",              # upserts by the PRIMARY KEY; insert-only without one
+    "kafka": "insert-only",        # a topic is an append-only log (Flink's KafkaDynamicSink)
+    "upsert-kafka": "upsert",      # records by key, -D as tombstones (a PRIMARY KEY is required)
 }
 
 _TRANSPARENT = (Calc, Correlate, Union, WindowAssign)  # forward the requirement to their inputs

@@ -72,6 +72,8 @@ CONNECTORS = {
         }),
         as_source=False,
     ),
+    "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
+    "upsert-kafka": ConnectorSpec(prefixes=frozenset({"properties."})),
     "datagen": ConnectorSpec(
         optional=frozenset({"rows-per-second", "number-of-rows", "scan.parallelism", "seed", "source.max-rows-per-batch"}),
         as_sink=False,
@@ -82,6 +84,7 @@ CONNECTORS = {
 # Columns of a 'nexmark' table: Nexmark's event schema (ddl_gen.sql), nested ROWs by kind.
 NEXMARK_COLUMNS = ("event_type", "person", "auction", "bid")
 DATAGEN_FIELD_OPTIONS = {"kind", "min", "max", "max-past", "length", "var-len", "start", "end", "null-rate"}
+KAFKA = ("kafka", "upsert-kafka")
 JDBC_DRIVERS = {"org.postgresql.Driver"}
 # URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
 # becomes search_path).
@@ -107,7 +110,16 @@ def validate_options(table: TableDef) -> None:
     if missing:
         raise ConnectorError(f"Table '{name}': connector '{connector}' needs option(s) {_listing(missing)}")
     refuse_unsupported(table)
+    if table.metadata_columns and connector not in KAFKA:
+        column = table.metadata_columns[0]
+        raise ConnectorError(f"Table '{name}': column '{column.name}' is a METADATA column; connector '{connector}'"
+                             " has no metadata (only 'kafka' and 'upsert-kafka' do)")
     allowed = {"connector"} | spec.required | spec.optional
+    if connector in KAFKA:
+        from streamsql.plan.kafka_options import allowed_options, check_kafka
+
+        check_kafka(table)
+        allowed |= allowed_options(table)
     fmt = options.get("format")
     if "format" in spec.required:
         if fmt not in spec.formats:
@@ -170,6 +182,8 @@ def is_bounded(table: TableDef) -> bool:
     """Flink's filesystem source is bounded unless it monitors its path; a generated one when
     it is told how many rows to make (or a datagen sequence ends)."""
     connector = table.options["connector"]
+    if connector in KAFKA:
+        return table.options.get("scan.bounded.mode", "unbounded") != "unbounded"
     if connector == "nexmark":
         return int(table.options.get("events.num", "0")) > 0
     if connector == "datagen":
@@ -182,6 +196,10 @@ def is_bounded(table: TableDef) -> bool:
 
 def check_source_path(table: TableDef, written: set[str]) -> None:
     """A filesystem table read as a source must have its path, unless this script writes it first."""
+    if table.options.get("connector") == "kafka":
+        from streamsql.plan.kafka_options import check_readable
+
+        check_readable(table)
     path = table.options.get("path")
     if table.options.get("connector") != "filesystem" or path is None or path in written or "://" in path:
         return

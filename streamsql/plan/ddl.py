@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from streamsql.dialect.flink import MetadataColumnConstraint
 from streamsql.dialect.functions import Proctime
 from streamsql.errors import ValidationError
 from streamsql.plan.objects import (
@@ -86,6 +87,10 @@ def _column(item: exp.ColumnDef, previous: list[Column]) -> Column:
         return Column(name, infer_type(expression, previous), expression)
     if item.args.get("kind") is None:
         raise ValidationError(f"Column '{name}' needs a type", identifier_position(item.this))
+    metadata = item.find(MetadataColumnConstraint)
+    if metadata is not None:
+        key = metadata.this.this if metadata.this is not None else name
+        return Column(name, item.args["kind"], metadata=key, virtual=bool(metadata.args.get("virtual")))
     not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) and not c.args["kind"].args.get("allow_null")
                    for c in item.args.get("constraints") or [])
     return Column(name, item.args["kind"], not_null=not_null)

@@ -49,6 +49,7 @@ def _relations(query: exp.Expression, catalog, database: str, parts: list[str], 
 def _schema(table: TableDef) -> str:
     columns = ", ".join(
         f"{c.name} {c.type.sql(dialect=Flink)}" + (f" AS {_normalised(c.expression)}" if c.is_computed else "")
+        + (f" METADATA FROM {c.metadata}{' VIRTUAL' if c.virtual else ''}" if c.metadata else "")
         for c in table.columns
     )
     watermark = f" WATERMARK {table.watermark.column} AS {_normalised(table.watermark.expression)}" if table.watermark else ""

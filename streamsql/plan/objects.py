@@ -30,13 +30,16 @@ class ObjectName:
 
 @dataclass
 class Column:
-    """A physical column, or a computed one when ``expression`` is set."""
+    """A physical column, a computed one when ``expression`` is set, or a metadata column
+    (``METADATA [FROM 'key'] [VIRTUAL]``) when ``metadata`` is set (its key)."""
 
     name: str
     type: exp.DataType
     expression: exp.Expression | None = None
     time_attribute: str | None = None  # 'rowtime' or 'proctime'
     not_null: bool = False
+    metadata: str | None = None
+    virtual: bool = False
 
     @property
     def is_computed(self) -> bool:
@@ -66,7 +69,12 @@ class TableDef:
 
     @property
     def physical_columns(self) -> list[Column]:
-        return [c for c in self.columns if not c.is_computed]
+        """Flink's physical columns: neither computed nor metadata (what a format reads and writes)."""
+        return [c for c in self.columns if not c.is_computed and c.metadata is None]
+
+    @property
+    def metadata_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.metadata is not None]
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)

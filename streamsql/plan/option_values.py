@@ -48,7 +48,7 @@ INTEGER = {  # non-negative integers
     "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries",
 }
 POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism"}
-IMPLEMENTED_BY = {"sink.parallelism": {"jdbc"}}  # refused options some connectors do implement
+IMPLEMENTED_BY = {"sink.parallelism": {"jdbc", "kafka", "upsert-kafka"}}  # refused options some connectors do implement
 MEMORY = {"person.avg-size", "auction.avg-size", "bid.avg-size"}  # '200' or '200b' (bytes)
 NUMBER = {"rows-per-second"}
 BOOLEAN_SUFFIXES = ("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.plan.connectors import csv_separator, is_true
+from streamsql.plan.connectors import KAFKA, csv_separator, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, final_names, publish
 from streamsql.runtime.results import format_value
@@ -40,6 +40,10 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import write_changelog_batch
         write_changelog_batch(frame, table, overwrite=overwrite)
+    elif connector in KAFKA:
+        from streamsql.runtime.kafka.sink import check_sink, write_records
+        check_sink(table, overwrite)
+        write_records(frame, table)
     else:
         sink = Path(table.options["path"])
         _remove_abandoned_batches(sink)
@@ -86,6 +90,10 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import JdbcMicroBatch
         writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint).checked(frame.columns))
+    elif connector in KAFKA:
+        from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
+        check_sink(table, overwrite=False)
+        writer = writer.foreachBatch(KafkaMicroBatch(table, checkpoint))
     else:
         writer = writer.foreachBatch(CommitMicroBatch(table, committer))
     return writer.outputMode("append").start()

@@ -12,7 +12,7 @@ import itertools
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import CONNECTORS, csv_separator, is_bounded, is_true
+from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_separator, is_bounded, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -41,6 +41,10 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     drains = drain if streaming and drain is not None and table.watermark is not None else None
     if table.options["connector"] in GENERATED:
         return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains)
+    if table.options["connector"] in KAFKA:
+        from streamsql.runtime.kafka.frames import kafka_frame
+
+        return _with_computed_columns(kafka_frame(spark, table, streaming), table, streaming, drains)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
@@ -77,7 +81,7 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
     """Physical columns, computed ones, the watermark (streaming) or the read order (batch)."""
     from pyspark.sql import functions as F
 
-    columns = [f"`{c.name}`" for c in table.physical_columns]
+    columns = [f"`{c.name}`" for c in table.columns if not c.is_computed]  # physical and metadata
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     from_files = not streaming and table.watermark is not None and "path" in table.options
     if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)

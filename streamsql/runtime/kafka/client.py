@@ -1,0 +1,150 @@
+"""Kafka clients (confluent-kafka, i.e. librdkafka) configured from a table's options, and
+the offsets Flink's startup and bounded modes name, resolved per partition.
+
+Offsets are always explicit: a reader ``assign()``s each partition at the offset Spark's
+checkpoint holds, so no consumer group membership is needed (the group is only where
+'group-offsets' are read from and where consumed offsets are committed, as Flink does).
+"""
+
+from __future__ import annotations
+
+import re
+
+from streamsql.errors import ConnectorError
+
+TIMEOUT_S = 30
+Offsets = dict  # {topic: {partition (str): offset}}: Spark's offset JSON for a Kafka stream
+
+
+def client_config(options: dict[str, str], table: str) -> dict:
+    """'properties.*' without the prefix (librdkafka takes Kafka's common names), quiet logs."""
+    config = {key[len("properties."):]: value for key, value in options.items() if key.startswith("properties.")}
+    for java_only in ("key.deserializer", "value.deserializer", "key.serializer", "value.serializer"):
+        config.pop(java_only, None)  # Flink overrides these too
+    config.setdefault("log.connection.close", "false")
+    config["streamsql.table"] = table  # removed below; for error messages
+    return config
+
+
+def _librdkafka(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != "streamsql.table"}
+
+
+def consumer(config: dict, group: bool = False):
+    """A consumer that never joins a group (offsets are assigned); ``group``: keep 'group.id'."""
+    from confluent_kafka import Consumer, KafkaException
+
+    # An assigned offset below the partition's start (deleted by retention) reads from its start.
+    settings = {**_librdkafka(config), "enable.auto.commit": "false", "enable.auto.offset.store": "false",
+                "auto.offset.reset": "earliest"}
+    if not group or "group.id" not in settings:
+        settings["group.id"] = settings.get("group.id", "streamsql-reader")
+    try:
+        return Consumer(settings, logger=_QUIET)
+    except KafkaException as error:
+        raise ConnectorError(f"Table '{config['streamsql.table']}': Kafka client properties: {error.args[0].str()}") from None
+
+
+def producer(config: dict, extra: dict | None = None):
+    from confluent_kafka import KafkaException, Producer
+
+    settings = {**_librdkafka(config), **(extra or {})}
+    for consumer_only in ("group.id", "auto.offset.reset", "isolation.level", "partition.discovery.interval.ms"):
+        settings.pop(consumer_only, None)
+    try:
+        return Producer(settings, logger=_QUIET)
+    except KafkaException as error:
+        raise ConnectorError(f"Table '{config['streamsql.table']}': Kafka client properties: {error.args[0].str()}") from None
+
+
+class _Quiet:
+    """librdkafka's log lines (disconnects of idle connections, ...) are not the user's concern;
+    errors reach the caller through return values and exceptions."""
+
+    def log(self, *args, **kwargs):
+        pass
+
+    debug = info = warning = error = critical = exception = log
+
+    def isEnabledFor(self, level):  # noqa: N802 (logging.Logger's name)
+        return False
+
+
+_QUIET = _Quiet()
+
+
+def topic_partitions(client, topics: list[str], pattern: str | None, table: str) -> dict[str, list[int]]:
+    """The partitions of the table's topics (or of every topic matching the pattern)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = client.list_topics(timeout=TIMEOUT_S)
+    except KafkaException as error:
+        raise ConnectorError(f"Table '{table}': cannot reach Kafka: {error.args[0].str()}") from None
+    if pattern is not None:
+        regex = re.compile(pattern)
+        names = sorted(name for name in metadata.topics if regex.fullmatch(name) and not name.startswith("__"))
+    else:
+        names = topics
+    result = {}
+    for name in names:
+        topic = metadata.topics.get(name)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise ConnectorError(f"Table '{table}': topic '{name}' does not exist")
+        result[name] = sorted(topic.partitions)
+    return result
+
+
+def watermarks(client, layout: dict[str, list[int]]) -> dict[str, dict[str, tuple[int, int]]]:
+    """(low, high) offsets per partition."""
+    from confluent_kafka import TopicPartition
+
+    return {topic: {str(p): client.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)
+                    for p in partitions} for topic, partitions in layout.items()}
+
+
+def resolve(client, options: dict[str, str], layout, mode: str, scope: str, table: str) -> Offsets:
+    """The offset each partition starts ('scan.startup') or ends ('scan.bounded') at."""
+    from confluent_kafka import TopicPartition
+
+    from streamsql.plan.kafka_options import specific_offsets
+
+    marks = watermarks(client, layout)
+    low = {t: {p: lh[0] for p, lh in parts.items()} for t, parts in marks.items()}
+    high = {t: {p: lh[1] for p, lh in parts.items()} for t, parts in marks.items()}
+    if mode == "earliest-offset":
+        return low
+    if mode == "latest-offset":
+        return high
+    if mode == "timestamp":
+        millis = int(options[f"{scope}.timestamp-millis"])
+        wanted = [TopicPartition(t, int(p), millis) for t, parts in marks.items() for p in parts]
+        found = client.offsets_for_times(wanted, timeout=TIMEOUT_S)
+        # No record at or after the time: the partition's end.
+        return _clamped({t: {str(tp.partition): (tp.offset if tp.offset >= 0 else high[t][str(tp.partition)])
+                             for tp in found if tp.topic == t} for t in marks}, low, high)
+    if mode == "specific-offsets":
+        given = specific_offsets(options[f"{scope}.specific-offsets"])
+        # Partitions not listed: Flink falls back to the committed offsets (startup) / reads them to the end.
+        fallback = low if scope == "scan.startup" else high
+        return _clamped({t: {p: given.get(int(p), fallback[t][p]) for p in parts} for t, parts in marks.items()}, low, high)
+    # group-offsets
+    wanted = [TopicPartition(t, int(p)) for t, parts in marks.items() for p in parts]
+    committed = client.committed(wanted, timeout=TIMEOUT_S)
+    reset = options.get("properties.auto.offset.reset", "none" if scope == "scan.startup" else "latest")
+    result: Offsets = {t: {} for t in marks}
+    for tp in committed:
+        if tp.offset >= 0:
+            result[tp.topic][str(tp.partition)] = tp.offset
+        elif reset == "none":
+            raise ConnectorError(
+                f"Table '{table}': group '{options['properties.group.id']}' has no committed offset for"
+                f" {tp.topic} partition {tp.partition}; set 'properties.auto.offset.reset' (earliest or latest)"
+                f" or another '{scope}.mode'")
+        else:
+            result[tp.topic][str(tp.partition)] = (low if reset == "earliest" else high)[tp.topic][str(tp.partition)]
+    return _clamped(result, low, high)
+
+
+def _clamped(offsets: Offsets, low, high) -> Offsets:
+    return {t: {p: max(low[t][p], min(o, high[t][p])) for p, o in parts.items()} for t, parts in offsets.items()}

@@ -1,0 +1,157 @@
+"""Kafka record keys and values to the table's columns and back, as Spark SQL expressions
+(Spark's own JSON and CSV parsers, vectorised in the JVM): json, csv, raw, and the changelog
+format debezium-json.
+
+Flink's conventions: a JSON value is an object with the columns as fields, TIMESTAMPs written
+'yyyy-MM-dd HH:mm:ss.SSS'; CSV has no header; raw is the bytes (BYTES) or UTF-8 text
+(STRING) of a single column. With 'value.fields-include' = 'EXCEPT_KEY' the key columns come
+from the key only, else from the value (which then holds every physical column).
+"""
+
+from __future__ import annotations
+
+from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from streamsql.plan.kafka_options import key_fields, value_columns, value_format
+from streamsql.plan.objects import Column, TableDef
+from streamsql.spark.dialect import spark_type
+
+TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss[.SSSSSS][.SSS]"
+WRITE_TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss.SSS"
+CORRUPT = "_streamsql_corrupt"
+_METADATA_SOURCE = {"timestamp-type": "timestamp_type", "leader-epoch": "leader_epoch"}
+
+
+def _struct(columns: list[Column], corrupt: bool = False) -> str:
+    fields = [f"`{c.name}`: {spark_type(c.type)}" for c in columns] + ([f"`{CORRUPT}`: STRING"] if corrupt else [])
+    return f"STRUCT<{', '.join(fields)}>"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _options_sql(options: dict[str, str]) -> str:
+    return "map(" + ", ".join(f"{_quote(k)}, {_quote(v)}" for k, v in options.items()) + ")"
+
+
+def _ignores_errors(table: TableDef, scope: str, fmt: str) -> bool:
+    options = table.options
+    return any(options.get(f"{prefix}{fmt}.ignore-parse-errors", "false").lower() == "true"
+               for prefix in ((scope,) if scope else ("", "value.")))
+
+
+def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope: str) -> tuple[str, bool]:
+    """An expression parsing ``column`` (BINARY) into a struct of ``columns``; and whether it
+    carries the corrupt-record field (json and csv: the text of a record that does not parse)."""
+    base = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    text = f"CAST({column} AS STRING)"
+    if fmt == "json":
+        return f"from_json({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
+    if fmt == "csv":
+        option = lambda name, default: table.options.get(f"{scope}csv.{name}", table.options.get(f"csv.{name}", default))  # noqa: E731
+        base.update({"sep": option("field-delimiter", ",").replace("\\t", "\t"), "quote": option("quote-character", '"')})
+        if option("null-literal", None) is not None:
+            base["nullValue"] = option("null-literal", None)
+        return f"from_csv({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
+    # raw: the one column, as bytes or text
+    (only,) = columns
+    value = column if only.type.is_type("binary", "varbinary") else text
+    return f"named_struct('{only.name}', {value})", False
+
+
+def key_struct(table: TableDef) -> str:
+    """The record key parsed into a struct of the key columns."""
+    keys = key_fields(table)
+    columns = [c for c in table.physical_columns if c.name in keys]
+    return _parse("key", table.options["key.format"], columns, table, "key.")[0]
+
+
+def decoded_columns(table: TableDef) -> tuple[list[str], str | None]:
+    """Expressions over the raw record (runtime.kafka.datasource.RAW_SCHEMA) giving the
+    table's physical and metadata columns, and a filter dropping records to skip (tombstones,
+    records the format could not parse under ignore-parse-errors), or None."""
+    keys = key_fields(table)
+    fmt = value_format(table)
+    except_key = table.options.get("value.fields-include", "ALL").upper() == "EXCEPT_KEY"
+    key_columns = [c for c in table.physical_columns if c.name in keys]
+    filters = ["value IS NOT NULL"]
+    selects = []
+    if key_columns and except_key:
+        parsed, corrupt = _parse("key", table.options["key.format"], key_columns, table, "key.")
+        selects.append(f"{parsed} AS __key")
+        if corrupt:
+            filters.append(_malformed("__key", _ignores_errors(table, "key.", table.options["key.format"])))
+    if fmt != "debezium-json":
+        parsed, corrupt = _parse("value", fmt, value_columns(table), table, "value.")
+        selects.append(f"{parsed} AS __value")
+        if corrupt:
+            filters.append(_malformed("__value", _ignores_errors(table, "value.", fmt)))
+    return selects, " AND ".join(filters)
+
+
+def _malformed(struct: str, ignore: bool) -> str:
+    """Skip a record that did not parse (ignore-parse-errors), else stop the query naming the
+    record: the same mark as a malformed file row (runtime.failures turns it into one line)."""
+    from streamsql.runtime.sources import MALFORMED_MARK
+
+    if ignore:
+        return f"{struct}.{CORRUPT} IS NULL"
+    where = "concat('Kafka topic ', topic, ' partition ', `partition`, ' offset ', `offset`)"
+    message = f"concat_ws('|', '{MALFORMED_MARK}', {where}, '0', {struct}.{CORRUPT})"
+    return f"CASE WHEN {struct}.{CORRUPT} IS NULL THEN TRUE ELSE raise_error({message}) END"
+
+
+def column_expressions(table: TableDef, source: str = "__value") -> list[str]:
+    """The table's non-computed columns from the parsed key/value structs and the metadata."""
+    keys = set(key_fields(table))
+    except_key = table.options.get("value.fields-include", "ALL").upper() == "EXCEPT_KEY"
+    result = []
+    for column in table.columns:
+        if column.is_computed:
+            continue
+        if column.metadata is not None:
+            raw = _METADATA_SOURCE.get(column.metadata, column.metadata)
+            result.append(f"CAST(`{raw}` AS {spark_type(column.type)}) AS `{column.name}`")
+        elif column.name in keys and except_key:
+            result.append(f"__key.`{column.name}` AS `{column.name}`")
+        else:
+            result.append(f"{source}.`{column.name}` AS `{column.name}`")
+    return result
+
+
+def debezium_rows(table: TableDef) -> tuple[str, str]:
+    """debezium-json: the envelope parsed, and an expression exploding it into the change rows
+    it stands for: c/r -> +I after, u -> -U before and +U after, d -> -D before."""
+    row = _struct(table.physical_columns)
+    ignore = _ignores_errors(table, "value.", "debezium-json")
+    options = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE" if ignore else "FAILFAST"}
+    envelope = f"STRUCT<before: {row}, after: {row}, op: STRING>"
+    parsed = f"from_json(CAST(value AS STRING), {_quote(envelope)}, {_options_sql(options)}) AS __envelope"
+    change = "named_struct('kind', {kind}, 'row', {row})"
+    exploded = (
+        "inline(CASE __envelope.op"
+        f" WHEN 'c' THEN array({change.format(kind=repr(INSERT), row='__envelope.after')})"
+        f" WHEN 'r' THEN array({change.format(kind=repr(INSERT), row='__envelope.after')})"
+        f" WHEN 'u' THEN array({change.format(kind=repr(UPDATE_BEFORE), row='__envelope.before')},"
+        f" {change.format(kind=repr(UPDATE_AFTER), row='__envelope.after')})"
+        f" WHEN 'd' THEN array({change.format(kind=repr(DELETE), row='__envelope.before')})"
+        " ELSE raise_error(concat('debezium-json: unknown op ', coalesce(__envelope.op, 'NULL'))) END)"
+    )
+    return parsed, exploded
+
+
+def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) -> str:
+    """An expression writing ``columns`` of a row in ``fmt`` (the sink side), as BINARY."""
+    struct = "named_struct(" + ", ".join(f"'{c.name}', `{c.name}`" for c in columns) + ")"
+    if fmt == "json":
+        return f"CAST(to_json({struct}, map('timestampFormat', '{WRITE_TIMESTAMP_FORMAT}', 'ignoreNullFields', 'false')) AS BINARY)"
+    if fmt == "csv":
+        sep = table.options.get(f"{scope}csv.field-delimiter", table.options.get("csv.field-delimiter", ",")).replace("\\t", "\t")
+        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": sep}
+        null = table.options.get(f"{scope}csv.null-literal", table.options.get("csv.null-literal"))
+        if null is not None:
+            options["nullValue"] = null
+        return f"CAST(to_csv({struct}, {_options_sql(options)}) AS BINARY)"
+    (only,) = columns
+    return f"CAST(`{only.name}` AS BINARY)"
+

@@ -1,0 +1,70 @@
+"""A 'kafka' or 'upsert-kafka' table as a DataFrame of its physical and metadata columns.
+
+Append-only topics (json, csv, raw) stream or read in batches alike. A changelog topic
+(upsert-kafka, or the debezium-json format) is read as its final table — the rows the
+changelog leaves, which is what a bounded read gives (batch mode, or a bounded table
+under a query computed as one batch): upsert-kafka keeps the latest record per key and
+drops keys whose latest record is a tombstone; debezium-json applies +I/+U as additions
+and -U/-D as retractions of equal rows. Streaming such a topic as a changelog needs the
+operator plan to take changelog sources, which it does not yet (its scans are
+insert-only): that is refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+from streamsql.errors import ConnectorError
+from streamsql.plan.kafka_options import source_changelog, value_format
+from streamsql.plan.objects import TableDef
+from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns, key_struct
+
+
+def kafka_frame(spark, table: TableDef, streaming: bool):
+    from streamsql.runtime.kafka.datasource import check_readable, register
+
+    if streaming and not source_changelog(table).insert_only:
+        what = "an 'upsert-kafka' table" if table.options["connector"] == "upsert-kafka" else "a 'debezium-json' topic"
+        raise ConnectorError(
+            f"Table '{table.name.name}' is {what}: a changelog, which streamsql reads as its final table only"
+            " (the operator plan has no changelog sources yet). Set 'scan.bounded.mode' (e.g. 'latest-offset')"
+            " and aggregate it, or read it in batch mode (SET 'execution.runtime-mode' = 'batch').")
+    register(spark)
+    options = {**table.options, "streamsql.table": table.name.name}
+    check_readable(options)
+    raw = (spark.readStream if streaming else spark.read).format("streamsql_kafka").options(**options).load()
+    if table.options["connector"] == "upsert-kafka":
+        return _upserted(raw, table)
+    if value_format(table) == "debezium-json":
+        return _debezium_final(raw, table)
+    return _decoded(raw, table)
+
+
+def _decoded(raw, table: TableDef, keep_tombstones: bool = False):
+    selects, keep = decoded_columns(table)
+    frame = raw.selectExpr("*", *selects)
+    if not keep_tombstones:
+        frame = frame.filter(keep)
+    return frame.selectExpr(*column_expressions(table))
+
+
+def _upserted(raw, table: TableDef):
+    """The latest record per key (by offset: a key's records are in one partition, in order); a
+    key whose latest record is a tombstone is gone. Keys compare by value, not by their bytes."""
+    from pyspark.sql import functions as F
+
+    columns = raw.columns
+    latest = raw.filter(F.col("key").isNotNull()).selectExpr("*", f"{key_struct(table)} AS __k").groupBy("__k").agg(
+        F.max_by(F.struct(*[F.col(f"`{c}`") for c in columns]), F.struct("partition", "offset")).alias("__latest"))
+    latest = latest.select("__latest.*").filter(F.col("value").isNotNull())
+    return _decoded(latest, table)
+
+
+def _debezium_final(raw, table: TableDef):
+    """The rows the changelog leaves: +I/+U add a row, -U/-D take an equal one back."""
+    from pyspark.sql import functions as F
+
+    parsed, exploded = debezium_rows(table)
+    changes = raw.filter("value IS NOT NULL").selectExpr("*", parsed).selectExpr("*", exploded)
+    sign = F.when(F.col("kind").isin("+I", "+U"), 1).otherwise(-1)
+    counted = changes.groupBy("row").agg(F.sum(sign).alias("__n")).filter("__n > 0")
+    rows = counted.select(F.explode(F.array_repeat(F.col("row"), F.col("__n").cast("int"))).alias("__value"))
+    return rows.selectExpr(*column_expressions(table))

@@ -1,0 +1,151 @@
+"""The kafka connectors without a broker: METADATA columns in the DDL, option checks, sink
+capabilities, and the records the formats make (Spark SQL expressions, checked as text)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamsql.changelog import INSERT, UPDATE_AFTER
+from streamsql.dialect.script import parse_script
+from streamsql.errors import ConnectorError, SqlSyntaxError
+from streamsql.plan.changelog_checks import accepted_kinds
+from streamsql.plan.define import define
+from streamsql.plan.kafka_options import key_fields, source_changelog, specific_offsets, value_columns
+from streamsql.plan.objects import to_flink_sql
+
+BASE = "'connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:9092'"
+
+
+def table(sql: str):
+    return define(parse_script(sql)[0].expression, "default_database")
+
+
+def test_metadata_columns_parse_and_round_trip():
+    t = table("CREATE TABLE k (id BIGINT, ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL,"
+              f" `partition` INT METADATA VIRTUAL, `offset` BIGINT METADATA) WITH ({BASE}, 'format' = 'json')")
+    assert [(c.name, c.metadata, c.virtual) for c in t.metadata_columns] == [
+        ("ts", "timestamp", True), ("partition", "partition", True), ("offset", "offset", False)]
+    assert [c.name for c in t.physical_columns] == ["id"]
+    text = to_flink_sql(t.ddl, pretty=False)
+    assert "ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL" in text
+    assert "`partition` INT METADATA VIRTUAL, `offset` BIGINT METADATA)" in text
+    assert table(text).metadata_columns == t.metadata_columns  # what the catalog stores reads back the same
+
+
+def test_metadata_syntax_error_has_a_position():
+    with pytest.raises(SqlSyntaxError) as error:
+        parse_script(f"CREATE TABLE k (id BIGINT,\n  ts BIGINT METADATA FROM) WITH ({BASE})")
+    assert "metadata key" in error.value.message and error.value.position.line == 2
+
+
+def test_metadata_columns_only_on_kafka():
+    with pytest.raises(ConnectorError, match="column 'o' is a METADATA column; connector 'datagen' has no metadata"):
+        table("CREATE TABLE g (a INT, o BIGINT METADATA FROM 'offset') WITH ('connector' = 'datagen')")
+
+
+@pytest.mark.parametrize("options, message", [
+    ("'connector' = 'kafka', 'properties.bootstrap.servers' = 'h:1', 'format' = 'json'", "exactly one of 'topic'"),
+    (f"{BASE}, 'topic-pattern' = 'x.*', 'format' = 'json'", "exactly one of 'topic'"),
+    ("'connector' = 'kafka', 'topic' = 't', 'format' = 'json'", "'properties.bootstrap.servers' is required"),
+    (BASE, "needs option 'format'"),
+    (f"{BASE}, 'format' = 'avro'", "unsupported value format 'avro'"),
+    (f"{BASE}, 'format' = 'json', 'value.format' = 'json'", "either 'format' or 'value.format'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'newest'", "'scan.startup.mode' must be one of"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'timestamp'", "needs option 'scan.startup.timestamp-millis'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'timestamp', 'scan.startup.timestamp-millis' = 'yesterday'",
+     "must be milliseconds since the epoch"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.timestamp-millis' = '5'", "only used with 'scan.startup.mode' = 'timestamp'"),
+    (f"{BASE}, 'format' = 'json', 'scan.bounded.mode' = 'specific-offsets', 'scan.bounded.specific-offsets' = 'p:0'",
+     "'p:0' is not 'partition:<n>,offset:<n>'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'group-offsets'", "'group-offsets' needs 'properties.group.id'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'key.fields' = 'id'", "'key.fields' needs 'key.format'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'key.format' = 'json', 'key.fields' = 'nope'",
+     "key field 'nope' is not a physical column"),
+    (f"{BASE}, 'format' = 'raw', 'scan.startup.mode' = 'earliest-offset'", "exactly one physical column, not 2"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'sink.delivery-guarantee' = 'exactly-once'",
+     "'exactly-once' needs 'sink.transactional-id-prefix'"),
+    (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'json.encode.x' = '1'",
+     "unsupported option\\(s\\) 'json.encode.x'"),
+    (f"{BASE}, 'value.format' = 'json', 'scan.startup.mode' = 'earliest-offset',"
+     " 'value.json.timestamp-format.standard' = 'ISO-8601'", "'ISO-8601' is not supported: timestamps are read"),
+    ("'connector' = 'upsert-kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json',"
+     " 'value.format' = 'json'", "needs a PRIMARY KEY"),
+])
+def test_bad_kafka_options(options, message):
+    with pytest.raises(ConnectorError, match=message):
+        table(f"CREATE TABLE k (id BIGINT, name STRING) WITH ({options})")
+
+
+def test_keys_values_and_changelogs():
+    t = table(f"CREATE TABLE k (id BIGINT, name STRING) WITH ({BASE}, 'value.format' = 'csv', 'key.format' = 'raw',"
+              " 'key.fields' = 'name', 'value.fields-include' = 'EXCEPT_KEY', 'scan.startup.mode' = 'earliest-offset',"
+              " 'properties.client.id' = 'me', 'value.csv.field-delimiter' = '|')")
+    assert key_fields(t) == ["name"] and [c.name for c in value_columns(t)] == ["id"]
+    assert source_changelog(t).insert_only and accepted_kinds(t) == {INSERT}  # a kafka sink takes inserts only
+    u = table("CREATE TABLE u (id BIGINT, n BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',"
+              " 'topic' = 'u', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json', 'value.format' = 'json')")
+    assert key_fields(u) == ["id"] and str(source_changelog(u)) == "upsert by (id) [+I,+U,-D]"
+    assert UPDATE_AFTER in accepted_kinds(u)
+    d = table(f"CREATE TABLE d (id BIGINT) WITH ({BASE}, 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset')")
+    assert str(source_changelog(d)) == "retract [+I,-U,+U,-D]"
+    assert specific_offsets("partition:0,offset:42;partition:1,offset:300") == {0: 42, 1: 300}
+
+
+def test_updating_query_into_kafka_is_refused_at_plan_time():
+    from streamsql.catalog import Catalog
+    from streamsql.errors import ValidationError
+    from streamsql.plan.changelog_checks import check_sink
+    from streamsql.plan.logical import build_operator_plan
+    from streamsql.plan.planner import Planner
+    from streamsql.runtime.sources import is_bounded
+
+    out = BASE.replace("'topic' = 't'", "'topic' = 'out'")
+    planner = Planner(Catalog(None))
+    steps = [planner.plan(s) for s in parse_script(
+        f"CREATE TEMPORARY TABLE src (id BIGINT, name STRING) WITH ({BASE}, 'format' = 'json',"
+        " 'scan.startup.mode' = 'earliest-offset');"
+        f"CREATE TEMPORARY TABLE dst (name STRING, n BIGINT) WITH ({out}, 'format' = 'json');"
+        "CREATE TEMPORARY TABLE ups (name STRING, n BIGINT, PRIMARY KEY (name) NOT ENFORCED) WITH ('connector' ="
+        " 'upsert-kafka', 'topic' = 'u', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json', 'value.format' = 'json');"
+        "INSERT INTO dst SELECT name, COUNT(*) FROM src GROUP BY name;"
+        "INSERT INTO ups SELECT name, COUNT(*) FROM src GROUP BY name")]
+    into_kafka, into_upsert = steps[-2], steps[-1]
+    with pytest.raises(ValidationError, match="Table sink 'default_catalog.default_database.dst' doesn't support"
+                                              " consuming update changes which is produced by node GroupAggregate"):
+        check_sink(build_operator_plan(into_kafka.plan, is_bounded), into_kafka.table)
+    check_sink(build_operator_plan(into_upsert.plan, is_bounded), into_upsert.table)  # takes the updates
+
+
+def test_reading_needs_a_group_for_flinks_default_start():
+    from streamsql.catalog import Catalog
+    from streamsql.plan.planner import Planner
+
+    planner = Planner(Catalog(None))
+    create, select = parse_script(f"CREATE TEMPORARY TABLE k (id BIGINT) WITH ({BASE}, 'format' = 'json');"
+                                  "SELECT * FROM k")
+    planner.plan(create)  # a sink-only table needs no group
+    with pytest.raises(ConnectorError, match="Flink's default 'scan.startup.mode' = 'group-offsets'.*needs 'properties.group.id'"):
+        planner.plan(select)
+
+
+class _Offsets:
+    """The two broker answers timestamp modes use (Tansu answers offsets_for_times wrongly,
+    so the mapping from Kafka's answer to offsets is checked here)."""
+
+    def get_watermark_offsets(self, tp, timeout):
+        return {0: (2, 10), 1: (0, 5)}[tp.partition]
+
+    def offsets_for_times(self, wanted, timeout):
+        from confluent_kafka import TopicPartition
+
+        assert {tp.offset for tp in wanted} == {1_700_000_000_000}  # the timestamp goes to the broker
+        return [TopicPartition(tp.topic, tp.partition, {0: 7, 1: -1}[tp.partition]) for tp in wanted]
+
+
+def test_timestamp_mode_takes_kafkas_answer_and_the_end_when_there_is_none():
+    pytest.importorskip("confluent_kafka")
+    from streamsql.runtime.kafka.client import resolve
+
+    options = {"scan.startup.timestamp-millis": "1700000000000"}
+    offsets = resolve(_Offsets(), options, {"t": [0, 1]}, "timestamp", "scan.startup", "k")
+    assert offsets == {"t": {"0": 7, "1": 5}}  # partition 1 has no record that late: its end
