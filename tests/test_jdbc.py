@@ -400,3 +400,69 @@ END;
         (i, "ab"[i % 2].upper(), BASE + timedelta(seconds=i)) for i in range(total))
     assert rows_of(connection, "SELECT * FROM wdst") == sorted(
         (k, BASE + timedelta(seconds=w), BASE + timedelta(seconds=w + 10), 5) for w in range(0, total, 10) for k in "ab")
+
+
+@pytest.mark.spark
+def test_kill_9_of_stateful_operators_then_restart_gives_the_uninterrupted_tables(tmp_path, db):
+    """A continuous job with a Top-N (Rank) and an aggregate of an aggregate (two chained
+    GroupAggregates), upserted into PostgreSQL by key, killed with kill -9 at random points
+    and restarted: the operators' state comes back from the checkpoint, and the tables end as
+    the same queries computed over all the input at once."""
+    import os
+    import random
+    import signal
+    from collections import Counter
+
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import FILES, ROWS_PER_FILE, all_read, kill_9, start
+
+    url, connection = db
+    connection.execute("CREATE TABLE top2 (k text, v bigint, rn bigint, PRIMARY KEY (k, rn))")
+    connection.execute("CREATE TABLE spread (n bigint PRIMARY KEY, keys bigint)")
+    rng = random.Random(11)
+    values = rng.sample(range(100_000), FILES * ROWS_PER_FILE)  # no ties
+    keys = [f"k{rng.randint(0, 9)}" for _ in values]
+    source = tmp_path / "in"
+    for f in range(FILES):  # Spark's file stream reads files in modification-time order
+        rows = range(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)
+        path = write(source / f"part-{f:03d}.csv", "".join(f"{keys[i]},{values[i]}\n" for i in rows))
+        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE src (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv',
+  'source.monitor-interval' = '1s', 'source.max-files-per-batch' = '1');
+{jdbc_ddl("top2", url, "k STRING, v BIGINT, rn BIGINT", key="k, rn")};
+{jdbc_ddl("spread", url, "n BIGINT, keys BIGINT", key="n")};
+EXECUTE STATEMENT SET BEGIN
+INSERT INTO top2 SELECT k, v, rn FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn
+  FROM src) WHERE rn <= 2;
+INSERT INTO spread SELECT n, COUNT(*) FROM (SELECT k, COUNT(*) AS n FROM src GROUP BY k) GROUP BY n;
+END;
+""")
+
+    def committed() -> int:
+        return connection.execute("SELECT count(*) FROM streamsql_commits").fetchone()[0] if connection.execute(
+            "SELECT to_regclass('streamsql_commits') IS NOT NULL").fetchone()[0] else 0
+
+    for attempt in range(int(os.environ.get("STREAMSQL_TEST_KILLS", "3"))):
+        job = start(tmp_path, script)
+        before = committed()
+        wait_for(lambda: committed() > before or job.poll() is not None, 180)
+        time.sleep(rng.uniform(0, 3))
+        kill_9(job, "jvm" if attempt % 2 else "driver")
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 480)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGTERM)
+        job.wait(240)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    by_key: dict[str, list[int]] = {}
+    for k, v in zip(keys, values):
+        by_key.setdefault(k, []).append(v)
+    expected_top = sorted((k, v, i + 1) for k, vs in by_key.items() for i, v in enumerate(sorted(vs, reverse=True)[:2]))
+    assert rows_of(connection, "SELECT * FROM top2") == expected_top
+    counts = Counter(len(vs) for vs in by_key.values())
+    assert rows_of(connection, "SELECT * FROM spread") == sorted(counts.items())
