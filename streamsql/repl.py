@@ -7,11 +7,10 @@ running query (or clears the input) and never leaves the shell; Ctrl-D or QUIT d
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion, ThreadedCompleter
+from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
@@ -25,16 +24,7 @@ from streamsql.dialect.script import is_complete
 from streamsql.errors import StreamsqlError, with_whole_chain
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.results import ResultWriter, format_value, render_table
-
-KEYWORDS = """SELECT FROM WHERE GROUP BY HAVING ORDER LIMIT JOIN LEFT RIGHT FULL OUTER INNER ON AS AND OR NOT
-IN EXISTS BETWEEN CASE WHEN THEN ELSE END DISTINCT UNION ALL INSERT INTO OVERWRITE CREATE TEMPORARY TABLE VIEW
-FUNCTION DATABASE DROP IF USE SHOW TABLES VIEWS FUNCTIONS DATABASES CATALOGS JOBS DESCRIBE EXPLAIN SET RESET
-WITH WATERMARK FOR INTERVAL SECOND MINUTE HOUR DAY TABLE DESCRIPTOR TUMBLE HOP CUMULATE SESSION PARTITION
-OVER ROW_NUMBER PRIMARY KEY ENFORCED LANGUAGE PYTHON CAST TIMESTAMP BIGINT INT STRING DOUBLE DECIMAL BOOLEAN
-window_start window_end window_time HELP QUIT""".split()
-FUNCTIONS = """COUNT SUM AVG MIN MAX LOWER UPPER CONCAT SUBSTRING TRIM REPLACE REGEXP_EXTRACT REGEXP_REPLACE
-SPLIT_INDEX DATE_FORMAT HOUR MINUTE YEAR MONTH MOD ABS ROUND FLOOR CEIL COALESCE IF PROCTIME
-TO_TIMESTAMP CURRENT_TIMESTAMP CHAR_LENGTH""".split()
+from streamsql.shell.completer import FlinkCompleter, SchemaSnapshot
 
 HELP = """Statements end with ';'. Enter inside an unfinished statement starts a new line.
   SELECT ...; INSERT INTO t SELECT ...;          run a query or a pipeline
@@ -103,36 +93,6 @@ class LiveResult(ResultWriter):
         return render_table(columns, self._buffer[-500:])
 
 
-class SqlCompleter(Completer):
-    """Keywords, functions, and the catalog's tables, views and columns."""
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-
-    def get_completions(self, document, complete_event):
-        word = document.get_word_before_cursor(pattern=re.compile(r"[\w.`$]+"))
-        if not word:
-            return
-        lowered = word.lower().strip("`")
-        for candidate in self._candidates():
-            if candidate.lower().startswith(lowered) and candidate.lower() != lowered:
-                yield Completion(candidate, start_position=-len(word))
-
-    def _candidates(self) -> list[str]:
-        names = list(KEYWORDS) + list(FUNCTIONS)
-        catalog = self.engine.catalog
-        try:
-            for database in catalog.databases():
-                for obj in catalog.objects(database):
-                    qualified = obj.name.name if database == catalog.current_database else f"{database}.{obj.name.name}"
-                    names.append(qualified)
-                    names += [c.name for c in getattr(obj, "columns", [])]
-            names += [f.name.name for f in catalog.objects(kind="function")]
-        except StreamsqlError:
-            pass
-        return sorted(set(names), key=str.lower)
-
-
 def key_bindings() -> KeyBindings:
     bindings = KeyBindings()
 
@@ -153,10 +113,11 @@ def key_bindings() -> KeyBindings:
 def run_repl(engine: Engine, history: Path | None = None) -> int:
     console = Console(highlight=False)
     history = history or Path.home() / ".streamsql_history"
+    completer = FlinkCompleter(lambda: SchemaSnapshot.from_catalog(engine.catalog))
     session = PromptSession(
         history=FileHistory(str(history)),
         lexer=PygmentsLexer(SqlLexer),
-        completer=ThreadedCompleter(SqlCompleter(engine)),
+        completer=ThreadedCompleter(completer),
         complete_while_typing=False,
         multiline=True,
         key_bindings=key_bindings(),
@@ -179,6 +140,7 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
             continue
         if command:
             _execute(engine, text, console)
+            completer.refresh()  # the statement may have changed the catalog
     engine.stop()
     console.print("Goodbye.")
     return 0
