@@ -154,6 +154,13 @@ class Flink(Dialect):
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
+        def _parse_as_command(self, start):
+            """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL
+            that is a syntax error at the first token left over."""
+            if start.token_type == TokenType.CREATE and self._curr:
+                self.raise_error(f"Unexpected '{self._curr.text}'", self._curr)
+            return super()._parse_as_command(start)
+
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""
 
