@@ -83,6 +83,8 @@ def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.verbose:  # Spark's start-up log too (runtime/lifetime.py)
+        os.environ["STREAMSQL_VERBOSE"] = "1"
     try:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)

@@ -7,9 +7,11 @@ running query (or clears the input) and never leaves the shell; Ctrl-D or QUIT d
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
@@ -23,6 +25,7 @@ from streamsql.errors import StreamsqlError, with_whole_chain
 from streamsql.runtime.engine import Engine
 from streamsql.shell.completer import FlinkCompleter, SchemaSnapshot
 from streamsql.shell.live import LiveResult
+from streamsql.shell.startup import SparkStarter
 
 HELP = """Statements end with ';'. Enter inside an unfinished statement starts a new line.
   SELECT ...; INSERT INTO t SELECT ...;          run a query or a pipeline
@@ -53,6 +56,7 @@ def key_bindings() -> KeyBindings:
 
 
 def run_repl(engine: Engine, history: Path | None = None) -> int:
+    """The shell: it opens at once; Spark starts behind the prompt (status in the toolbar)."""
     console = Console(highlight=False)
     history = history or Path.home() / ".streamsql_history"
     completer = FlinkCompleter(lambda: SchemaSnapshot.from_catalog(engine.catalog))
@@ -67,7 +71,12 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
     )
     console.print("streamsql: Flink SQL on Spark. HELP; for help, QUIT; to leave.", style="bold")
     engine.catalog.databases()  # catalog files that do not load are reported now, not while typing
+    starter = SparkStarter(engine, on_change=lambda: _announce(session, starter, console))
+    starter.start()
+    console.print(starter.status(), style="dim", markup=False)
     while True:
+        if starter.ended is not None and not starter.seen:  # it ended while a statement ran
+            _announce(session, starter, console)
         try:
             text = session.prompt("Flink SQL> ")
         except KeyboardInterrupt:
@@ -86,6 +95,24 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
     engine.stop()
     console.print("Goodbye.")
     return 0
+
+
+def _announce(session: PromptSession, starter: SparkStarter, console: Console) -> None:
+    """Say once that Spark is ready (or did not start): above the prompt when one is shown,
+    else before the next one."""
+    app = session.app
+    if starter.seen:
+        return
+    if threading.current_thread() is threading.main_thread():
+        starter.seen = True
+        console.print(starter.status(), style="dim", markup=False)
+    elif app.is_running and app.loop is not None:
+        def show() -> None:
+            if not starter.seen:
+                starter.seen = True
+                console.print(starter.status(), style="dim", markup=False)
+
+        app.loop.call_soon_threadsafe(lambda: run_in_terminal(show))
 
 
 def run_file(engine: Engine, text: str, console: Console | None = None) -> int:

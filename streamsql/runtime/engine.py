@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from streamsql.catalog import Catalog
@@ -54,6 +55,7 @@ class Engine:
         if catalog.warn is None:  # catalog files that do not load are reported in this session's log
             catalog.warn = self.log
         self._spark = spark
+        self._spark_lock = threading.Lock()
         self._owns_spark = spark is None
         self._splits: dict[int, object] = {}  # plan id -> the AggregateSplit it streams with
         self.drain = DrainSources()
@@ -147,12 +149,20 @@ class Engine:
 
     @property
     def spark(self):
-        if self._spark is None:
-            from streamsql.runtime.session import default_conf, start_session
+        """The SparkSession, started on first use (the shell starts it in a background thread:
+        the lock makes a query typed meanwhile wait for that one)."""
+        with self._spark_lock:
+            if self._spark is None:
+                from streamsql.runtime.session import start_session
 
-            conf = {**default_conf(self.master), **self.settings.spark_conf()}
-            self._spark = start_session(conf, self.remote)
+                self._spark = start_session(self.spark_conf(), self.remote)
         return self._spark
+
+    def spark_conf(self) -> dict[str, str]:
+        """What Spark starts with: streamsql's defaults, then the session's spark.* settings."""
+        from streamsql.runtime.session import default_conf
+
+        return {**default_conf(self.master), **self.settings.spark_conf()}
 
     def stop(self) -> None:
         if self._spark is not None and self._owns_spark:
