@@ -98,21 +98,23 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
 
 
 def _announce(session: PromptSession, starter: SparkStarter, console: Console) -> None:
-    """Say once that Spark is ready (or did not start): above the prompt when one is shown,
-    else before the next one."""
-    app = session.app
-    if starter.seen:
-        return
-    if threading.current_thread() is threading.main_thread():
-        starter.seen = True
-        console.print(starter.status(), style="dim", markup=False)
-    elif app.is_running and app.loop is not None:
-        def show() -> None:
+    """Say once that Spark is ready (or did not start): above the prompt when one is shown
+    (the prompt is drawn again under it), else at once (a statement waited for it)."""
+
+    def show() -> None:
+        with _ANNOUNCING:
             if not starter.seen:
                 starter.seen = True
                 console.print(starter.status(), style="dim", markup=False)
 
+    app = session.app
+    if app.is_running and app.loop is not None and threading.current_thread() is not threading.main_thread():
         app.loop.call_soon_threadsafe(lambda: run_in_terminal(show))
+    else:
+        show()
+
+
+_ANNOUNCING = threading.Lock()
 
 
 def run_file(engine: Engine, text: str, console: Console | None = None) -> int:
