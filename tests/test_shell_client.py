@@ -241,3 +241,66 @@ def test_the_bundled_catalog_points_at_its_demo_database(tmp_path):
     shutil.copytree(ROOT / "catalog" / "demo", tmp_path / "catalog" / "demo", ignore=shutil.ignore_patterns("data"))
     engine = Engine(Catalog(tmp_path / "catalog"), base_dir=tmp_path, log=lambda m: None)
     assert "tables are in demo (3): SHOW TABLES FROM demo; or USE demo;" in shell(engine, "SHOW TABLES;", width=200)
+
+
+class SlowEngine:
+    """An engine whose Spark takes a while to start (or fails to)."""
+
+    remote = None
+
+    def __init__(self, failure: Exception | None = None):
+        import threading
+
+        self.release = threading.Event()
+        self.failure = failure
+
+    def spark_conf(self):
+        return {"spark.master": "local[2]"}
+
+    @property
+    def spark(self):
+        self.release.wait(30)
+        if self.failure:
+            raise self.failure
+        return "session"
+
+
+def test_the_start_up_status_line():
+    from streamsql.shell.startup import SparkStarter
+
+    clock = FakeClock()
+    changes = []
+    engine = SlowEngine()
+    starter = SparkStarter(engine, on_change=lambda: changes.append(starter.status()), clock=clock)
+    assert starter.status() is None
+    starter.start()
+    assert starter.status() == "Starting Spark (local[2])…" and not starter.ready
+    clock.now += 12.34
+    engine.release.set()
+    assert starter.wait(30) and starter.ready
+    assert changes == ["Spark ready (local[2]) in 12.3 s"]
+
+    failing = SlowEngine(RuntimeError("Java gateway process exited before sending its port number\nmore"))
+    starter = SparkStarter(failing, clock=clock)
+    starter.start()
+    failing.release.set()
+    assert starter.wait(30) and not starter.ready
+    assert starter.status() == "Spark did not start: Java gateway process exited before sending its port number"
+
+
+def test_spark_start_up_chatter_is_filtered(tmp_path, monkeypatch):
+    import os
+
+    from streamsql.runtime.lifetime import forward_stderr
+
+    monkeypatch.delenv("STREAMSQL_VERBOSE", raising=False)
+    read, write = os.pipe()
+    out = tmp_path / "stderr"
+    with open(out, "wb") as target:
+        thread = forward_stderr(os.fdopen(read, "rb"), target.fileno())
+        os.write(write, b"WARNING: Using incubator modules: jdk.incubator.vector\nSetting default log level to \"WARN\".\n"
+                        b"To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use setLogLevel(newLevel).\n"
+                        b"26/01/01 10:00:00 ERROR SparkContext: a real problem\n")
+        os.close(write)
+        thread.join(10)
+    assert out.read_text() == "26/01/01 10:00:00 ERROR SparkContext: a real problem\n"
