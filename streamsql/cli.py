@@ -36,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
     parser.add_argument("--format", choices=["table", "csv", "json"], default="table", help="how SELECT results print")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a SET before the script")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show stack traces on errors")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show stack traces (and Spark's start-up log)")
+    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("-i", "--init", metavar="FILE", help="the shell: run this SQL file (DDL, SET) first")
+    parser.add_argument("-f", "--file", dest="script", metavar="FILE",
+                        help="run this SQL file as the shell would (tableau results, [INFO] lines) and exit")
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser("run", help="run a SQL script (DDL, INSERT INTO pipelines, SELECTs)")
     source = run.add_mutually_exclusive_group(required=True)
@@ -54,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version_text() -> str:
+    """streamsql's version, and the Spark it runs on (read from package metadata: no JVM)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "unknown"
+
+    return f"streamsql {of('streamsql')} (Flink SQL 1.20 dialect, PySpark {of('pyspark')})"
+
+
 def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: str) -> None:
     """Let global options also follow the subcommand (`streamsql run --format csv x.sql`)."""
     action = next(a for a in parent._actions if flag in a.option_strings)
@@ -68,6 +85,8 @@ def _share(sub: argparse.ArgumentParser, parent: argparse.ArgumentParser, flag: 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.verbose:  # Spark's start-up log too (runtime/lifetime.py)
+        os.environ["STREAMSQL_VERBOSE"] = "1"
     try:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)
@@ -162,7 +181,7 @@ def _run(args) -> int:
 
     install_stop_handler()
     try:
-        engine.run_script(text, ResultWriter(args.format))
+        engine.run_script(text, ResultWriter(args.format, settings=engine.settings))
     except BaseException as error:
         if stop_requested() and isinstance(error, StreamsqlError):  # SIGTERM cancelled a running query
             _record_outcome(engine, StopRequested())
@@ -191,13 +210,34 @@ def _repl(args) -> int:
     from streamsql.plan.udfs import add_search_path
 
     add_search_path(Path.cwd())
-    if not sys.stdin.isatty():
-        args.execute = sys.stdin.read()
+    scripts = [_script_text(p) for p in (args.init, args.script) if p]
+    if not args.script and not sys.stdin.isatty():
+        args.execute = "\n".join([*scripts, sys.stdin.read()])
         return _run(args)
-    from streamsql.repl import run_repl
+    from streamsql.repl import run_file, run_repl
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that Spark is stopped in order (atexit)
-    return run_repl(_engine(args))
+    engine = _engine(args)
+    if args.init and run_file(engine, scripts[0]) != 0:
+        engine.stop()
+        return 1
+    if args.script:
+        try:
+            return run_file(engine, scripts[-1])
+        finally:
+            engine.stop()
+    return run_repl(engine)
+
+
+def _script_text(name: str) -> str:
+    """A SQL file's text; its directory is where its Python UDFs are found."""
+    from streamsql.plan.udfs import add_search_path
+
+    path = Path(name)
+    if not path.is_file():
+        raise StreamsqlError(f"Script '{name}' does not exist")
+    add_search_path(path.parent)
+    return path.read_text()
 
 
 def _exit_on_sigterm(signum, frame):

@@ -7,34 +7,25 @@ running query (or clears the input) and never leaves the shell; Ctrl-D or QUIT d
 
 from __future__ import annotations
 
-import re
+import threading
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion, ThreadedCompleter
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.lexers import PygmentsLexer
 from pygments.lexers.sql import SqlLexer
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from streamsql.dialect.script import is_complete
 from streamsql.errors import StreamsqlError, with_whole_chain
 from streamsql.runtime.engine import Engine
-from streamsql.runtime.results import ResultWriter, format_value, render_table
-
-KEYWORDS = """SELECT FROM WHERE GROUP BY HAVING ORDER LIMIT JOIN LEFT RIGHT FULL OUTER INNER ON AS AND OR NOT
-IN EXISTS BETWEEN CASE WHEN THEN ELSE END DISTINCT UNION ALL INSERT INTO OVERWRITE CREATE TEMPORARY TABLE VIEW
-FUNCTION DATABASE DROP IF USE SHOW TABLES VIEWS FUNCTIONS DATABASES CATALOGS JOBS DESCRIBE EXPLAIN SET RESET
-WITH WATERMARK FOR INTERVAL SECOND MINUTE HOUR DAY TABLE DESCRIPTOR TUMBLE HOP CUMULATE SESSION PARTITION
-OVER ROW_NUMBER PRIMARY KEY ENFORCED LANGUAGE PYTHON CAST TIMESTAMP BIGINT INT STRING DOUBLE DECIMAL BOOLEAN
-window_start window_end window_time HELP QUIT""".split()
-FUNCTIONS = """COUNT SUM AVG MIN MAX LOWER UPPER CONCAT SUBSTRING TRIM REPLACE REGEXP_EXTRACT REGEXP_REPLACE
-SPLIT_INDEX DATE_FORMAT HOUR MINUTE YEAR MONTH MOD ABS ROUND FLOOR CEIL COALESCE IF PROCTIME
-TO_TIMESTAMP CURRENT_TIMESTAMP CHAR_LENGTH""".split()
+from streamsql.shell.completer import FlinkCompleter, SchemaSnapshot
+from streamsql.shell.live import LiveResult
+from streamsql.shell.startup import SparkStarter
 
 HELP = """Statements end with ';'. Enter inside an unfinished statement starts a new line.
   SELECT ...; INSERT INTO t SELECT ...;          run a query or a pipeline
@@ -45,92 +36,6 @@ HELP = """Statements end with ';'. Enter inside an unfinished statement starts a
   SET 'sql-client.execution.result-mode' = 'table' | 'changelog' | 'tableau';
   SET 'sql-client.verbose' = 'true';             show stack traces on errors
 Ctrl-C cancels a running query; QUIT; or Ctrl-D leaves."""
-
-
-class LiveResult(ResultWriter):
-    """Shows a result as it arrives: an updating table, a scrolling changelog, or tableau rows."""
-
-    handles_row_kinds = True  # it prints the op column itself in changelog mode
-
-    def __init__(self, console: Console, mode: str):
-        super().__init__("table", console.file)
-        self.console = console
-        self.mode = mode
-        self._live: Live | None = None
-
-    def begin(self, columns: list[str]) -> None:
-        super().begin(columns)
-        if self.mode == "table" and self._live is None:
-            self._live = Live(self._table(), console=self.console, auto_refresh=False, transient=False)
-            self._live.start()
-
-    def rows(self, rows: list) -> None:
-        self._header_written = True
-        formatted = [[format_value(v) for v in row] for row in rows]
-        self.count += len(formatted)
-        if self.mode == "table":
-            if self._has_kinds:  # a changelog: apply it to the table on screen
-                for kind, *values in formatted:
-                    if kind in ("+I", "+U"):
-                        self._buffer.append(values)
-                    elif values in self._buffer:  # -U / -D take their row back
-                        self._buffer.remove(values)
-            else:
-                self._buffer.extend(formatted)
-            self._live.update(self._table(), refresh=True)
-        else:
-            prefix = ["+I"] if self.mode == "changelog" and not self._has_kinds else []
-            for row in formatted:
-                cells = ["NULL" if v is None else v for v in row]
-                self.console.print(" | ".join(prefix + cells), markup=False, highlight=False)
-
-    def end(self) -> None:
-        self.close()
-        self.console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")
-
-    def close(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-
-    @property
-    def _has_kinds(self) -> bool:
-        """An updating result brings its row kinds as a first 'op' column."""
-        return bool(self.columns) and self.columns[0] == "op"
-
-    def _table(self) -> Table:
-        columns = self.columns[1:] if self._has_kinds else self.columns
-        return render_table(columns, self._buffer[-500:])
-
-
-class SqlCompleter(Completer):
-    """Keywords, functions, and the catalog's tables, views and columns."""
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-
-    def get_completions(self, document, complete_event):
-        word = document.get_word_before_cursor(pattern=re.compile(r"[\w.`$]+"))
-        if not word:
-            return
-        lowered = word.lower().strip("`")
-        for candidate in self._candidates():
-            if candidate.lower().startswith(lowered) and candidate.lower() != lowered:
-                yield Completion(candidate, start_position=-len(word))
-
-    def _candidates(self) -> list[str]:
-        names = list(KEYWORDS) + list(FUNCTIONS)
-        catalog = self.engine.catalog
-        try:
-            for database in catalog.databases():
-                for obj in catalog.objects(database):
-                    qualified = obj.name.name if database == catalog.current_database else f"{database}.{obj.name.name}"
-                    names.append(qualified)
-                    names += [c.name for c in getattr(obj, "columns", [])]
-            names += [f.name.name for f in catalog.objects(kind="function")]
-        except StreamsqlError:
-            pass
-        return sorted(set(names), key=str.lower)
 
 
 def key_bindings() -> KeyBindings:
@@ -151,12 +56,14 @@ def key_bindings() -> KeyBindings:
 
 
 def run_repl(engine: Engine, history: Path | None = None) -> int:
+    """The shell: it opens at once; Spark starts behind the prompt (status in the toolbar)."""
     console = Console(highlight=False)
     history = history or Path.home() / ".streamsql_history"
+    completer = FlinkCompleter(lambda: SchemaSnapshot.from_catalog(engine.catalog))
     session = PromptSession(
         history=FileHistory(str(history)),
         lexer=PygmentsLexer(SqlLexer),
-        completer=ThreadedCompleter(SqlCompleter(engine)),
+        completer=ThreadedCompleter(completer),
         complete_while_typing=False,
         multiline=True,
         key_bindings=key_bindings(),
@@ -164,7 +71,12 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
     )
     console.print("streamsql: Flink SQL on Spark. HELP; for help, QUIT; to leave.", style="bold")
     engine.catalog.databases()  # catalog files that do not load are reported now, not while typing
+    starter = SparkStarter(engine, on_change=lambda: _announce(session, starter, console))
+    starter.start()
+    console.print(starter.status(), style="dim", markup=False)
     while True:
+        if starter.ended is not None and not starter.seen:  # it ended while a statement ran
+            _announce(session, starter, console)
         try:
             text = session.prompt("Flink SQL> ")
         except KeyboardInterrupt:
@@ -179,28 +91,62 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
             continue
         if command:
             _execute(engine, text, console)
+            completer.refresh()  # the statement may have changed the catalog
     engine.stop()
     console.print("Goodbye.")
     return 0
 
 
-def _execute(engine: Engine, text: str, console: Console) -> None:
-    mode = engine.settings.get("sql-client.execution.result-mode", "table").lower()
-    writer = LiveResult(console, mode)
+def _announce(session: PromptSession, starter: SparkStarter, console: Console) -> None:
+    """Say once that Spark is ready (or did not start): above the prompt when one is shown
+    (the prompt is drawn again under it), else at once (a statement waited for it)."""
+
+    def show() -> None:
+        with _ANNOUNCING:
+            if not starter.seen:
+                starter.seen = True
+                console.print(starter.status(), style="dim", markup=False)
+
+    app = session.app
+    if app.is_running and app.loop is not None and threading.current_thread() is not threading.main_thread():
+        app.loop.call_soon_threadsafe(lambda: run_in_terminal(show))
+    else:
+        show()
+
+
+_ANNOUNCING = threading.Lock()
+
+
+def run_file(engine: Engine, text: str, console: Console | None = None) -> int:
+    """Run a script as Flink's `sql-client.sh -f` (or `-i`) does: results in tableau mode, an
+    [INFO] line per statement; 1 after the first error (nothing after it runs)."""
+    console = console or Console(highlight=False)
+    console.print("[INFO] Executing SQL from file.", style="bold blue", markup=False)
+    return 0 if _execute(engine, text, console, mode="tableau") else 1
+
+
+def _execute(engine: Engine, text: str, console: Console, mode: str | None = None) -> bool:
+    """Run what was typed; False when it failed (the error is printed)."""
+    mode = mode or engine.settings.get("sql-client.execution.result-mode", "table").lower()
+    writer = LiveResult(console, mode, engine.settings)
     try:
         engine.run_script(text, writer)
     except KeyboardInterrupt:
         writer.close()
         engine.cancel()
         console.print("Query cancelled.", style="yellow")
+        return False
     except StreamsqlError as error:
         writer.close()
         console.print(error.render(), style="red", markup=False)
         if engine.settings.get("sql-client.verbose", "false").lower() == "true":
             with_whole_chain(error)
             console.print_exception()
+        return False
     except Exception as error:  # a bug in streamsql: report it, keep the shell
         writer.close()
         console.print(f"Internal error: {type(error).__name__}: {error}", style="red", markup=False)
         if engine.settings.get("sql-client.verbose", "false").lower() == "true":
             console.print_exception()
+        return False
+    return True

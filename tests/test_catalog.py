@@ -135,7 +135,7 @@ def test_a_truncated_file_blocks_nothing_and_is_reported_once(tmp_path):
     apply(catalog.staged(), "SELECT 1", tmp_path)
     zeta = tmp_path / "cat" / "demo" / "zeta.sql"
     assert warnings == [
-        f"Warning: catalog file {zeta} does not load (line 1, column 29: Expecting ) near 'STR');"
+        f"Warning: catalog file {zeta} does not load (line 1, column 32: Expecting ) at the end of the statement);"
         " skipped. DROP TABLE demo.zeta removes it."
     ]
     assert [o.name.name for o in catalog.objects("demo")] == ["bid"]

@@ -25,9 +25,9 @@ def test_parse_error_exits_nonzero_before_spark(tmp_path):
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        "SQL parse error: Expecting ) near '1' (line 2, column 28)",
+        "SQL parse error: Expecting ) at the end of the statement (line 2, column 29)",
         "  SELECT a FROM t WHERE (a = 1;",
-        "                             ^",
+        "                              ^",
     ]
 
 

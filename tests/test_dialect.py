@@ -89,11 +89,11 @@ def test_parse_error_has_line_column_and_caret():
     with pytest.raises(SqlSyntaxError) as caught:
         parse_script(script)
     error = caught.value
-    assert error.position == Position(3, 12)
+    assert error.position == Position(3, 13)  # where the ')' is missing: just after the last token
     assert error.render().splitlines() == [
-        "SQL parse error: Expecting ) near '1' (line 3, column 12)",
+        "SQL parse error: Expecting ) at the end of the statement (line 3, column 13)",
         "  WHERE (a = 1;",
-        "             ^",
+        "              ^",
     ]
 
 

@@ -113,3 +113,101 @@ def test_a_live_group_by_in_each_result_mode(shell, tmp_path):
         shell.sendintr()
         shell.expect("Query cancelled.")
         shell.expect_exact(PROMPT)
+
+
+def test_spark_starts_behind_the_prompt(tmp_path):
+    """The prompt comes while Spark is still starting; a query typed at once runs when it
+    is ready; DDL and SET need no Spark and answer with Flink's [INFO] lines."""
+    import time
+
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TERM="xterm", HOME=str(tmp_path))
+    opened = time.monotonic()
+    child = pexpect.spawn(sys.executable, [str(ROOT / "cli.py"), "--conf", "spark.sql.shuffle.partitions=2"],
+                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=180, dimensions=(50, 160))
+    try:
+        child.expect_exact("Starting Spark (local[*])…")
+        child.expect_exact(PROMPT)
+        print(f"open-to-prompt: {time.monotonic() - opened:.2f} s")
+        submit(child, "CREATE TEMPORARY VIEW numbers AS SELECT 41 AS n;")
+        child.expect_exact("[INFO] Execute statement succeeded.")
+        child.expect_exact(PROMPT)
+        index = child.expect(["Spark ready", PROMPT])
+        assert index == 1, "the prompt came back only once Spark was ready"
+        submit(child, "SET 'sql-client.execution.result-mode' = 'tableau';")
+        child.expect_exact("[INFO] Session property has been set.")
+        child.expect_exact(PROMPT)
+        typed = time.monotonic()
+        submit(child, "SELECT n + 1 AS answer FROM numbers;")
+        child.expect(r"Spark ready \(local\[\*\]\) in [\d.]+ s")  # said once it is, then the result
+        child.expect("answer")  # tableau: a header, then the rows
+        child.expect(r"-{6}")
+        child.expect(r"\b42\b")
+        child.expect("1 row in set")
+        print(f"prompt-to-first-result: {time.monotonic() - typed:.2f} s")
+        output = child.before
+        assert "Using incubator modules" not in output and "Setting default log level" not in output
+        child.expect_exact(PROMPT)
+        submit(child, "RESET;")
+        child.expect_exact("[INFO] All session properties have been set to their default values.")
+        child.expect_exact(PROMPT)
+        submit(child, "SHOW TABLES;")
+        child.expect("Empty set")
+        child.expect_exact(PROMPT)
+        submit(child, "QUIT;")
+        child.expect(pexpect.EOF)
+    finally:
+        child.terminate(force=True)
+
+
+def on_screen(text: str) -> str:
+    """A pattern for text the shell highlights: colour codes may come between its characters."""
+    import re
+
+    return r"(?:\x1b\[[0-9;?]*[A-Za-z])*".join(re.escape(c) for c in text)
+
+
+def test_completion_in_context(shell, tmp_path):
+    """Tab after FROM db., after an alias, inside WITH ( and after SET '."""
+    shell.send("SELECT b.pri FROM demo.bid b")
+    for _ in range(len(" FROM demo.bid b")):
+        shell.send("\x1b[D")  # left arrow: the cursor back after 'b.pri'
+    shell.send("\t")
+    shell.expect("price")
+    shell.send("\x03")  # Ctrl-C clears the line
+    shell.expect_exact(PROMPT)
+    shell.send("SELECT * FROM demo.pe\t")
+    shell.expect("demo.person")
+    shell.send("\x03")
+    shell.expect_exact(PROMPT)
+    # Completion runs in a thread: wait for it on screen (highlighted token by token), then
+    # finish the statements, which work only with the whole names.
+    shell.send("CREATE TEMPORARY TABLE t (a INT) WITH ('connector' = 'filesystem', 'source.mon\t")
+    shell.expect(on_screen("-interval"))
+    submit(shell, f"' = '1 s', 'path' = '{tmp_path}', 'format' = 'csv');")
+    shell.expect_exact("[INFO] Execute statement succeeded.")
+    shell.expect_exact(PROMPT)
+    shell.send("SET 'sql-client.exec\t")
+    shell.expect(on_screen("-mode"))
+    submit(shell, "' = 'changelog';")
+    shell.expect_exact("[INFO] Session property has been set.")
+    shell.expect_exact(PROMPT)
+    submit(shell, "SET;")
+    shell.expect(r"sql-client\.execution\.result-mode\s*│\s*changelog")
+    shell.expect_exact(PROMPT)
+
+
+def test_a_live_table_shows_its_newest_rows_and_a_status_line(shell, tmp_path):
+    source = tmp_path / "many"
+    write(source / "1.csv", "".join(f"{i}\n" for i in range(200)))
+    submit(shell, f"CREATE TEMPORARY TABLE many (n BIGINT) WITH ('connector' = 'filesystem', "
+                  f"'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1 second');")
+    shell.expect_exact(PROMPT)
+    submit(shell, "SELECT n * 10 AS tenfold FROM many;")
+    shell.expect(r"\b1990\b")  # the newest row is on screen, above the status line
+    shell.expect(r"rows: newest \d+ of 200 · changes: 200")
+    write(source / "2.csv", "777\n")
+    shell.expect(r"\b7770\b")
+    shell.expect(r"rows: newest \d+ of 201 · changes: 201")
+    shell.sendintr()
+    shell.expect("Query cancelled.")
+    shell.expect_exact(PROMPT)

@@ -30,10 +30,48 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)
 SHOW_LISTS = ("CATALOGS", "DATABASES", "TABLES", "VIEWS", "FUNCTIONS", "JOBS", "CURRENT DATABASE", "CURRENT CATALOG")
 
 
-class Show(exp.Expression):
-    """SHOW TABLES, SHOW CREATE TABLE t, ...: ``this`` is what to show."""
+# Listings that take Flink's [FROM|IN db] and [NOT] LIKE|ILIKE 'pattern'.
+SHOW_FILTERED = ("TABLES", "VIEWS", "FUNCTIONS", "DATABASES", "COLUMNS")
 
-    arg_types = {"this": True, "target": False}
+
+class Show(exp.Expression):
+    """SHOW TABLES [FROM db] [NOT LIKE 'p'], SHOW CREATE TABLE t, ...: ``this`` is what to
+    show, ``target`` the table (SHOW CREATE, SHOW COLUMNS) or the database (FROM/IN)."""
+
+    arg_types = {"this": True, "target": False, "like": False, "negated": False, "ilike": False}
+
+
+def parse_show_listing(parser: Parser, kind: str) -> Show:
+    """SHOW TABLES|VIEWS|FUNCTIONS [FROM|IN db], SHOW DATABASES, SHOW COLUMNS FROM|IN t; then
+    an optional [NOT] LIKE|ILIKE 'pattern'."""
+    target = None
+    if kind == "COLUMNS":
+        if not parser._match_set((TokenType.FROM, TokenType.IN)):
+            parser.raise_error("Expected FROM or IN and a table name after SHOW COLUMNS")
+        target = parser._parse_table_parts()
+    elif kind != "DATABASES" and parser._match_set((TokenType.FROM, TokenType.IN)):
+        target = parser._parse_table_parts()
+    negated = parser._match(TokenType.NOT)
+    like = ilike = None
+    if parser._match_set((TokenType.LIKE, TokenType.ILIKE)):
+        ilike = parser._prev.token_type == TokenType.ILIKE
+        like = parser._parse_string()
+        if like is None:
+            parser.raise_error("Expected a quoted pattern after LIKE, e.g. LIKE 'bid%'")
+    elif negated:
+        parser.raise_error("Expected LIKE or ILIKE after NOT")
+    return parser.expression(Show(this=exp.var(kind), target=target, like=like, negated=negated or None,
+                                  ilike=ilike or None))
+
+
+def show_sql(generator: Generator, show: Show) -> str:
+    text = f"SHOW {show.this.name}"
+    if show.args.get("target"):
+        text += f"{' FROM' if show.this.name in SHOW_FILTERED else ''} {generator.sql(show, 'target')}"
+    if show.args.get("like"):
+        text += f"{' NOT' if show.args.get('negated') else ''} {'ILIKE' if show.args.get('ilike') else 'LIKE'} "
+        text += generator.sql(show, "like")
+    return text
 
 
 class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
@@ -153,6 +191,7 @@ class Flink(Dialect):
 
         SHOW_PARSERS = {
             **{kind: (lambda k: lambda self: self.expression(Show(this=exp.var(k))))(kind) for kind in SHOW_LISTS},
+            **{kind: (lambda k: lambda self: parse_show_listing(self, k))(kind) for kind in SHOW_FILTERED},
             "CREATE TABLE": lambda self: self.expression(Show(this=exp.var("CREATE TABLE"), target=self._parse_table_parts())),
             "CREATE VIEW": lambda self: self.expression(Show(this=exp.var("CREATE VIEW"), target=self._parse_table_parts())),
         }
@@ -167,6 +206,12 @@ class Flink(Dialect):
             if not key and not value:
                 return None
             return self.expression(exp.JSONKeyValue(this=key, expression=value))
+        def _parse_as_command(self, start):
+            """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL
+            that is a syntax error at the first token left over."""
+            if start.token_type == TokenType.CREATE and self._curr:
+                self.raise_error(f"Unexpected '{self._curr.text}'", self._curr)
+            return super()._parse_as_command(start)
 
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""
@@ -205,7 +250,7 @@ class Flink(Dialect):
             W.GroupWindow: W.group_window_sql,
             W.GroupWindowProperty: W.group_window_property_sql,
             M.MatchRecognize: M.match_recognize_sql,
-            Show: lambda self, e: f"SHOW {e.this.name}" + (f" {self.sql(e, 'target')}" if e.args.get("target") else ""),
+            Show: show_sql,
         }
 
         def property_sql(self, expression: exp.Property) -> str:

@@ -8,6 +8,7 @@ reports is a position in the whole script.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from streamsql.dialect.flink import Flink
+from streamsql.dialect.messages import describe
 from streamsql.errors import Position, SqlSyntaxError
 
 _DIALECT = Flink()
@@ -113,26 +115,70 @@ def _statement_spans(script: str) -> list[tuple[int, int]]:
 
 def _parse_one(padded: str, script: str) -> exp.Expression:
     try:
-        expressions = _DIALECT.parse(padded)
-    except ParseError as error:
-        raise _syntax_error(error, script) from None
+        tokens = _DIALECT.tokenize(padded)
     except TokenError as error:
         raise _token_error(script, error) from None
-    return expressions[0]
+    _check_statement_start(tokens, script)
+    parser = _DIALECT.parser()
+    try:
+        expressions = parser.parse(tokens, padded)
+    except ParseError as error:
+        raise _syntax_error(error, parser, script) from None
+    expression = expressions[0]
+    if isinstance(expression, exp.Insert) and not isinstance(expression.this, (exp.Table, exp.Schema)):
+        into = next((t for t in tokens if t.token_type in (TokenType.INTO, TokenType.OVERWRITE, TokenType.TABLE)), tokens[0])
+        following = tokens[tokens.index(into) + 1] if into is not tokens[-1] else into
+        raise SqlSyntaxError(f"Expected a table name after {into.text.upper()}, found '{following.text}'",
+                             _token_position(following), script)
+    if isinstance(expression, exp.Command) and expression.name.upper() not in _COMMANDS:
+        raise SqlSyntaxError(f"Unsupported statement: {expression.name.upper()}", _token_position(tokens[0]), script)
+    return expression
 
 
-def _syntax_error(error: ParseError, script: str) -> SqlSyntaxError:
+# Raw commands the planner takes (sqlglot leaves them unparsed); any other is refused here.
+_COMMANDS = {"STOP", "RESET", "ALTER"}
+# What a Flink statement starts with (EXPLAIN is a DESCRIBE token, STOP and RESET commands).
+_STATEMENT_STARTS = {
+    *Flink.Parser.STATEMENT_PARSERS, *Flink.Tokenizer.COMMANDS, TokenType.SELECT, TokenType.WITH,
+    TokenType.L_PAREN, TokenType.VALUES, TokenType.FROM, TokenType.TABLE,
+}
+_STATEMENT_WORDS = ["SELECT", "INSERT", "CREATE", "DROP", "ALTER", "SHOW", "DESCRIBE", "EXPLAIN", "USE", "SET",
+                    "RESET", "STOP", "EXECUTE", "WITH", "VALUES"]
+
+
+def _check_statement_start(tokens: list, script: str) -> None:
+    """A statement starts with a keyword: `SELEC x FROM t` is refused at SELEC, not at FROM."""
+    first = tokens[0] if tokens else None
+    if first is None or first.token_type in _STATEMENT_STARTS:
+        return
+    guess = difflib.get_close_matches(first.text.upper(), _STATEMENT_WORDS, n=1, cutoff=0.6)
+    hint = f"; did you mean {guess[0]}?" if guess else f" (statements start with {', '.join(_STATEMENT_WORDS[:8])}, ...)"
+    raise SqlSyntaxError(f"Unknown statement '{first.text}'{hint}", _token_position(first), script)
+
+
+def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
+    """sqlglot's error said about the SQL, at the token the parser stopped at (or just after
+    the last one when the statement ended too early)."""
     detail = error.errors[0] if error.errors else {}
-    message = detail.get("description") or str(error)
-    line, col = detail.get("line"), detail.get("col")
-    highlight = detail.get("highlight") or ""
-    if highlight and "near" not in message:
-        message = f"{message} near '{highlight}'"
-    position = None
-    if line and col:
-        # sqlglot reports the column of the token's last character; point at its first.
-        position = Position(line, max(1, col - len(highlight) + 1))
+    current, previous = parser._curr, parser._prev
+    at_end = not current
+    found = None if at_end else current.text
+    before = previous.text if previous is not None else None
+    message = describe(detail.get("description") or str(error), found, before)
+    if at_end and previous is not None:
+        position = _position(script, previous.end + 1)
+    elif not at_end:
+        position = _token_position(current)
+    elif detail.get("line") and detail.get("col"):
+        position = Position(detail["line"], max(1, detail["col"] - len(detail.get("highlight") or "") + 1))
+    else:
+        position = None
     return SqlSyntaxError(message, position, script)
+
+
+def _token_position(token) -> Position:
+    """Where a token starts (sqlglot's col is that of its last character)."""
+    return Position(token.line, max(1, token.col - len(token.text) + 1))
 
 
 def _token_error(script: str, error: TokenError) -> SqlSyntaxError:

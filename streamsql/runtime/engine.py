@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from streamsql.catalog import Catalog
@@ -36,7 +37,7 @@ from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.execution import check_operators, streams, trigger
 from streamsql.runtime.reports import report_skipped, report_streaming_late
-from streamsql.runtime.results import ResultWriter
+from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import to_spark_sql
 
@@ -55,6 +56,7 @@ class Engine:
         if catalog.warn is None:  # catalog files that do not load are reported in this session's log
             catalog.warn = self.log
         self._spark = spark
+        self._spark_lock = threading.Lock()
         self._owns_spark = spark is None
         self._stages: dict[int, object] = {}  # plan id -> the stateful stages it streams with (spark.stateful.chain)
         self.drain = DrainSources()
@@ -69,7 +71,7 @@ class Engine:
             settings = self.settings.copy()
             steps = []
             for statement in parse_script(text):
-                step = planner.plan(statement)
+                step = self._plan(planner, statement)
                 if isinstance(step, SetStep):
                     if step.key is not None:
                         settings.set(step.key, step.value)
@@ -89,9 +91,21 @@ class Engine:
         for statement, step in zip(parse_script(text), steps):
             try:
                 # Plan again against the live catalog: earlier steps have now really run.
-                self.execute(planner.plan(statement), writer)
+                self.execute(self._plan(planner, statement), writer)
             except StreamsqlError as error:
                 raise error.with_source(text)
+
+    @staticmethod
+    def _plan(planner: Planner, statement) -> Step:
+        """The planner's step, or a filtered SHOW listing (runtime/show.py)."""
+        from streamsql.runtime.show import plan_listing
+
+        try:
+            step = plan_listing(statement.expression, planner.catalog)
+        except StreamsqlError as error:
+            error.position = error.position or statement.position
+            raise
+        return step or planner.plan(statement)
 
     def execute(self, step: Step, writer: ResultWriter) -> None:
         """Run a step planned against the live catalog.
@@ -100,32 +114,31 @@ class Engine:
         registered (and stored) the object already.
         """
         if isinstance(step, (DefineStep, DropStep)):
+            writer.info(EXECUTED)
             return
         if isinstance(step, ResultStep):
             if step.columns:
-                writer.begin(step.columns)
-                writer.rows(step.rows)
-                writer.end()
+                writer.table(step.columns, step.rows)
+            else:  # USE, CREATE / DROP DATABASE
+                writer.info(EXECUTED)
+            if getattr(step, "note", None):
+                writer.info(step.note)
         elif isinstance(step, SetStep):
             self._apply_setting(step, writer)
         elif isinstance(step, ExplainStep):
             from streamsql.runtime.explain import explain
 
-            writer.begin(["plan"])
-            writer.rows([(line,) for line in explain(self, step.step)])
-            writer.end()
+            writer.text("plan", explain(self, step.step))
         elif isinstance(step, JobsStep):
             from streamsql.runtime.jobs import COLUMNS
 
-            writer.begin(COLUMNS)
-            writer.rows([record.row() for record in self.jobs_registry.all()])
-            writer.end()
+            writer.table(COLUMNS, [record.row() for record in self.jobs_registry.all()])
         elif isinstance(step, QueryStep):
             self._run_query(step, writer)
-        elif isinstance(step, InsertStep):
-            self._run_inserts([step])
-        elif isinstance(step, StatementSetStep):
-            self._run_inserts(step.inserts)
+        elif isinstance(step, (InsertStep, StatementSetStep)):
+            writer.info(SUBMITTING)
+            self._run_inserts([step] if isinstance(step, InsertStep) else step.inserts)
+            writer.info(UPDATE_DONE)
         elif isinstance(step, StopJobStep):
             record = self.jobs_registry.stop(step.job_id, step.drain)
             if step.drain:
@@ -137,12 +150,20 @@ class Engine:
 
     @property
     def spark(self):
-        if self._spark is None:
-            from streamsql.runtime.session import default_conf, start_session
+        """The SparkSession, started on first use (the shell starts it in a background thread:
+        the lock makes a query typed meanwhile wait for that one)."""
+        with self._spark_lock:
+            if self._spark is None:
+                from streamsql.runtime.session import start_session
 
-            conf = {**default_conf(self.master), **self.settings.spark_conf()}
-            self._spark = start_session(conf, self.remote)
+                self._spark = start_session(self.spark_conf(), self.remote)
         return self._spark
+
+    def spark_conf(self) -> dict[str, str]:
+        """What Spark starts with: streamsql's defaults, then the session's spark.* settings."""
+        from streamsql.runtime.session import default_conf
+
+        return {**default_conf(self.master), **self.settings.spark_conf()}
 
     def stop(self) -> None:
         if self._spark is not None and self._owns_spark:
@@ -162,11 +183,10 @@ class Engine:
 
     def _apply_setting(self, step: SetStep, writer: ResultWriter) -> None:
         if step.key is None:
-            writer.begin(["key", "value"])
-            writer.rows(self.settings.rows())
-            writer.end()
+            writer.table(["key", "value"], self.settings.rows())
             return
         self.settings.set(step.key, step.value)
+        writer.info(RESET_ALL if step.key == "__all__" else SET_DONE if step.value is not None else RESET_DONE)
         if step.key == "table.exec.state.ttl" and step.value is not None:
             self.log("Note: 'table.exec.state.ttl' is not applied yet: Spark has no TTL for SQL state; "
                      "state is bounded by watermarks (windows) or kept for the job's life.")

@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import ctypes.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,13 +86,42 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
         spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
 
         def launch():
-            return launch_gateway(spark_conf, popen_kwargs=_ChainedPreexec(preexec_fn=die_with_parent()))
+            kwargs = _ChainedPreexec(preexec_fn=die_with_parent(), stderr=subprocess.PIPE)
+            return launch_gateway(spark_conf, popen_kwargs=kwargs)
 
         gateway = _in_lasting_thread(launch)
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
     if gateway.proc is not None:
+        if gateway.proc.stderr is not None:
+            forward_stderr(gateway.proc.stderr)
         atexit.register(stop_driver_gateway)
+
+
+# What the JVM and Spark print while starting, with nothing for a person to act on; shown
+# with --verbose (STREAMSQL_VERBOSE) only.
+STARTUP_CHATTER = re.compile(
+    r"^(?:WARNING: Using incubator modules|Setting default log level|To adjust logging level use sc\.setLogLevel"
+    r"|NOTE: SPARK_PREPEND_CLASSES is set)"
+)
+
+
+def forward_stderr(pipe, fd: int = 2) -> threading.Thread:
+    """Copy a child's stderr to file descriptor ``fd`` (ours, which it used to inherit),
+    without Spark's start-up chatter unless verbose."""
+    verbose = bool(os.environ.get("STREAMSQL_VERBOSE"))
+
+    def copy() -> None:
+        for raw in iter(pipe.readline, b""):
+            if verbose or not STARTUP_CHATTER.match(raw.decode("utf-8", "replace")):
+                try:
+                    os.write(fd, raw)
+                except OSError:  # our stderr is gone: keep draining, so the JVM never blocks
+                    pass
+
+    thread = threading.Thread(target=copy, name="streamsql-jvm-stderr", daemon=True)
+    thread.start()
+    return thread
 
 
 def stop_driver_gateway() -> None:

@@ -42,21 +42,63 @@ def _nested(value: Any) -> str:
     return "NULL" if text is None else text
 
 
-class ResultWriter:
-    """Receives a result's column names, then rows in batches, then the end."""
+# What Flink's SQL client says after a statement that returns no rows (CliStrings).
+EXECUTED = "Execute statement succeeded."
+SET_DONE = "Session property has been set."
+RESET_DONE = "Session property has been reset."
+RESET_ALL = "All session properties have been set to their default values."
+SUBMITTING = "Submitting SQL update statement to the cluster..."
+UPDATE_DONE = "Complete execution of the SQL update statement."
 
-    def __init__(self, fmt: str = "table", out: IO[str] | None = None):
+
+MAX_WIDTH_KEY = "sql-client.display.max-column-width"
+
+
+def truncate(value: str | None, width: int | None) -> str | None:
+    """A value cut to ``width`` characters, ending in '...' as Flink's client does."""
+    if value is None or width is None or len(value) <= width:
+        return value
+    return value[: width - 3] + "..." if width > 3 else value[:width]
+
+
+class ResultWriter:
+    """Receives a result's column names, then rows in batches, then the end.
+
+    With ``settings``, table output honours 'sql-client.display.max-column-width'."""
+
+    def __init__(self, fmt: str = "table", out: IO[str] | None = None, settings=None):
         self.fmt = fmt
         self.out = out or sys.stdout
+        self.settings = settings
+        self.max_width: int | None = None
         self.columns: list[str] = []
         self.count = 0
         self._buffer: list[list[str | None]] = []
 
     def begin(self, columns: list[str]) -> None:
+        width = self.settings.get(MAX_WIDTH_KEY) if self.settings is not None else None
+        self.max_width = int(width) if width and width.strip().isdigit() and int(width) > 0 else None
         self.columns = columns
         self.count = 0
         self._buffer = []
         self._header_written = False
+
+    def info(self, message: str) -> None:
+        """A statement's outcome in words ([INFO] in the shell); scripts print results only."""
+
+    def table(self, columns: list[str], rows: list) -> None:
+        """A whole result at once (SHOW, DESCRIBE, SET)."""
+        self.begin(columns)
+        self.rows(rows)
+        self.end()
+
+    def text(self, name: str, lines: list[str]) -> None:
+        """A text (EXPLAIN): as it is in table format, a one-column result ``name`` otherwise."""
+        if self.fmt != "table":
+            self.table([name], [(line,) for line in lines])
+            return
+        self.out.write("".join(f"{line}\n" for line in lines))
+        self.out.flush()
 
     def _header(self) -> None:
         """Written with the first rows (or at the end), so begin() may be called again until then."""
@@ -75,7 +117,7 @@ class ResultWriter:
             for row in rows:
                 self.out.write(json.dumps(dict(zip(self.columns, [_json(v) for v in row])), ensure_ascii=False) + "\n")
         else:
-            self._buffer.extend(formatted)
+            self._buffer.extend([truncate(v, self.max_width) for v in row] for row in formatted)
         self.out.flush()
 
     def end(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamsql.plan.setting_values import CHOICES as _CHOICES
+from streamsql.errors import ValidationError
 from streamsql.plan.setting_values import check_setting
 
 DEFAULTS = {
@@ -35,6 +36,8 @@ class Settings:
                 self._values[key] = DEFAULTS[key]
             return
         check_setting(key, value)
+        if key == "sql-client.display.max-column-width" and not (value.strip().isdigit() and int(value) > 0):
+            raise ValidationError(f"'{key}' must be a positive integer, not '{value}'")
         self._values[key] = value.lower() if key in _CHOICES else value
 
     @property

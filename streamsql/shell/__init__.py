@@ -1,0 +1,1 @@
+"""The interactive shell's parts: completion, result display, client messages."""
