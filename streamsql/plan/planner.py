@@ -53,6 +53,7 @@ from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps 
 from streamsql.plan.temporal import check_temporal_joins
 from streamsql.plan.typecheck import check_types
 from streamsql.plan.udfs import load_function
+from streamsql.plan.inline import hoist_window_inputs
 from streamsql.plan.windows import (
     WindowRelation,
     check_time_attribute,
@@ -72,6 +73,7 @@ class Planner:
         # Derived relations (window TVFs) are numbered per planner, not per query: a query
         # includes its views' plans, and two windows must never share a Spark name.
         self._derived_count = 0
+        self._inline_views: dict[ObjectName, ViewDef] = {}  # subqueries and CTEs a window reads (plan.inline)
         # Paths an INSERT planned earlier in this script writes: reading them later is fine
         # even if they do not exist yet (the INSERT runs first).
         self._written: set[str] = set()
@@ -197,6 +199,7 @@ class Planner:
         schema: dict[str, dict[str, str]] = {}
         relations: dict[str, list[Column]] = {}
         versioned: dict[int, TableDef | ViewDef] = {}  # FROM items with FOR SYSTEM_TIME AS OF
+        hoist_window_inputs(query, self._inline_view)
         rewrite_group_windows(query)
         for select in list(query.find_all(exp.Select)):
             if select.args.get("match") is not None:
@@ -314,8 +317,17 @@ class Planner:
             view.columns = self._view_plans[view.name].columns
         return self._view_plans[view.name]
 
+    def _inline_view(self, body: exp.Query) -> str:
+        """A subquery or CTE a window reads, as a view of this planner's own (its name)."""
+        self._derived_count += 1
+        name = ObjectName(self.catalog.current_database, f"__inline_{self._derived_count}")
+        self._inline_views[name] = ViewDef(name, body.copy(), temporary=True)
+        return name.name
+
     def _relation(self, table: exp.Table) -> TableDef | ViewDef:
         name = object_name(table, self.catalog.current_database)
+        if name in self._inline_views:
+            return self._inline_views[name]
         with reported_at(table):
             obj = self.catalog.get(name)
         if obj is None:
