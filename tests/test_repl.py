@@ -112,6 +112,8 @@ def test_a_live_group_by_in_each_result_mode(shell, tmp_path):
         shell.expect(rf"\+U \| a \| {count + 1}")
         shell.sendintr()
         shell.expect("Query cancelled.")
+        cancelled = shell.before  # what Ctrl-C printed: no traceback, no Java frames
+        assert "Traceback" not in cancelled and "py4j" not in cancelled and "\tat " not in cancelled, cancelled
         shell.expect_exact(PROMPT)
 
 

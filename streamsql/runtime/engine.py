@@ -445,30 +445,10 @@ class Engine:
         return query, observed
 
     def _await(self, query, each_wait=None) -> None:
-        """Wait for a streaming query in short steps, so Ctrl-C and STOP JOB land between
-        py4j calls; each_wait (if given) runs after every step, the last one included."""
-        from streamsql.runtime.drain import drained
-        from streamsql.runtime.jobs import DRAIN, check_stop
+        """Wait for a streaming query in short steps (runtime.waiting)."""
+        from streamsql.runtime.waiting import await_query
 
-        try:
-            while True:
-                finished = query.awaitTermination(0.5)
-                if each_wait is not None:
-                    each_wait()
-                if finished:
-                    break
-                if DRAIN.is_set():
-                    self.drain.release()
-                    if drained(query):
-                        query.stop()
-                        self.log(f"Drained {query.name or 'the query'}: every open window fired.")
-                        break
-                check_stop()
-        except BaseException:  # Ctrl-C or STOP JOB: stop the query cleanly, then pass it on
-            query.stop()
-            raise
-        if query.exception() is not None:
-            raise query.exception()
+        await_query(self, query, each_wait)
 
 
 def _window_identity(window: WindowRelation) -> tuple:
