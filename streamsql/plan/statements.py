@@ -21,11 +21,11 @@ def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
         if kind == "JOBS":
             return JobsStep()
         if kind.startswith("CREATE"):
-            obj = _relation(node.args["target"], catalog)
+            obj = relation(node.args["target"], catalog)
             return ResultStep(["result"], [(to_flink_sql(obj.ddl) + ";",)])
         return ResultStep(*_listing(kind, catalog))
     if isinstance(node, exp.Describe) and isinstance(node.this, exp.Table):
-        return ResultStep(*describe(_relation(node.this, catalog)))
+        return ResultStep(*describe(relation(node.this, catalog)))
     if isinstance(node, exp.Use):
         if node.args.get("kind") and node.args["kind"].name.upper() == "CATALOG":
             if node.this.name != DEFAULT_CATALOG:
@@ -77,7 +77,7 @@ def _listing(kind: str, catalog: Catalog) -> tuple[list[str], list[tuple]]:
     return [f"{kind[:-1].lower()} name"], [(o.name.name,) for o in catalog.objects() if isinstance(o, wanted)]
 
 
-def _relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
+def relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
     with reported_at(table):
         obj = catalog.get(object_name(table, catalog.current_database))
     if obj is None:

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from streamsql.catalog import Catalog
-from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import SHOW_FILTERED, Show
 from streamsql.errors import CatalogError, ValidationError
-from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef, object_name
-from streamsql.plan.statements import describe
+from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef
+from streamsql.plan.statements import describe, relation
 from streamsql.plan.steps import ResultStep
 
 
@@ -35,7 +34,7 @@ def plan_listing(node: exp.Expression, catalog: Catalog) -> ListingStep | None:
         return None
     kind = node.this.name
     if kind == "COLUMNS":
-        columns, rows = describe(_relation(node.args["target"], catalog))
+        columns, rows = describe(relation(node.args["target"], catalog))
         rows = [r for r in rows if not str(r[0]).startswith("WITH '")]
         return ListingStep(columns, _filtered(rows, node))
     if kind == "DATABASES":
@@ -94,11 +93,3 @@ def _elsewhere(kind: str, database: str, wanted: type, catalog: Catalog) -> str:
     first = next(d for d, n in counts.items() if n)
     return (f"Database '{database}' has no {what}; {what} are in {', '.join(others)}: "
             f"SHOW {kind} FROM {first}; or USE {first};")
-
-
-def _relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
-    with reported_at(table):
-        obj = catalog.get(object_name(table, catalog.current_database))
-    if obj is None:
-        raise ValidationError(f"Table or view '{table.sql()}' does not exist")
-    return obj
