@@ -120,3 +120,18 @@ def _plain_top_n(live, limit, with_rank):
         for i, r in enumerate(rows[:limit], 1):
             result.append((r[1], r[2], r[3], i) if with_rank else (r[1], r[2], r[3]))
     return result
+
+
+def test_state_ttl_forgets_a_partition_untouched_for_longer():
+    """'table.exec.state.ttl': a partition's rows expire that long after it last changed
+    (processing time), without output; a later row of it is ranked afresh."""
+    p = {**plan(limit=1, rank=None), "ttl_ms": 1000}
+    columns = ["auction", "price", "name"]
+    state, seq, out = ranking.fold(p, None, 0, pd.DataFrame([(1, 50, "a"), (2, 10, "b")], columns=columns), now_ms=0)
+    state, seq, out = ranking.fold(p, state, seq, pd.DataFrame([(2, 20, "c")], columns=columns), now_ms=900)
+    assert [tuple(r) for r in out.itertuples(index=False)] == [("-U", 2, 10, "b"), ("+U", 2, 20, "c")]
+    # at 1500 auction 1 (last changed at 0) has expired, auction 2 (at 900) has not
+    state, seq, out = ranking.fold(p, state, seq, pd.DataFrame([(1, 5, "d"), (2, 15, "e")], columns=columns),
+                                   now_ms=1500)
+    assert [tuple(r) for r in out.itertuples(index=False)] == [("+I", 1, 5, "d")]
+    assert sorted(state["name"]) == ["c", "d"]

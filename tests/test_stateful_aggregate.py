@@ -79,6 +79,24 @@ def test_decimal_sum_and_avg():
     assert output["s"].dataType == T.DecimalType(38, 2) and output["a"].dataType == T.DecimalType(38, 6)
 
 
+def test_state_ttl_forgets_keys_untouched_for_longer():
+    """'table.exec.state.ttl': a key's accumulators expire that long after its last change
+    (processing time), without output; its next row starts afresh with +I, as in Flink."""
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType())])
+    plan, _ = build_plan(schema, ["k"], [AggSpec("SUM", "v", output_name="s"), AggSpec("MAX", "v", output_name="m")])
+    plan["ttl_ms"] = 1000
+
+    def fold(state, rows, now):
+        state, out = accumulate.fold(plan, state, pd.DataFrame(rows, columns=["k", "v"]), now_ms=now)
+        return state, sorted(tuple(getattr(x, "item", lambda: x)() for x in r) for r in out.itertuples(index=False))
+
+    state, out = fold(None, [("a", 5), ("b", 1)], 0)
+    state, out = fold(state, [("b", 2)], 900)
+    assert out == [("+U", "b", 3, 2), ("-U", "b", 1, 1)]
+    state, out = fold(state, [("a", 7), ("b", 4)], 1500)  # a (last changed at 0) expired; b (at 900) not
+    assert out == [("+I", "a", 7, 7), ("+U", "b", 7, 4), ("-U", "b", 3, 2)]
+
+
 def test_retracting_a_row_never_added_is_ignored():
     schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
                            T.StructField("v", T.IntegerType())])

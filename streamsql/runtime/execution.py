@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from streamsql.errors import ValidationError
-from streamsql.plan.durations import spark_interval
+from streamsql.plan.durations import parse_duration, spark_interval
 from streamsql.plan.steps import InsertStep, QueryPlan, QueryStep, StatementSetStep, Step
 
 
@@ -70,7 +70,8 @@ def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, setting
     root = root or operator_plan(step, settings, check=False).root  # the step's operator plan
     if not runs_on_stateful_operators(root):
         return None
-    stages = compile_query(step.plan, is_bounded)
+    ttl = settings.get("table.exec.state.ttl")
+    stages = compile_query(step.plan, is_bounded, parse_duration(ttl) if ttl else None)
     if stages is not None:
         engine._stages[id(step.plan)] = stages
     return stages

@@ -29,6 +29,7 @@ are folded into one).
 from __future__ import annotations
 
 import decimal
+import time
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,7 @@ import pandas as pd
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 CNT, VAL, MULT = "__cnt", "__v", "__c"
+TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
 ORDER = "__order"
 
 
@@ -57,13 +59,35 @@ def canonical(series: pd.Series, kind: str) -> pd.Series:
     return series
 
 
-def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame) -> tuple[BucketState | None, pd.DataFrame]:
-    """Fold a micro-batch of one bucket into its state: (new state or None when empty, changelog)."""
+def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame,
+         now_ms: int | None = None) -> tuple[BucketState | None, pd.DataFrame]:
+    """Fold a micro-batch of one bucket into its state: (new state or None when empty, changelog).
+    With ``plan["ttl_ms"]`` a key's state expires that long after its last change (processing
+    time, ``now_ms``; Flink's 'table.exec.state.ttl'): it is dropped without output, and a
+    later row of the key starts afresh with ``+I``, as in Flink."""
     with decimal.localcontext(prec=80):  # DECIMAL(38) sums must not round at Python's 28 digits
-        return _fold(plan, state, batch)
+        if plan.get("ttl_ms"):
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            state = _expire(plan, state, now_ms - plan["ttl_ms"])
+        return _fold(plan, state, batch, now_ms)
 
 
-def _fold(plan, state, batch):
+def _expire(plan, state, oldest: int):
+    """The state without the keys last changed before ``oldest``."""
+    if state is None or TOUCHED not in state.acc.columns:
+        return state
+    stale = state.acc[TOUCHED].to_numpy(dtype="float64", na_value=0) < oldest
+    if not stale.any():
+        return state
+    keys = [name for name, _ in plan["keys"]]
+    dead = state.acc.loc[stale, keys].assign(__dead=True)
+    acc = state.acc.loc[~stale].reset_index(drop=True)
+    if acc.empty:
+        return None
+    return BucketState(acc, [_anti_join(ms, dead, keys) for ms in state.multisets])
+
+
+def _fold(plan, state, batch, now_ms=None):
     keys = [name for name, _ in plan["keys"]]
     batch = batch.reset_index(drop=True)
     for name, kind in plan["keys"]:
@@ -78,7 +102,8 @@ def _fold(plan, state, batch):
     merged = old.merge(delta, on=keys, how="outer", suffixes=("", "__d"), indicator=True)
     flag = merged.pop("_merge").to_numpy()
     hit = flag != "left_only"
-    untouched = merged.loc[~hit, keys + acc_cols + out_cols]
+    ttl = [TOUCHED] if plan.get("ttl_ms") else []
+    untouched = merged.loc[~hit, keys + acc_cols + out_cols + ([c for c in ttl if c in merged.columns])]
     t = merged.loc[hit].reset_index(drop=True)
     existed = flag[hit] == "both"
     for col in acc_cols:
@@ -107,6 +132,8 @@ def _fold(plan, state, batch):
     kept = t.loc[alive, keys + acc_cols].copy()
     for i, values in enumerate(new):
         kept[f"__o{i}"] = values[alive]
+    if ttl:
+        kept[TOUCHED] = np.int64(now_ms)
     acc = pd.concat([untouched, kept], ignore_index=True) if len(untouched) else kept.reset_index(drop=True)
     if (~alive).any() and multisets:
         dead = t.loc[~alive, keys].assign(__dead=True)

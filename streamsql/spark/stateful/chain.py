@@ -37,6 +37,7 @@ _VIEWS = itertools.count(1)  # stage views are session-wide temp views: a statem
 @dataclass
 class Stage:
     inputs: list[tuple[str, "Stage"]] = field(default_factory=list)  # (view name, the stage computing it)
+    ttl_ms: int | None = None  # 'table.exec.state.ttl': a key's state expires this long after its last change
 
 
 @dataclass
@@ -65,15 +66,25 @@ class _Unsupported(Exception):
     pass
 
 
-def compile_query(plan, bounded) -> Stage | None:
+def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
     """The stages of a planned query (``QueryPlan``) that needs a stateful operator, or
-    None when a shape is not one streamsql can stream (or nothing stateful is needed)."""
+    None when a shape is not one streamsql can stream (or nothing stateful is needed).
+    ``ttl_ms`` ('table.exec.state.ttl') goes to every stage's operator."""
     if plan.windows:
         return None
     try:
-        return _Compiler(plan, bounded).query(hide_join_times(plan.query, plan, bounded))
+        stage = _Compiler(plan, bounded).query(hide_join_times(plan.query, plan, bounded))
     except _Unsupported:
         return None
+    if stage is not None and ttl_ms:
+        _set_ttl(stage, ttl_ms)
+    return stage
+
+
+def _set_ttl(stage: Stage, ttl_ms: int) -> None:
+    stage.ttl_ms = ttl_ms
+    for _, child in stage.inputs:
+        _set_ttl(child, ttl_ms)
 
 
 class _Compiler:

@@ -41,12 +41,13 @@ BUCKETS_PER_PARTITION = 4
 
 
 def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
-                    buckets: int | None = None, layout: str = "blob") -> DataFrame:
+                    buckets: int | None = None, layout: str = "blob", ttl_ms: int | None = None) -> DataFrame:
     """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
     DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
     insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
     ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``; ``layout`` is how the state
-    is stored (``state_layouts``: 'blob' or 'rows')."""
+    is stored (``state_layouts``: 'blob' or 'rows'); with ``ttl_ms`` a key's state expires that
+    long after its last change (accumulate.fold)."""
     if buckets is None:
         partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
         buckets = BUCKETS_PER_PARTITION * partitions
@@ -62,6 +63,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     if layout not in ("blob", "rows"):
         raise ValueError(f"layout must be 'blob' or 'rows', not {layout!r}")
     plan["layout"] = layout
+    plan["ttl_ms"] = ttl_ms if layout == "blob" else None  # the typed 'rows' layout keeps no change times
     columns = [ROWKIND_COLUMN] if plan["rowkind"] else []
     for name in keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
         if name is not None and name not in columns:

@@ -25,11 +25,13 @@ BUCKETS_PER_PARTITION = 4
 
 
 def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
-         rank_column: str | None, later_wins: bool = False, buckets: int | None = None) -> DataFrame:
+         rank_column: str | None, later_wins: bool = False, buckets: int | None = None,
+         ttl_ms: int | None = None) -> DataFrame:
     """The changelog of ``SELECT data[, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY
     order) AS rank_column] ... WHERE rank_column <= limit`` over ``frame`` (insert-only, or a
     changelog with ``__rowkind``): ``__rowkind``, the ``data`` columns, then the rank number
-    (a BIGINT) when ``rank_column`` is given. ``order`` is (column, descending) pairs."""
+    (a BIGINT) when ``rank_column`` is given. ``order`` is (column, descending) pairs; with
+    ``ttl_ms`` a partition's rows expire that long after it last changed (ranking.fold)."""
     if limit < 1:
         raise ValueError("a Top-N needs N >= 1")
     if buckets is None:
@@ -37,7 +39,7 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     fields = {f.name: f for f in frame.schema.fields}
     plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
             "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,
-            "later_wins": bool(later_wins), "buckets": buckets}
+            "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms}
     stored = ranking._stored_columns(plan)
     columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
     missing = [c for c in columns if c not in fields]

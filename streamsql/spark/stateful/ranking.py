@@ -28,19 +28,29 @@ place (``-U``/``+U``) as Flink's deduplication does.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 SEQ = "__seq"
+TOUCHED = "__t"  # when the row's partition last changed (epoch ms), kept with a state TTL
 RANK = "__rownum"
 
 
-def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFrame
-         ) -> tuple[pd.DataFrame | None, int, pd.DataFrame]:
-    """(new state, new next_seq, changes) for one micro-batch of a bucket."""
+def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFrame,
+         now_ms: int | None = None) -> tuple[pd.DataFrame | None, int, pd.DataFrame]:
+    """(new state, new next_seq, changes) for one micro-batch of a bucket. With
+    ``plan["ttl_ms"]`` a partition's rows expire that long after the partition last changed
+    (processing time, ``now_ms``; Flink's 'table.exec.state.ttl'), without output."""
     columns = _stored_columns(plan)
+    ttl = plan.get("ttl_ms")
+    if ttl:
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        if state is not None and TOUCHED in state.columns:
+            state = state[state[TOUCHED].to_numpy(dtype="float64", na_value=0) >= now_ms - ttl]
     if plan["rowkind"]:
         adds_mask = batch[ROWKIND].isin(ADDS).to_numpy()
         adds, retracts = batch[adds_mask], batch[~adds_mask]
@@ -61,6 +71,8 @@ def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFr
     new_top = _ranked(plan, candidates)
     changes = _diff(plan, old_top, new_top)
     survivors = candidates if plan["rowkind"] else new_top.drop(columns=[RANK])
+    if ttl:
+        survivors = survivors.assign(**{TOUCHED: np.int64(now_ms)})
     state = pd.concat([rest, survivors], ignore_index=True) if len(rest) else survivors.reset_index(drop=True)
     return (state if len(state) else None), next_seq, changes
 

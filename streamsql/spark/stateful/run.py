@@ -20,18 +20,18 @@ def stage_frame(spark, stage: Stage, to_sql):
     for view, child in stage.inputs:
         stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
     if isinstance(stage, AggregateStage):
-        return aggregate_frame(spark, stage.split, to_sql)
+        return aggregate_frame(spark, stage.split, to_sql, stage.ttl_ms)
     if isinstance(stage, RankStage):
         source = spark.sql(to_sql(stage.input_query))
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
-                      stage.later_wins)
+                      stage.later_wins, ttl_ms=stage.ttl_ms)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")
 
 
-def aggregate_frame(spark, split: AggregateSplit, to_sql):
+def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = None):
     """The changelog DataFrame of a split GROUP BY: ``__rowkind`` first, then its columns."""
     from streamsql.spark.stateful.group_aggregate import group_aggregate
     from streamsql.spark.stateful.specs import AggSpec
@@ -42,7 +42,8 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql):
                 f"__f{i}" if call.condition is not None else None, f"__a{i}")
         for i, call in enumerate(split.calls)
     ]
-    return _read_through(spark, group_aggregate(source, split.keys, specs), AGGREGATED, split.output_query, to_sql)
+    aggregated = group_aggregate(source, split.keys, specs, ttl_ms=ttl_ms)
+    return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
 
 
 def _read_through(spark, frame, alias: str, output: exp.Select, to_sql):
