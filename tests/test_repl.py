@@ -201,15 +201,21 @@ def test_completion_in_context(shell, tmp_path):
 def test_a_live_table_shows_its_newest_rows_and_a_status_line(shell, tmp_path):
     source = tmp_path / "many"
     write(source / "1.csv", "".join(f"{i}\n" for i in range(200)))
-    submit(shell, f"CREATE TEMPORARY TABLE many (n BIGINT) WITH ('connector' = 'filesystem', "
+    submit(shell, f"CREATE TEMPORARY TABLE many (n BIGINT, ts AS TIMESTAMP '2026-01-01 12:00:41',"
+                  f" WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', "
                   f"'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1 second');")
     shell.expect_exact(PROMPT)
     submit(shell, "SELECT n * 10 AS tenfold FROM many;")
     shell.expect(r"\b1990\b")  # the newest row is on screen, above the status line
-    shell.expect(r"rows: newest \d+ of 200 · changes: 200")
+    shell.expect(r"rows: \d+-200 of 200 \(newest\) · PgUp/PgDn · changes: 200")
+    shell.send("\x1b[5~")  # PgUp: older rows, the status line says which
+    shell.expect(r"rows: \d+-\d+ of 200 · PgUp/PgDn")
+    shell.send("\x1b[6~")  # PgDn: back to the newest
+    shell.expect(r"rows: \d+-200 of 200 \(newest\)")
     write(source / "2.csv", "777\n")
     shell.expect(r"\b7770\b")
-    shell.expect(r"rows: newest \d+ of 201 · changes: 201")
+    shell.expect(r"rows: \d+-201 of 201 \(newest\) · PgUp/PgDn · changes: 201")
+    shell.expect(r"watermark 12:00:41 · updated")  # the query's watermark, once Spark reports it
     shell.sendintr()
     shell.expect("Query cancelled.")
     shell.expect_exact(PROMPT)

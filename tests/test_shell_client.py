@@ -199,10 +199,21 @@ def test_the_table_mode_shows_the_newest_rows_and_a_status_line():
     writer.rows([(i, f"row {i}") for i in range(40)])
     screen = out.getvalue()
     assert "row 39" in screen and "row 10 " not in screen
-    assert "rows: newest 7 of 40 · changes: 40 · 20 rows/s" in screen
-    writer.close()  # cancelled: the newest rows stay on screen, the live view goes
+    assert "rows: 34-40 of 40 (newest) · PgUp/PgDn · changes: 40 · 20 rows/s" in screen
+    writer.scroll(7)  # PgUp: the 7 rows before
+    paged = out.getvalue()[len(screen):]
+    assert "row 26" in paged and "row 32" in paged and "row 33" not in paged and "rows: 27-33 of 40 ·" in paged
+    writer.scroll(100)  # no further back than the first rows
+    assert "rows: 1-7 of 40 ·" in out.getvalue()[len(screen) + len(paged):]
+    writer.scroll(-100)  # back to the newest
+    screen = out.getvalue()
+    assert screen.rstrip().endswith("Ctrl-C stops") and "34-40 of 40 (newest)" in screen[-300:]
+    writer.note_watermark("2026-01-01T12:00:41.000Z")  # by the engine, while it waits on the query
+    assert "· watermark 12:00:41 · updated" in out.getvalue()[len(screen):]
+    screen = out.getvalue()
+    writer.close()  # cancelled: the rows on screen stay, the live view goes
     left = out.getvalue()[len(screen):]
-    assert "row 39" in left and "row 32" not in left and "newest 7 of 40" in left
+    assert "row 39" in left and "row 32" not in left and "34-40 of 40 (newest)" in left
 
 
 def test_the_table_mode_applies_a_changelog():

@@ -342,7 +342,7 @@ class Engine:
             elif self.remote:
                 self._follow_memory_sink(query, writer)
             else:
-                self._await(query)
+                self._await(query, lambda: _show_watermark(writer, query))
         except StreamsqlError:
             raise
         except Exception as error:  # Spark and py4j errors carry Java traces: reduce them.
@@ -450,6 +450,13 @@ class Engine:
         from streamsql.runtime.waiting import await_query
 
         await_query(self, query, each_wait)
+
+
+def _show_watermark(writer: ResultWriter, query) -> None:
+    """A live result's status line shows the query's watermark, when it has one."""
+    if hasattr(writer, "note_watermark"):
+        watermark = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
+        writer.note_watermark(watermark if watermark and not watermark.startswith("1970") else None)
 
 
 def _window_identity(window: WindowRelation) -> tuple:

@@ -8,6 +8,9 @@ before the first row, so an error never follows an empty table box.
 
 from __future__ import annotations
 
+import os
+import select
+import threading
 import time
 
 from rich.console import Console, Group
@@ -29,6 +32,10 @@ class LiveResult(ResultWriter):
         self._live: Live | None = None
         self._started = self._refreshed = clock()
         self.changes = 0
+        self.offset = 0  # rows back from the newest (PgUp/PgDn, arrows)
+        self.watermark: str | None = None  # the query's, set by the engine as it waits (ISO 8601)
+        self._lock = threading.RLock()  # rows arrive on Spark's thread, keys on the reader's
+        self._keys: KeyReader | None = None
 
     def info(self, message: str) -> None:
         self.close()
@@ -105,28 +112,60 @@ class LiveResult(ResultWriter):
         self.count = len(self._buffer)
 
     def _show(self) -> None:
-        if self._live is None:
-            self._live = Live(self._view(), console=self.console, auto_refresh=False, transient=True)
-            self._live.start(refresh=True)
-        else:
-            self._live.update(self._view(), refresh=True)
+        with self._lock:
+            if self._live is None:
+                self._live = Live(self._view(), console=self.console, auto_refresh=False, transient=True)
+                self._live.start(refresh=True)
+                self._keys = KeyReader.start(self.console, self.scroll)
+            else:
+                self._live.update(self._view(), refresh=True)
+
+    @property
+    def _room(self) -> int:
+        return max(3, self.console.size.height - 7)
+
+    def note_watermark(self, watermark: str | None) -> None:
+        """The query's watermark (ISO 8601), shown in the status line from now on."""
+        with self._lock:
+            if watermark != self.watermark:
+                self.watermark = watermark
+                if self._live is not None:
+                    self._live.update(self._view(), refresh=True)
+
+    def scroll(self, rows: int) -> None:
+        """Page back (rows > 0) toward older rows or forward toward the newest."""
+        with self._lock:
+            self.offset = min(max(0, self.offset + rows), max(0, len(self._buffer) - self._room))
+            if self._live is not None:
+                self._live.update(self._view(), refresh=True)
 
     def _view(self) -> Group:
-        """The newest rows that fit the screen, and the status line under them."""
-        room = max(3, self.console.size.height - 7)
-        shown = self._buffer[-room:]
-        return Group(render_table(self._visible_columns, shown), Text(self.status(len(shown)), style="dim"))
+        """The rows that fit the screen (the newest, unless paged back), and the status line."""
+        room = self._room
+        end = len(self._buffer) - min(self.offset, max(0, len(self._buffer) - room))
+        first = max(0, end - room)
+        shown = self._buffer[first:end]
+        return Group(render_table(self._visible_columns, shown), Text(self.status(first, end), style="dim"))
 
-    def status(self, shown: int) -> str:
+    def status(self, first: int, end: int) -> str:
         elapsed = max(self._refreshed - self._started, 1e-9)
-        window = f"newest {shown} of {self.count}" if shown < self.count else f"{self.count}"
+        if end - first < self.count:
+            newest = " (newest)" if end == self.count else ""
+            window = f"{first + 1}-{end} of {self.count}{newest} · PgUp/PgDn"
+        else:
+            window = f"{self.count}"
+        watermark = f"watermark {self.watermark[11:19]} · " if self.watermark else ""
         return (f"rows: {window} · changes: {self.changes} · {self.changes / elapsed:,.0f} rows/s · "
-                f"updated {time.strftime('%H:%M:%S')} · Ctrl-C stops")
+                f"{watermark}updated {time.strftime('%H:%M:%S')} · Ctrl-C stops")
 
     def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        with self._lock:
+            if self._keys is not None:
+                self._keys.stop()
+                self._keys = None
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
 
     # -- changelog and tableau ---------------------------------------------------------
 
@@ -150,3 +189,62 @@ class LiveResult(ResultWriter):
     @property
     def _visible_columns(self) -> list[str]:
         return self.columns[1:] if self._has_kinds else self.columns
+
+
+class KeyReader:
+    """PgUp/PgDn (and the arrows, a row at a time) while a live table shows: a thread reads
+    the terminal in cbreak mode (Ctrl-C still interrupts), until stopped."""
+
+    KEYS = {b"\x1b[5~": "page_up", b"\x1b[6~": "page_down", b"\x1b[A": "up", b"\x1b[B": "down"}
+
+    def __init__(self, fd: int, scroll, page: int, saved):
+        self.fd, self.scroll, self.page, self.saved = fd, scroll, page, saved
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="streamsql-keys", daemon=True)
+
+    @classmethod
+    def start(cls, console: Console, scroll) -> "KeyReader | None":
+        import sys
+        import termios
+        import tty
+
+        try:
+            fd = sys.stdin.fileno()
+            if not os.isatty(fd) or not console.is_terminal:
+                return None
+            saved = termios.tcgetattr(fd)
+            tty.setcbreak(fd)
+        except (OSError, ValueError, termios.error):
+            return None
+        reader = cls(fd, scroll, max(3, console.size.height - 7), saved)
+        reader.thread.start()
+        return reader
+
+    def _run(self) -> None:
+        pending = b""
+        while not self.done.is_set():
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                pending += os.read(self.fd, 16)
+            except OSError:
+                return
+            for sequence, action in self.KEYS.items():
+                while sequence in pending:
+                    pending = pending.replace(sequence, b"", 1)
+                    step = {"page_up": self.page, "page_down": -self.page, "up": 1, "down": -1}[action]
+                    self.scroll(step)
+            if len(pending) > 8 or (pending and not pending.startswith(b"\x1b")):
+                pending = b""
+
+    def stop(self) -> None:
+        import termios
+
+        self.done.set()
+        if threading.current_thread() is not self.thread:
+            self.thread.join(1)
+        try:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+        except termios.error:
+            pass
