@@ -177,6 +177,10 @@ def _run(args) -> int:
         add_search_path(path.parent)
     add_search_path(Path.cwd())
     engine = _engine(args)
+    if sys.stderr.isatty():  # a transient line while Spark starts (the results go to stdout)
+        from rich.console import Console
+
+        engine.spark_starting = lambda target: Console(stderr=True).status(f"Starting Spark ({target})…")
     from streamsql.runtime.jobs import StopRequested, install_stop_handler, stop_requested
 
     install_stop_handler()

@@ -219,3 +219,22 @@ def test_a_live_table_shows_its_newest_rows_and_a_status_line(shell, tmp_path):
     shell.sendintr()
     shell.expect("Query cancelled.")
     shell.expect_exact(PROMPT)
+
+
+@pytest.mark.spark
+def test_run_on_a_terminal_says_while_spark_starts(tmp_path):
+    """`streamsql run` on a terminal shows a transient line while Spark starts; its results
+    are the same as when piped."""
+    import pexpect
+
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TERM="xterm")
+    child = pexpect.spawn(sys.executable, [str(ROOT / "cli.py"), "run", "--format", "csv", "-e", "SELECT 41 + 1 AS answer"],
+                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=240, dimensions=(24, 100))
+    try:
+        child.expect("Starting Spark \\(local")
+        child.expect("answer")
+        child.expect("42")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -7,8 +7,10 @@ stored. Spark starts only when a statement needs it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import Callable, ContextManager
 import tempfile
 import threading
 from pathlib import Path
@@ -58,6 +60,8 @@ class Engine:
         self._spark = spark
         self._spark_lock = threading.Lock()
         self._owns_spark = spark is None
+        # What shows while Spark starts (`run` on a terminal: a transient status line).
+        self.spark_starting: Callable[[str], ContextManager] = lambda target: contextlib.nullcontext()
         self._stages: dict[int, object] = {}  # plan id -> the stateful stages it streams with (spark.stateful.chain)
         self.drain = DrainSources()
 
@@ -156,7 +160,9 @@ class Engine:
             if self._spark is None:
                 from streamsql.runtime.session import start_session
 
-                self._spark = start_session(self.spark_conf(), self.remote)
+                conf = self.spark_conf()
+                with self.spark_starting(self.remote or conf.get("spark.master", "local[*]")):
+                    self._spark = start_session(conf, self.remote)
         return self._spark
 
     def spark_conf(self) -> dict[str, str]:
