@@ -238,3 +238,21 @@ def test_run_on_a_terminal_says_while_spark_starts(tmp_path):
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_the_shell_heads_an_unnamed_column_with_its_expression(run):
+    """Through the engine: a writer that shows labels (the shell's) gets `v * 2`, a plain one
+    (run --format csv) Flink's EXPR$0."""
+    import io
+
+    from streamsql.runtime.results import ResultWriter
+
+    class Labelled(ResultWriter):
+        shows_labels = True
+
+    labelled, plain = io.StringIO(), io.StringIO()
+    sql = "SELECT v * 2, v FROM (VALUES (1), (2)) AS t(v)"
+    run.engine.run_script(sql, Labelled("csv", labelled))
+    run.engine.run_script(sql, ResultWriter("csv", plain))
+    assert labelled.getvalue().splitlines()[0] == "v * 2,v"
+    assert plain.getvalue().splitlines()[0] == "EXPR$0,v"

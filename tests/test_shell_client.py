@@ -315,3 +315,11 @@ def test_spark_start_up_chatter_is_filtered(tmp_path, monkeypatch):
         os.close(write)
         thread.join(10)
     assert out.read_text() == "26/01/01 10:00:00 ERROR SparkContext: a real problem\n"
+
+
+def test_unnamed_columns_keep_flinks_names_and_carry_their_expression_as_a_label():
+    from tests.test_operator_plan import steps
+
+    plan = steps("SELECT price + 1, auction, UPPER(channel) FROM bid;")[-1].plan
+    assert [c.name for c in plan.columns] == ["EXPR$0", "auction", "EXPR$2"]  # Flink's names (INSERT, views)
+    assert plan.labels == ["price + 1", "auction", "UPPER(channel)"]  # what the shell heads them with

@@ -213,7 +213,7 @@ class Planner:
                 continue
             self._bind_relation(table, plan, schema, relations, versioned)
         self._bind_functions(query, plan)
-        _name_projections(query)
+        labels = _name_projections(query)
         try:
             qualified = qualify(
                 query, schema=schema, dialect=Flink, quote_identifiers=False,
@@ -230,6 +230,7 @@ class Planner:
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
         uniquify_names(plan.columns)
+        plan.labels = [labels.get(i, c.name) for i, c in enumerate(plan.columns)]
         return plan
 
     def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict, versioned: dict) -> None:
@@ -399,13 +400,19 @@ def _merge(into: list, items: list) -> None:
             into.append(item)
 
 
-def _name_projections(query: exp.Query) -> None:
-    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position)."""
+def _name_projections(query: exp.Query) -> dict[int, str]:
+    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position). Returns, for
+    the query's own SELECT, each unnamed expression as written (by position): the shell
+    shows that as the column's header."""
+    labels: dict[int, str] = {}
     for select in query.find_all(exp.Select):
         for index, projection in enumerate(select.expressions):
             if isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
                 continue
+            if select is query:
+                labels[index] = projection.sql(dialect=Flink)
             projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
+    return labels
 
 
 def _resolution_error(error: OptimizeError) -> ValidationError:

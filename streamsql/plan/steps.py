@@ -21,6 +21,7 @@ class QueryPlan:
     # Views and window relations by Spark name, each after the relations it reads.
     derived: dict[str, exp.Query | WindowRelation] = field(default_factory=dict)
     functions: list[PythonFunction] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # headers to show: an unnamed expression as written
 
     @property
     def windows(self) -> list[WindowRelation]:

@@ -333,6 +333,8 @@ class Engine:
 
         plan = step.plan
         names = [c.name for c in plan.columns]
+        if getattr(writer, "shows_labels", False) and len(plan.labels) == len(names):
+            names = list(plan.labels)  # the shell heads `SELECT a + 1` with `a + 1`, not EXPR$0
         streaming = streams(self, step)
         if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]

@@ -23,6 +23,7 @@ class LiveResult(ResultWriter):
     """Shows a result as it arrives: an updating table, a changelog, or tableau rows."""
 
     handles_row_kinds = True  # it prints the op column itself in changelog mode
+    shows_labels = True  # an unnamed column is headed by its expression, not Flink's EXPR$n
 
     def __init__(self, console: Console, mode: str, settings=None, clock=time.monotonic):
         super().__init__("table", console.file, settings)
