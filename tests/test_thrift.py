@@ -49,10 +49,15 @@ CREATE TABLE shop.big_orders (id BIGINT, item STRING, amount DECIMAL(21, 2))
     try:
         lines = [server.stdout.readline() for _ in range(2)]
         assert lines[1].startswith("JDBC/ODBC"), "".join(lines) + server.stdout.read()
+        # Keep reading what the server prints: a full pipe would block its writes (and its shutdown).
+        import threading
+
+        later: list[str] = []
+        threading.Thread(target=lambda: later.extend(server.stdout), daemon=True).start()
         jvms = jvm_children(server.pid)
         yield tmp, thrift
         server.send_signal(signal.SIGTERM)
-        assert server.wait(60) == 0
+        assert server.wait(60) == 0, "".join(later[-40:])
         assert gone_within([p.pid for p in jvms], 5) == [], jvms
     finally:
         if server.poll() is None:
