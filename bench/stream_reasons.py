@@ -23,7 +23,8 @@ BOOKKEEPING = ("queryPlanning", "latestOffset", "getBatch", "walCommit", "commit
 
 
 def reason(query: str, report: dict, source_seconds: float | None = None) -> str:
-    """One line: where the query's time went, the largest share first."""
+    """One line: where the query's time went (``source_seconds``: what generating the events it
+    read costs, from q0)."""
     durations = report.get("durations_ms") or {}
     total = report["seconds"]
     batches = max(1, report.get("batches", 1))
@@ -38,7 +39,7 @@ def reason(query: str, report: dict, source_seconds: float | None = None) -> str
         parts.append(f"no state: operators {execute:.1f} s of {total:.1f} s")
     if source_seconds and query != "q0":
         reads = report.get("input_rows", 0) / max(1, report.get("events", 1))
-        parts.append(f"generating the events ≈ {min(execute, source_seconds * reads):.1f} s of that"
+        parts.append(f"generating the events ≈ {min(execute, source_seconds):.1f} s of that"
                      + (f" (the source is read {reads:.0f}x)" if reads > 1.5 else ""))
     elif query == "q0":
         parts.append("this is the source itself: the events generated in Python workers (numpy to Arrow to the JVM)")
