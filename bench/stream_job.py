@@ -1,12 +1,15 @@
 """One measured streaming job in a fresh process: a Nexmark query through streamsql's
-streaming operators on an unbounded `nexmark` source, stopped after a fixed event count.
+streaming operators on unbounded input, stopped after a fixed event count.
 
-The catalog's `events` table is Flink Nexmark's (bench/streaming.py writes it) without
-'events.num', so the query runs as a stream (Spark Structured Streaming, streamsql's stateful
-operators where Spark has none), `source.max-rows-per-batch` events a micro-batch, one
-micro-batch right after another. A listener on Spark's streaming progress records every
-micro-batch: when every query has read --events events, the time is taken and the job
-stopped. Prints one JSON line: seconds (Spark already up), events read, micro-batches, peak
+Two sources (bench/streaming.py writes the catalogs): `--source nexmark`, the catalog's
+`events` table is Flink Nexmark's without 'events.num', read `source.max-rows-per-batch`
+events a micro-batch; `--source files`, person/auction/bid are watched directories of the
+benchmark's CSV files ('source.monitor-interval'), a file a micro-batch. Either way the query
+runs as a stream (Spark Structured Streaming, streamsql's stateful operators where Spark has
+none), one micro-batch right after another. A listener on Spark's streaming progress records
+every micro-batch: the job is stopped when every query has read --events events (nexmark:
+the source's offset) or has read every file (files: the query goes idle; the time is the
+end of its last micro-batch). Prints one JSON line: seconds (Spark already up), events read, micro-batches, peak
 state (the largest sum over the query's state operators of `memoryUsedBytes` and
 `numRowsTotal` in any progress report), the checkpoint's state files at the end, and what
 streamsql logged. A query streamsql refuses or fails on is reported as {"error": "..."}.
@@ -38,15 +41,18 @@ def main() -> None:
     parser.add_argument("--query", required=True)
     parser.add_argument("--catalog", required=True)
     parser.add_argument("--events", type=int, required=True)
+    parser.add_argument("--source", choices=["nexmark", "files"], default="nexmark")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900, help="stop and report after this many seconds")
     args = parser.parse_args()
 
     from streamsql.runtime.session import default_conf, start_session
 
-    spark = start_session(default_conf(f"local[{args.cores}]"))
+    conf = default_conf(f"local[{args.cores}]")
+    conf["spark.sql.streaming.noDataProgressEventInterval"] = "50ms"  # tells at once that the files are read
+    spark = start_session(conf)
     spark.range(1).count()
-    watch = Watch(spark, args.events)
+    watch = Watch(spark, args.events, until_idle=args.source == "files")
     spark.streams.addListener(watch.listener())
     checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-stream-bench-"))
     notes: list[str] = []
@@ -94,9 +100,9 @@ def run_streamsql(spark, query: str, catalog: str, checkpoint: str, log) -> None
 class Watch:
     """Every micro-batch's progress; stops the queries once each has read ``events`` events."""
 
-    def __init__(self, spark, events: int):
-        self.spark, self.events = spark, events
-        self.started = self.finished = None
+    def __init__(self, spark, events: int, until_idle: bool):
+        self.spark, self.events, self.until_idle = spark, events, until_idle
+        self.started = self.finished = self.last = None
         self.read: dict[str, int] = {}  # query id -> events read (the nexmark source's offset)
         self.batches = self.input_rows = 0
         self.peak_bytes = self.peak_rows = 0
@@ -119,7 +125,7 @@ class Watch:
                 watch.progress(event.progress)
 
             def onQueryIdle(self, event):
-                pass
+                watch.idle()
 
             def onQueryTerminated(self, event):
                 pass
@@ -131,6 +137,7 @@ class Watch:
         offsets = [_row_offset(source.endOffset) for source in progress.sources]
         offsets = [offset for offset in offsets if offset is not None]
         with self.lock:
+            self.last = now
             if progress.numInputRows or offsets:
                 self.batches += 1
             self.input_rows += progress.numInputRows
@@ -144,6 +151,14 @@ class Watch:
                 self.read[str(progress.id)] = min(offsets)
             if self.read and all(read >= self.events for read in self.read.values()) and not self.done.is_set():
                 self.finished = now
+                self.done.set()
+
+    def idle(self) -> None:
+        """No new input (a single query: the benchmark's files are all read)."""
+        with self.lock:
+            if self.until_idle and self.batches and not self.done.is_set():
+                self.finished = self.last
+                self.read["files"] = self.events
                 self.done.set()
 
     def stop_when_done(self, timeout: float) -> None:

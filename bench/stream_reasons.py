@@ -4,7 +4,8 @@ bench/stream_job.py sums each micro-batch's phases (Spark's `durationMs`: `addBa
 query's operators on the batch; `queryPlanning`, `latestOffset`, `getBatch`, `walCommit`,
 `commitOffsets` are the micro-batch's bookkeeping) and names the state operators. The time
 before the first micro-batch ends is the query's start (planning, the state store, Python
-workers). q0 (a projection of the source) measures the source: generating the events.
+workers). q0 (a projection of the source) measures the source: reading the CSV files, or
+generating the events.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ OPERATORS = {
 BOOKKEEPING = ("queryPlanning", "latestOffset", "getBatch", "walCommit", "commitOffsets")
 
 
-def reason(query: str, report: dict, source_seconds: float | None = None) -> str:
+SOURCES = {
+    "files": "the source alone: Spark's CSV reader, a file a micro-batch",
+    "nexmark": "the source alone: the events generated in Python workers (numpy to Arrow to the JVM)",
+}
+
+
+def reason(query: str, report: dict, source_seconds: float | None = None, source: str = "files") -> str:
     """One line: where the query's time went (``source_seconds``: what generating the events it
     read costs, from q0)."""
     durations = report.get("durations_ms") or {}
@@ -39,10 +46,10 @@ def reason(query: str, report: dict, source_seconds: float | None = None) -> str
         parts.append(f"no state: operators {execute:.1f} s of {total:.1f} s")
     if source_seconds and query != "q0":
         reads = report.get("input_rows", 0) / max(1, report.get("events", 1))
-        parts.append(f"generating the events ≈ {min(execute, source_seconds):.1f} s of that"
+        parts.append(f"reading the input ≈ {min(execute, source_seconds):.1f} s of that"
                      + (f" (the source is read {reads:.0f}x)" if reads > 1.5 else ""))
     elif query == "q0":
-        parts.append("this is the source itself: the events generated in Python workers (numpy to Arrow to the JVM)")
+        parts.append(SOURCES[source])
     parts.append(f"micro-batch bookkeeping {bookkeeping:.1f} s ({bookkeeping / batches:.2f} s a batch)")
     parts.append(f"start to first batch {max(0.0, total - run):.1f} s")
     return "; ".join(parts)

@@ -1,20 +1,23 @@
 """Streaming Nexmark benchmark: streamsql's streaming operators against Flink's streaming mode.
 
-    python bench/streaming.py                          # 1,000,000 events, q0-q23
+    python bench/streaming.py --with-flink             # 1,000,000 events, q0-q23, beside Flink 2.3
     python bench/streaming.py --events 100000 --queries q4,q9,q15
-    python bench/streaming.py --with-flink             # also Apache Flink 2.3 (target/flink-venv)
+    python bench/streaming.py --source nexmark         # streamsql on the nexmark generator
 
-streamsql reads an unbounded `nexmark` table (Flink Nexmark's DDL, catalog/nexmark/events.sql,
-without 'events.num') as a stream, `--batch-rows` events a micro-batch, through Spark's
-native streaming operators and streamsql's stateful ones, into the query's blackhole sink;
-each query runs in a fresh process (bench/stream_job.py), stopped once it has read
---events events. Flink runs the same query file in its streaming mode (PyFlink's local
-mini-cluster, bench/flink_job.py) on the same cores over the same events: the generator
-behind the `nexmark` table writes them once as CSV files (bench/data.py) and Flink reads
-those (apache-flink from PyPI has no Nexmark source), to their end; a query streamsql refuses
-is not run on Flink. Prints a table:
-events/s of each, the ratio, streamsql's peak state and memory, and for a query below 1.0x
-what its measurements say bounds it. JSON in target/bench/streaming.json.
+Each query runs in a fresh process (bench/stream_job.py) as a stream on unbounded input, through
+Spark's native streaming operators and streamsql's stateful ones, into its blackhole table, one
+micro-batch right after another, and is stopped once it has read --events events. Its input:
+`--source files` (the default), the N events written once as CSV files by the generator behind
+the `nexmark` table (bench/data.py), read as watched directories a file a micro-batch: the
+same files Flink reads. `--source nexmark`: an unbounded `nexmark` table (Flink Nexmark's DDL,
+catalog/nexmark/events.sql, without 'events.num'), `--batch-rows` events a micro-batch; the
+events are the same, generated in Spark's Python workers as the query runs.
+Flink (`--with-flink`) runs the same query file in its streaming mode (PyFlink's local
+mini-cluster, bench/flink_job.py) on the same cores over those CSV files, to their end
+(apache-flink from PyPI has no Nexmark source); a query streamsql refuses is not run on Flink.
+Prints a table: events/s of each, the ratio, streamsql's peak state and memory, failures and
+refusals in one line each, and for a query below 1.0x what its measurements say bounds it.
+JSON in target/bench/streaming.json.
 """
 
 from __future__ import annotations
@@ -43,27 +46,33 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--queries", default=",".join(QUERIES))
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--batch-rows", type=int, default=250_000, help="events per micro-batch ('source.max-rows-per-batch')")
+    parser.add_argument("--source", choices=["files", "nexmark"], default="files",
+                        help="streamsql reads Flink's CSV files (watched directories) or the nexmark generator")
+    parser.add_argument("--batch-rows", type=int, default=250_000, help="nexmark: events per micro-batch ('source.max-rows-per-batch')")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before a streamsql query is stopped and reported")
     parser.add_argument("--with-flink", action="store_true", help="also run Apache Flink (pip-installed into target/flink-venv)")
     parser.add_argument("--out", default=str(ROOT / "target" / "bench" / "streaming.json"))
+    parser.add_argument("--work", default=str(ROOT / "target" / "bench"), help="where the files and catalogs go")
     parser.add_argument("--merge", action="store_true", help="re-measure --queries into the existing --out file")
     args = parser.parse_args()
 
-    work = ROOT / "target" / "bench"
-    batch_rows = min(args.batch_rows, args.events)
-    catalog = stream_catalog(work / f"stream-catalog-{batch_rows}", batch_rows)
-    flink = run._flink_python(work) if args.with_flink else None
+    work = Path(args.work)
+    batch_rows = min(args.batch_rows, args.events) if args.source == "nexmark" else data.FILE_ROWS
+    flink = run._flink_python(ROOT / "target" / "bench") if args.with_flink else None
     files = work / f"data-{args.events}"
-    if flink:
+    if flink or args.source == "files":
         data.generate_files(files, args.events)
+    if args.source == "files":
+        catalog = files_catalog(work / f"stream-catalog-files-{args.events}", files)
+    else:
+        catalog = stream_catalog(work / f"stream-catalog-{batch_rows}", batch_rows)
 
     rows = []
     for query in args.queries.split(","):
-        row = {"query": query, "events": args.events, "batch_rows": batch_rows}
+        row = {"query": query, "events": args.events, "batch_rows": batch_rows, "source": args.source}
         refused = plan_check(query, catalog)
         row["streamsql"] = {"error": refused} if refused else run.measure([sys.executable, str(BENCH / "stream_job.py"), "--query", query,
-                                        "--catalog", str(catalog), "--events", str(args.events),
+                                        "--catalog", str(catalog), "--events", str(args.events), "--source", args.source,
                                         "--cores", str(args.cores), "--timeout", str(args.timeout)])
         if flink and not refused:
             row["flink"] = run.measure([flink, str(BENCH / "flink_job.py"), "--query", query, "--data", str(files),
@@ -71,7 +80,8 @@ def main() -> int:
         rows.append(row)
         print(_line(row), file=sys.stderr)
 
-    result = {"machine": run._machine(args.cores), "events": args.events, "batch_rows": batch_rows, "queries": rows}
+    result = {"machine": run._machine(args.cores), "events": args.events, "batch_rows": batch_rows,
+              "source": args.source, "queries": rows}
     if args.merge and Path(args.out).exists():
         previous = json.loads(Path(args.out).read_text())
         fresh = {row["query"]: row for row in rows}
@@ -95,6 +105,18 @@ def stream_catalog(directory: Path, batch_rows: int) -> Path:
     (database / "events.sql").write_text(events)
     for view in ("person", "auction", "bid"):
         (database / f"{view}.sql").write_text((NEXMARK / f"{view}.sql").read_text())
+    (database / "side_input.sql").write_text(data.side_input_ddl())
+    return directory
+
+
+def files_catalog(directory: Path, files: Path) -> Path:
+    """A catalog whose person/auction/bid are watched directories of the benchmark's CSV files
+    (unbounded: 'source.monitor-interval'), read a file a micro-batch."""
+    database = directory / "nexmark"
+    database.mkdir(parents=True, exist_ok=True)
+    for kind in data.KINDS:
+        ddl = data.table_ddl(kind, files / kind, "'source.max-files-per-batch' = '1'", "'source.monitor-interval' = '1 s'")
+        (database / f"{kind}.sql").write_text(ddl)
     (database / "side_input.sql").write_text(data.side_input_ddl())
     return directory
 
@@ -176,11 +198,11 @@ def render(result: dict) -> str:
             notes.append(f"- {row['query']} on Flink: {theirs['error']}")
         if ratio is not None and ratio < 1.0:
             generating = source * mine.get("input_rows", 0) if source else None
-            notes.append(f"- {row['query']} ({ratio:.2f}x): {reason(row['query'], mine, generating)}")
+            notes.append(f"- {row['query']} ({ratio:.2f}x): {reason(row['query'], mine, generating, result.get('source', 'nexmark'))}")
     machine = result["machine"]
     lines += ["", f"Machine: {machine['cpu']}, {machine['cores_used']} of {machine['cores']} cores used, "
-                  f"{machine['memory_gb']} GB RAM, Python {machine['python']}; {result['events']:,} events, "
-                  f"{result['batch_rows']:,} a micro-batch. Ratio: streamsql's events/s / Flink's (above 1: streamsql is faster)."]
+                  f"{machine['memory_gb']} GB RAM, Python {machine['python']}; {result['events']:,} events, {_source(result)}. "
+                  f"Ratio: streamsql's events/s / Flink's (above 1: streamsql is faster)."]
     if notes:
         lines += ["", "Failures, refusals and what bounds each query below 1.0x:", *notes]
     return "\n".join(lines)
@@ -206,6 +228,13 @@ def short_error(error: str) -> str:
     if changes:  # Flink's own refusal (its planner refuses the same query)
         return f"refused at plan time: {changes.group(1)} (Flink's message; Flink refuses it too)"
     return error[:300]
+
+
+def _source(result: dict) -> str:
+    if result.get("source") == "files":
+        return (f"streamsql reading the CSV files Flink reads as watched directories, a file (at most "
+                f"{result['batch_rows']:,} rows) a micro-batch")
+    return f"streamsql reading an unbounded nexmark source, {result['batch_rows']:,} events a micro-batch"
 
 
 def _flink_events(report: dict | None, events: int) -> dict | None:

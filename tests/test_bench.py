@@ -97,7 +97,7 @@ def test_streaming_table_shows_ratios_refusals_and_reasons():
                " unbounded source needs a stateful streaming operator that streamsql does not have yet (Spark ...")
     result = {
         "machine": {"cpu": "cpu", "cores_used": 2, "cores": 2, "memory_gb": 8, "python": "3.11"},
-        "events": 1000, "batch_rows": 250,
+        "events": 1000, "batch_rows": 250, "source": "nexmark",
         "queries": [
             {"query": "q0", "events": 1000, "streamsql": fast, "flink": {"seconds": 5.0, "peak_mb": 700}},
             {"query": "q4", "events": 1000, "streamsql": slow, "flink": {"seconds": 40.0, "peak_mb": 800}},
@@ -110,9 +110,9 @@ def test_streaming_table_shows_ratios_refusals_and_reasons():
     assert lines[3] == "| q4 | 20.00 | 50 | 40.00 | 25 | 2.00 | 4 | 3.0 (1,500) | 1.0 | 900 / 800 |"
     assert lines[5].startswith("| q5 | refused | — | 5.00 | 200 | — |")
     notes = lines[lines.index("Failures, refusals and what bounds each query below 1.0x:") + 1:]
-    assert notes[0].startswith("- q0 (0.50x): no state: operators 7.0 s of 10.0 s; this is the source itself")
+    assert notes[0].startswith("- q0 (0.50x): no state: operators 7.0 s of 10.0 s; the source alone: the events generated")
     assert notes[1].startswith("- q9 (0.50x): operators 7.0 s of 20.0 s (Spark's stream-stream join")
-    assert "generating the events ≈ 7.0 s of that (the source is read 2x)" in notes[1]  # q0: 7 s for 1000 rows
+    assert "reading the input ≈ 7.0 s of that (the source is read 2x)" in notes[1]  # q0: 7 s for 1000 rows
     assert "micro-batch bookkeeping 1.8 s (0.45 s a batch)" in notes[1]
     assert notes[2] == ("- q5: refused at plan time: WindowAggregate (HOP) over an unbounded source needs a"
                         " stateful streaming operator streamsql does not have yet")
@@ -120,17 +120,24 @@ def test_streaming_table_shows_ratios_refusals_and_reasons():
 
 
 @pytest.mark.spark
-def test_streaming_benchmark_runs_a_stateful_query(tmp_path):
-    out = tmp_path / "streaming.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "streaming.py"), "--events", "2000", "--batch-rows", "1000",
-         "--queries", "q17", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(out.read_text())["queries"][0]["streamsql"]
-    assert "error" not in report, report
-    assert report["events"] >= 2000 and report["batches"] >= 2  # micro-batch by micro-batch, to the count
-    assert "transformWithStateInPandasExec" in report["state_operators"]  # streamsql's GroupAggregate
-    assert report["peak_state_rows"] > 0 and report["peak_mb"] > 0
-    assert "| q17 |" in result.stdout
+def test_streaming_benchmark_runs_on_both_sources(tmp_path):
+    def measured(source: str, query: str) -> dict:
+        out = tmp_path / f"{source}.json"
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "streaming.py"), "--events", "2000", "--batch-rows", "1000",
+             "--source", source, "--queries", query, "--out", str(out), "--work", str(tmp_path / "work")],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert f"| {query} |" in result.stdout
+        report = json.loads(out.read_text())["queries"][0]["streamsql"]
+        assert "error" not in report, report
+        assert report["events"] == 2000 and report["peak_mb"] > 0
+        return report
+
+    generated = measured("nexmark", "q17")  # 2 micro-batches of 1000 events, to the count
+    assert generated["batches"] >= 2 and generated["input_rows"] >= 2000
+    assert "transformWithStateInPandasExec" in generated["state_operators"]  # streamsql's GroupAggregate
+    assert generated["peak_state_rows"] > 0
+    files = measured("files", "q0")  # Flink's CSV files, every bid read, then idle
+    assert files["input_rows"] == 1840 and files["state_operators"] == []
