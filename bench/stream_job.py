@@ -108,6 +108,7 @@ class Watch:
         self.peak_bytes = self.peak_rows = 0
         self.operators: list[str] = []
         self.durations: dict[str, int] = {}  # milliseconds per phase of a micro-batch, summed
+        self.first: dict[str, int] = {}  # the same for the first micro-batch (cold: planning, workers)
         self.done, self.ended = threading.Event(), threading.Event()  # every query read enough; run_script returned
         self.stopped = self.timed_out = False
         self.lock = threading.Lock()
@@ -140,6 +141,7 @@ class Watch:
             self.last = now
             if progress.numInputRows or offsets:
                 self.batches += 1
+                self.first = self.first or dict(progress.durationMs or {})
             self.input_rows += progress.numInputRows
             for phase, millis in (progress.durationMs or {}).items():
                 self.durations[phase] = self.durations.get(phase, 0) + millis
@@ -180,7 +182,7 @@ class Watch:
             return {"seconds": finished - self.started, "events": min(self.read.values(), default=0),
                     "batches": self.batches, "input_rows": self.input_rows, "state_operators": self.operators,
                     "peak_state_bytes": self.peak_bytes, "peak_state_rows": self.peak_rows,
-                    "durations_ms": self.durations}
+                    "durations_ms": self.durations, "first_batch_ms": self.first}
 
 
 def _row_offset(offset) -> int | None:

@@ -50,6 +50,11 @@ def reason(query: str, report: dict, source_seconds: float | None = None, source
                      + (f" (the source is read {reads:.0f}x)" if reads > 1.5 else ""))
     elif query == "q0":
         parts.append(SOURCES[source])
+    first = report.get("first_batch_ms") or {}
+    planning = first.get("queryPlanning", 0) / 1000
+    if planning >= 0.5:
+        parts.append(f"planning the first micro-batch {planning:.1f} s (once)")
+        bookkeeping -= planning
     parts.append(f"micro-batch bookkeeping {bookkeeping:.1f} s ({bookkeeping / batches:.2f} s a batch)")
     parts.append(f"start to first batch {max(0.0, total - run):.1f} s")
     return "; ".join(parts)
