@@ -169,3 +169,21 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
         assert final == expected, name
         assert ops["-U"] + ops["-D"] > 0, f"{name}: no retractions, so nothing was computed incrementally"
         run.output("RESET 'execution.runtime-mode';")
+
+
+def test_bounded_input_into_a_blackhole_streams_when_asked(tmp_path):
+    """'execution.bounded-input' = 'stream' streams into a blackhole too (the benchmark's
+    shape); by default bounded input into a blackhole is one bounded computation."""
+    from streamsql.catalog import Catalog
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.execution import streams
+
+    data = write(tmp_path / "t.csv", "a,1\n")
+    engine = Engine(Catalog(tmp_path / "catalog"), base_dir=tmp_path, log=lambda message: None)
+    step = engine.plan_script(
+        f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{data}',"
+        " 'format' = 'csv'); CREATE TEMPORARY TABLE sink (k STRING, n BIGINT) WITH ('connector' = 'blackhole');"
+        " INSERT INTO sink SELECT k, COUNT(*) FROM t GROUP BY k;")[-1]
+    assert not streams(engine, step)
+    engine.settings.set("execution.bounded-input", "stream")
+    assert streams(engine, step)

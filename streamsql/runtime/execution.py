@@ -37,7 +37,8 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     if not settings.streaming or not plan.tables:
         return False
     bounded = "availableNow" in trigger(settings, plan)
-    if bounded and sink is not None and sink.options["connector"] == "blackhole":
+    stream_bounded = settings.get("execution.bounded-input") == "stream"
+    if bounded and sink is not None and sink.options["connector"] == "blackhole" and not stream_bounded:
         return False
     if bounded and sink is None and plan.query.args.get("limit") is not None:
         return False
