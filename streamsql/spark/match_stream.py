@@ -55,7 +55,7 @@ def match_stream(frame, relation: MatchRelation):
             for batch in rows:
                 for row in records(batch, integers):
                     at = _ms(row[time_column])
-                    if at is None or at <= watermark:  # late: the watermark has passed it
+                    if at is None or at < watermark:  # late: at or below Flink's watermark (Spark's less 1 ms)
                         continue
                     pending.append(row)
                     self.handle.registerTimer(at)
@@ -68,7 +68,7 @@ def match_stream(frame, relation: MatchRelation):
             watermark = timerValues.getCurrentWatermarkInMs()
             # A stable sort: rows of equal time and keys stay in arrival order.
             pending = sorted(self._load(), key=lambda r: (_ms(r[time_column]), *[r[c] for c in order]))
-            ready = [r for r in pending if _ms(r[time_column]) <= watermark]
+            ready = [r for r in pending if _ms(r[time_column]) < watermark]  # Flink: <= Spark's less 1 ms
             out, start = matcher.run_decided(ready)
             self._store(ready[start:] + pending[len(ready):])
             if out:
