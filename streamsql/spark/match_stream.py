@@ -58,7 +58,7 @@ def match_stream(frame, relation: MatchRelation):
                     if at is None or at < watermark:  # late: at or below Flink's watermark (Spark's less 1 ms)
                         continue
                     pending.append(row)
-                    self.handle.registerTimer(at)
+                    self.handle.registerTimer(at + 1)  # fires once Flink's watermark (Spark's less 1 ms) reaches it
             self._store(pending)
             return iter([])
 
