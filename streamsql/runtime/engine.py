@@ -253,10 +253,13 @@ class Engine:
         stages = self._stages.get(id(plan)) if streaming else None
         if stages is not None:  # runs on streamsql's stateful operators
             from streamsql.changelog import ROWKIND_COLUMN
+            from streamsql.spark.stateful.chain import inserts_only
             from streamsql.spark.stateful.run import stage_frame
 
-            frame = stage_frame(spark, stages, to_spark_sql)
-            return frame.toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns]), observed
+            frame = stage_frame(spark, stages, to_spark_sql).toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns])
+            if inserts_only(stages):  # an OVER: rows as any append-only query's
+                frame = frame.drop(ROWKIND_COLUMN)
+            return frame, observed
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
@@ -299,7 +302,10 @@ class Engine:
         always when they update as they stream (a changelog cannot be shown without them),
         unless the writer shows them its own way (the shell's live result)."""
         if plan is not None and id(plan) in self._stages:
-            return True
+            from streamsql.spark.stateful.chain import inserts_only
+
+            if not inserts_only(self._stages[id(plan)]):
+                return True
         mode = (self.settings.get("sql-client.execution.result-mode") or "table").lower()
         return mode == "changelog" and not getattr(writer, "handles_row_kinds", False)
 

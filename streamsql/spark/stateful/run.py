@@ -7,7 +7,7 @@ import itertools
 
 from sqlglot import exp
 
-from streamsql.spark.stateful.chain import RANKED, AggregateStage, CalcStage, RankStage, Stage
+from streamsql.spark.stateful.chain import OVERED, RANKED, AggregateStage, CalcStage, OverStage, RankStage, Stage
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 
 _NAMES = itertools.count(1)
@@ -26,6 +26,12 @@ def stage_frame(spark, stage: Stage, to_sql):
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
                       stage.later_wins, ttl_ms=stage.ttl_ms)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
+    if isinstance(stage, OverStage):
+        from streamsql.spark.stateful.over import over
+
+        source = spark.sql(to_sql(stage.input_query))
+        overed = over(source, stage.partition, stage.time, stage.rowtime, stage.unit, stage.preceding, stage.calls)
+        return _read_through(spark, overed, OVERED, stage.output_query, to_sql)
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")

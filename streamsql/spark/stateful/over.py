@@ -1,0 +1,135 @@
+"""OVER aggregation on ``transformWithStateInPandas``: Flink's rowtime and proctime OVER (#10).
+
+Spark has no streaming window function. Flink's OverAggregate emits each row once, with
+its aggregates, when the watermark passes the row (processing time: when it arrives);
+the output is insert-only. Many partition keys per call, as the other stateful operators:
+keys are hashed into buckets, and a bucket's pending rows and the history later frames
+need live in one ValueState (Arrow IPC) in Spark's state store, checkpointed with the
+query. An event-time timer per bucket at its earliest pending row fires the bucket once
+the watermark passes that row (``over_frames.fire`` computes every ready frame at once).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful import accumulate, over_frames
+from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
+
+BUCKET = "__bucket"
+BUCKETS_PER_PARTITION = 4
+
+
+def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit: str, preceding: int | None,
+         calls: list[tuple[str, str | None, str]], buckets: int | None = None) -> DataFrame:
+    """Every row of ``frame`` (insert-only; with a watermark on ``time`` for event time)
+    with ``function(column) OVER (PARTITION BY partition ORDER BY time {unit} BETWEEN
+    preceding PRECEDING AND CURRENT ROW)`` appended per call (function, column or None for
+    COUNT(*), output name): ``__rowkind`` (always +I) first, then the input columns."""
+    if unit not in ("ROWS", "RANGE"):
+        raise ValueError(f"an OVER frame is ROWS or RANGE, not {unit!r}")
+    if buckets is None:
+        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    fields = {f.name: f for f in frame.schema.fields}
+    columns = list(fields)
+    aggs, out = [], [T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
+    out += [T.StructField(c, fields[c].dataType, True) for c in columns]
+    for function, column, name in calls:
+        spec = AggSpec(function, column, output_name=name)
+        in_type = fields[column].dataType if column else None
+        out_type = result_type(spec, in_type)
+        aggs.append({"function": spec.function, "column": column, "name": name,
+                     "kind": value_kind(in_type) if in_type is not None else "int",
+                     "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
+                     "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
+        out.append(T.StructField(name, out_type, True))
+    plan = {"partition": list(partition), "time": time, "rowtime": bool(rowtime), "unit": unit,
+            "preceding": preceding, "aggs": aggs, "columns": columns, "buckets": buckets,
+            "kinds": {c: value_kind(fields[c].dataType) for c in columns}}
+    hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
+    bucketed = frame.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    _ship_by_value()
+    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=OverProcessor(plan), outputStructType=T.StructType(out),
+        outputMode="Append", timeMode="EventTime" if rowtime else "None")
+
+
+class OverProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch (and per fired timer): every ready row of the bucket."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("bucket", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
+            T.StructField("pending", T.BinaryType(), True), T.StructField("history", T.BinaryType(), True)]))
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
+        pending, history, next_seq = self._load()
+        watermark = timerValues.getCurrentWatermarkInMs() if self.plan["rowtime"] else 0
+        pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq)
+        if self.plan["rowtime"]:
+            if pending is not None and len(pending):
+                self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
+            self._store(pending, history, next_seq)
+            return
+        yield from self._fire(pending, history, next_seq, None)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        pending, history, next_seq = self._load()
+        yield from self._fire(pending, history, next_seq, timerValues.getCurrentWatermarkInMs())
+
+    def _fire(self, pending, history, next_seq, watermark):
+        pending, history, out = over_frames.fire(self.plan, pending, history, watermark)
+        if self.plan["rowtime"] and pending is not None and len(pending):
+            self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
+        self._store(pending, history, next_seq)
+        if len(out):
+            out.insert(0, ROWKIND_COLUMN, "+I")
+            yield out
+
+    def _load(self):
+        stored = self.state.get()
+        if stored is None:
+            return None, None, 0
+        if stored[0] != self.plan["buckets"]:
+            raise ValueError(f"This checkpoint's OVER state has {stored[0]} buckets, the query asks for "
+                             f"{self.plan['buckets']}: restart with the same count")
+        decode = accumulate._from_bytes
+        return (decode(stored[2]) if stored[2] is not None else None,
+                decode(stored[3]) if stored[3] is not None else None, stored[1])
+
+    def _store(self, pending, history, next_seq) -> None:
+        if pending is None and history is None:
+            self.state.clear()
+            return
+        encode = accumulate._to_bytes
+        self.state.update((self.plan["buckets"], int(next_seq),
+                           encode(pending) if pending is not None else None,
+                           encode(history) if history is not None else None))
+
+    def close(self) -> None:
+        pass
+
+
+def _ship_by_value() -> None:
+    """Workers may import another copy of streamsql (or none, on a cluster)."""
+    from pyspark import cloudpickle
+
+    for module in (accumulate, over_frames, sys.modules[__name__]):
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass
+

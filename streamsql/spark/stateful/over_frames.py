@@ -1,0 +1,273 @@
+"""OVER aggregation for one bucket of partition keys, with vectorised pandas and numpy.
+
+This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
+so it imports only pandas and numpy (and ``accumulate``'s result shaping) and takes its
+configuration as a plain dict, the *plan* (built by ``over.build_plan``):
+
+    partition:  [column]            the PARTITION BY columns
+    time:       column              the ORDER BY time attribute
+    rowtime:    bool                event time (rows wait for the watermark) or processing time
+    unit:       'ROWS' | 'RANGE'
+    preceding:  rows, milliseconds, or None for UNBOUNDED PRECEDING (the frame ends at the
+                current row, the only end Flink's streaming OVER has)
+    aggs:       [{function, column, kind, out_kind, out_bits, out_scale, name}]
+    columns:    [column]            the input columns, passed through to the output
+    kinds:      {column: kind}      how each column is held in pandas
+
+Flink's rowtime OVER operators buffer a row until the watermark passes its time, then
+emit it with the aggregates over its frame: rows of equal time in arrival order for ROWS,
+and for RANGE every row of that time (its peers) in the frame. A row at or below the
+watermark when it arrives is late and dropped. Processing time emits every row as it
+arrives, in arrival order.
+
+A bucket's state is two tables: ``pending`` (rows waiting for the watermark, with their
+time in ms ``__ms`` and arrival number ``__seq``) and ``history``, what later frames still
+need, as *contributions*: per call ``__cs{i}`` (sum of non-NULL values), ``__cn{i}`` (their
+count), ``__cm{i}`` (the extreme), and ``__k`` (rows). A raw row contributes its own value;
+for UNBOUNDED PRECEDING one summary row per partition holds the totals so far, so the state
+stays one row per partition. ``fire`` computes every frame at once: the rows are sorted by
+(partition, time, arrival), each row's frame is an index range [lo, hi], sums and counts
+come from prefix sums, MIN/MAX from a sparse table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from streamsql.spark.stateful import accumulate
+
+MS, SEQ, COUNT_ROWS = "__ms", "__seq", "__k"
+_FIRST = np.iinfo("int64").min  # a summary row sorts before every row of its partition
+
+
+def accept(plan: dict, pending: pd.DataFrame | None, batch: pd.DataFrame, watermark_ms: int,
+           next_seq: int) -> tuple[pd.DataFrame | None, int]:
+    """Add a micro-batch's rows to ``pending``, dropping late ones (at or below Flink's
+    watermark, Spark's less 1 ms) and rows without a time: (pending, next_seq)."""
+    batch = batch.reset_index(drop=True)
+    for name, kind in plan["kinds"].items():
+        batch[name] = accumulate.canonical(batch[name], kind)
+    ms = to_ms(batch[plan["time"]])
+    keep = ~np.isnan(ms)
+    if plan["rowtime"]:
+        keep &= ms >= watermark_ms
+    batch = batch.loc[keep, plan["columns"]].reset_index(drop=True)
+    batch[MS] = ms[keep].astype("int64")
+    batch[SEQ] = np.arange(next_seq, next_seq + len(batch), dtype="int64")
+    next_seq += len(batch)
+    if batch.empty:
+        return pending, next_seq
+    if pending is None or pending.empty:
+        return (batch if len(batch) else None), next_seq
+    return pd.concat([pending, batch], ignore_index=True), next_seq
+
+
+def to_ms(values: pd.Series) -> np.ndarray:
+    """Epoch milliseconds as float64 (NaN for NULL) of a timestamp column (UTC, naive)."""
+    stamps = pd.to_datetime(values)
+    out = np.full(len(stamps), np.nan)
+    present = stamps.notna().to_numpy()
+    if present.any():
+        out[present] = stamps[present].to_numpy(dtype="datetime64[ms]").astype("int64")
+    return out
+
+
+def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
+         watermark_ms: int | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame]:
+    """Emit the pending rows the watermark passed (processing time: all of them):
+    (pending, history, output rows: the input columns, then one column per call)."""
+    names = plan["columns"] + [a["name"] for a in plan["aggs"]]
+    if pending is None or pending.empty:
+        return pending, history, pd.DataFrame(columns=names)
+    if plan["rowtime"]:
+        ready_mask = pending[MS].to_numpy() < watermark_ms
+        ready, rest = pending[ready_mask], pending[~ready_mask]
+    else:
+        ready, rest = pending, pending.iloc[0:0]
+    if ready.empty:
+        return pending, history, pd.DataFrame(columns=names)
+    rows = _contributions(plan, ready.reset_index(drop=True))
+    old = history if history is not None and len(history) else None
+    combined = pd.concat([old, rows], ignore_index=True) if old is not None else rows
+    new = np.r_[np.zeros(0 if old is None else len(old), dtype=bool), np.ones(len(rows), dtype=bool)]
+    combined, new, group = _sorted(plan, combined, new)
+    lo, hi = _frames(plan, combined[MS].to_numpy(), group)
+    out = combined.loc[new, plan["columns"]].reset_index(drop=True)
+    for i, agg in enumerate(plan["aggs"]):
+        out[agg["name"]] = _aggregate(plan, agg, i, combined, lo[new], hi[new])
+    history = _history(plan, combined, group, watermark_ms)
+    rest = rest.reset_index(drop=True) if len(rest) else None
+    return rest, history, out
+
+
+def _contributions(plan, rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with what each contributes to a frame (``__s``, ``__n``, ``__m``, ``__k``)."""
+    out = rows.copy()
+    out[COUNT_ROWS] = np.ones(len(rows), dtype="int64")
+    for i, agg in enumerate(plan["aggs"]):
+        if agg["column"] is None:
+            continue
+        values = rows[agg["column"]]
+        valid = values.notna().to_numpy()
+        out[f"__cn{i}"] = valid.astype("int64")
+        if agg["function"] in ("SUM", "AVG"):
+            out[f"__cs{i}"] = accumulate._zero_nulls(values)
+        if agg["function"] in ("MIN", "MAX"):
+            out[f"__cm{i}"] = values
+    return out
+
+
+def _sorted(plan, combined: pd.DataFrame, new: np.ndarray):
+    """Rows in (partition, time, arrival) order — arrival alone for processing time — and
+    each row's partition number."""
+    keys = plan["partition"]
+    group = (combined.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys
+             else np.zeros(len(combined), dtype="int64"))
+    # a summary row (time and arrival number below any row's) sorts first in its partition
+    within = [combined[SEQ].to_numpy()] + ([combined[MS].to_numpy()] if plan["rowtime"] else [])
+    order = np.lexsort(within + [group])
+    return combined.iloc[order].reset_index(drop=True), new[order], group[order]
+
+
+def _frames(plan, ms: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's frame as positions [lo, hi] in the sorted rows."""
+    n = len(ms)
+    index = np.arange(n)
+    starts = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, n]))
+    if plan["unit"] == "RANGE":  # peers: every row of the same time ends the frame with it
+        change = np.r_[np.flatnonzero((group[1:] != group[:-1]) | (ms[1:] != ms[:-1])), n - 1]
+        hi = np.repeat(change, np.diff(np.r_[-1, change]))
+    else:
+        hi = index
+    preceding = plan["preceding"]
+    if preceding is None:
+        return group_start, hi
+    if plan["unit"] == "ROWS":
+        return np.maximum(group_start, index - preceding), hi
+    lo = np.empty(n, dtype="int64")
+    for start, end in zip(starts, np.r_[starts[1:], n]):  # per partition: one binary search for all its rows
+        times = ms[start:end]
+        lo[start:end] = start + np.searchsorted(times, times - preceding, side="left")
+    return lo, hi
+
+
+def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
+    """One call's result for the rows whose frames are [lo, hi]."""
+    t = pd.DataFrame(index=range(len(lo)))
+    function = agg["function"]
+    rows = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), lo, hi)
+    if agg["column"] is None:  # COUNT(*)
+        t[f"__c{i}"] = pd.Series(rows, dtype="int64")
+    else:
+        count = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), lo, hi)
+        if function == "COUNT":
+            t[f"__c{i}"] = pd.Series(count, dtype="int64")
+        elif function in ("SUM", "AVG"):
+            t[f"__s{i}"] = pd.Series(_range_sum(_sums(combined[f"__cs{i}"], agg), lo, hi))
+            t[f"__n{i}"] = pd.Series(count, dtype="int64")
+        else:
+            extreme = _range_extreme(combined[f"__cm{i}"], lo, hi, function, agg["kind"])
+            t[f"__m{i}"] = extreme.where(pd.Series(count > 0)) if agg["kind"] != "object" else pd.Series(
+                [v if c > 0 else None for v, c in zip(extreme, count)], dtype=object)
+    result = accumulate._result(dict(agg, ms=None), i, t)
+    return accumulate._shape(result, agg)
+
+
+def _range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """sum(values[lo:hi + 1]) per row, from prefix sums (integers wrap as Java's do)."""
+    prefix = np.concatenate([np.zeros(1, dtype=values.dtype) if values.dtype != object else
+                             np.array([0], dtype=object), np.cumsum(values)])
+    return prefix[hi + 1] - prefix[lo]
+
+
+def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: str, kind: str) -> pd.Series:
+    """MIN or MAX of values[lo:hi + 1] per row, NULLs skipped (a sparse table for numbers)."""
+    if kind not in ("int", "float"):
+        items = values.to_numpy(dtype=object)
+        pick = min if function == "MIN" else max
+        out = []
+        for a, b in zip(lo, hi):
+            present = [v for v in items[a:b + 1] if v is not None and v is not pd.NaT and v == v]
+            out.append(pick(present) if present else None)
+        return pd.Series(out, dtype=object)
+    if kind == "int":
+        fill = np.iinfo("int64").max if function == "MIN" else np.iinfo("int64").min
+        array = values.to_numpy(dtype="float64" if values.dtype == "float64" else "int64", na_value=fill)
+        array = array.astype("int64")
+    else:
+        fill = np.inf if function == "MIN" else -np.inf
+        array = values.to_numpy(dtype="float64", na_value=np.nan)
+        array = np.where(np.isnan(array), fill, array)
+    combine = np.minimum if function == "MIN" else np.maximum
+    levels = [array]
+    width = 1
+    while width * 2 <= len(array):
+        previous = levels[-1]
+        levels.append(combine(previous[:-width], previous[width:]))
+        width *= 2
+    length = hi - lo + 1
+    level = np.floor(np.log2(np.maximum(length, 1))).astype("int64")
+    out = np.empty(len(lo), dtype=array.dtype)
+    for k in np.unique(level):
+        rows = level == k
+        table = levels[k]
+        out[rows] = combine(table[lo[rows]], table[hi[rows] - (1 << k) + 1])
+    return pd.Series(out, dtype="Int64" if kind == "int" else "float64")
+
+
+def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int | None) -> pd.DataFrame | None:
+    """What frames of later rows still need: the last N rows per partition (ROWS N), the
+    rows within the range of the watermark (RANGE), or one summary row per partition."""
+    keep_columns = plan["partition"] + [MS, SEQ, COUNT_ROWS] + contribution_columns(plan)
+    preceding = plan["preceding"]
+    if preceding is None:
+        return _summaries(plan, combined, group)[keep_columns]
+    if plan["unit"] == "ROWS":
+        if preceding == 0:
+            return None
+        kept = combined.groupby(group, sort=False).tail(preceding)
+    else:
+        ms = combined[MS].to_numpy()
+        floor = watermark_ms if plan["rowtime"] and watermark_ms is not None else ms.max()
+        kept = combined[ms >= floor - preceding]
+    return kept[keep_columns].reset_index(drop=True) if len(kept) else None
+
+
+def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
+    """One row per partition holding the totals of all its rows so far."""
+    last = np.r_[np.flatnonzero(group[1:] != group[:-1]), len(group) - 1]
+    starts = np.r_[0, last[:-1] + 1]
+    out = combined.iloc[last].reset_index(drop=True)
+    out[MS] = _FIRST
+    out[SEQ] = -1
+    out[COUNT_ROWS] = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), starts, last)
+    for i, agg in enumerate(plan["aggs"]):
+        if agg["column"] is None:
+            continue
+        out[f"__cn{i}"] = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
+        if agg["function"] in ("SUM", "AVG"):
+            out[f"__cs{i}"] = _range_sum(_sums(combined[f"__cs{i}"], agg), starts, last)
+        if agg["function"] in ("MIN", "MAX"):
+            out[f"__cm{i}"] = _range_extreme(combined[f"__cm{i}"], starts, last, agg["function"], agg["kind"]).values
+    return out
+
+
+def contribution_columns(plan) -> list[str]:
+    """The per-call contribution columns a row of ``history`` carries."""
+    names = []
+    for i, agg in enumerate(plan["aggs"]):
+        if agg["column"] is None:
+            continue
+        names.append(f"__cn{i}")
+        names.append(f"__cs{i}" if agg["function"] in ("SUM", "AVG") else f"__cm{i}" if agg["function"] in ("MIN", "MAX") else None)
+    return [n for n in names if n]
+
+
+def _sums(values: pd.Series, agg) -> np.ndarray:
+    if agg["kind"] == "int":
+        return values.to_numpy(dtype="int64", na_value=0)
+    if agg["kind"] == "float":
+        return values.to_numpy(dtype="float64", na_value=0.0)
+    return values.to_numpy(dtype=object)

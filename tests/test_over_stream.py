@@ -1,0 +1,160 @@
+"""OVER aggregation over a stream (spark.stateful.over): the cut without Spark, then bounded
+input streamed micro-batch by micro-batch against batch mode, and a continuous job over a
+watched directory that emits rows as the watermark passes them and the rest on drain."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import random
+import time
+
+import pytest
+
+from streamsql.spark.stateful.chain import OverStage
+from tests.conftest import write
+from tests.test_stateful_chain import _applied, stages
+
+
+# -- the cut, without Spark ----------------------------------------------------------------------
+
+
+def test_over_is_cut_into_its_input_the_operator_and_the_projections():
+    stage = stages("SELECT auction, ts, COUNT(*) OVER w AS c, MAX(price) OVER w - price AS d FROM bid WHERE price > 1"
+                   " WINDOW w AS (PARTITION BY auction % 3 ORDER BY ts RANGE BETWEEN INTERVAL '10' SECOND PRECEDING"
+                   " AND CURRENT ROW);")
+    assert isinstance(stage, OverStage) and stage.rowtime
+    assert (stage.unit, stage.preceding) == ("RANGE", 10_000)
+    assert [c[0] for c in stage.calls] == ["COUNT", "MAX"] and stage.calls[0][1] is None
+    from streamsql.spark.dialect import to_spark_sql
+
+    inner, outer = to_spark_sql(stage.input_query), to_spark_sql(stage.output_query)
+    assert "OVER" not in inner.upper() and "WHERE `bid`.`price` > 1" in inner
+    assert inner.count("`bid`.`ts`") == 1  # one event-time column
+    assert "`__overed`.`__w1` - " in outer and outer.startswith("SELECT `__overed`.`__rowkind`")
+
+
+@pytest.mark.parametrize("frame, unit, preceding", [
+    ("", "RANGE", None),
+    ("ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", "ROWS", None),
+    ("ROWS BETWEEN 5 PRECEDING AND CURRENT ROW", "ROWS", 5),
+    ("RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND CURRENT ROW", "RANGE", 120_000),
+])
+def test_frames(frame, unit, preceding):
+    stage = stages(f"SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts {frame}) FROM bid;")
+    assert (stage.unit, stage.preceding) == (unit, preceding)
+
+
+def test_processing_time_over():
+    stage = stages("SELECT user_id, COUNT(url) OVER (PARTITION BY user_id ORDER BY p) FROM clicks;")
+    assert isinstance(stage, OverStage) and not stage.rowtime
+
+
+@pytest.mark.parametrize("sql", [
+    # ordered by something other than a time attribute (Flink's streaming mode refuses it too)
+    "SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY price) FROM bid;",
+    # two different windows in one SELECT
+    "SELECT SUM(price) OVER (PARTITION BY auction ORDER BY ts), SUM(price) OVER (PARTITION BY bidder ORDER BY ts)"
+    " FROM bid;",
+    # a frame that ends after the current row
+    "SELECT SUM(price) OVER (ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM bid;",
+    # over a changelog
+    "SELECT a, SUM(c) OVER (ORDER BY a) FROM (SELECT auction AS a, COUNT(*) AS c FROM bid GROUP BY auction);",
+])
+def test_over_shapes_not_streamed(sql):
+    assert stages(sql) is None
+
+
+# -- streamed for real ---------------------------------------------------------------------------
+
+QUERIES = {
+    "rows": "SELECT k, v, ts, SUM(v) OVER w AS s, COUNT(*) OVER w AS n, MIN(v) OVER w AS lo FROM t"
+            " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
+    "range": "SELECT k, v, AVG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '5' SECOND PRECEDING"
+             " AND CURRENT ROW) AS a, MAX(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '5' SECOND"
+             " PRECEDING AND CURRENT ROW) - v AS gap FROM t WHERE v > 100",
+    "unbounded": "SELECT k, ts, COUNT(v) OVER (PARTITION BY k ORDER BY ts) AS n, MAX(v) OVER (PARTITION BY k"
+                 " ORDER BY ts) AS top FROM t",
+}
+
+
+def _table(folder, rng):
+    """Four files read in order; times rise but may step back within the watermark's
+    delay, so no row is late and streaming and batch agree."""
+    values = rng.sample(range(1000), 60)
+    for i in range(4):
+        rows = "".join(f"k{rng.randint(0, 3)},{values[i * 15 + j]},2026-01-01 00:{(i * 15 + j) * 2 // 60:02d}:"
+                       f"{(i * 15 + j) * 2 % 60:02d}\n" for j in range(15))
+        os.utime(write(folder / f"part-{i}.csv", rows), (time.time() - 100 + i,) * 2)
+
+
+@pytest.mark.spark
+def test_streamed_over_ends_with_the_batch_result(run, tmp_path):
+    folder = tmp_path / "parts"
+    _table(folder, random.Random(5))
+    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1'"
+           f" SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
+    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
+            " SET 'execution.runtime-mode' = 'batch';"
+    run.output(ddl)
+    for name, query in QUERIES.items():
+        final, ops = _applied(run.output(streamed + query))
+        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        assert final == expected, name
+        assert set(ops) == {"+I"}, f"{name}: an OVER emits each row once"
+        run.output("RESET 'execution.runtime-mode';")
+
+
+@pytest.mark.spark
+def test_unbounded_over_emits_as_the_watermark_passes_survives_kill_9_and_drains(run, tmp_path):
+    """A continuous INSERT over a watched directory: rows are written while the job runs,
+    a kill -9 and a restart resume from the checkpoint (frames span the restart), and a
+    drain writes the rest; together, the batch result, each row once."""
+    import signal
+
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import kill_9, lines, start
+
+    source, sink = tmp_path / "in", tmp_path / "out"
+
+    def part(n: int) -> None:
+        rows = "".join(f"{i},{'abc'[i * 7 % 3]},{i * 7 % 13},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                       for i in range(n * 30, n * 30 + 30))
+        os.utime(write(source / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (id BIGINT, k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (id BIGINT, k STRING, s INT, n BIGINT, top INT)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = ("INSERT INTO out SELECT id, k, SUM(v) OVER w, COUNT(*) OVER w, MAX(v) OVER (PARTITION BY k ORDER BY ts"
+             " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM src WINDOW w AS (PARTITION BY k ORDER BY ts"
+             " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)")
+    script = write(tmp_path / "job.sql", ddl + query + ";")
+    part(0)
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        assert len(lines(sink)) < 30  # the rows the watermark has not passed wait
+        kill_9(job, "driver")
+        part(1)
+        job = start(tmp_path, script)
+        assert wait_for(lambda: len(lines(sink)) > 30 or job.poll() is not None, 180)
+        part(2)
+        assert wait_for(lambda: len(lines(sink)) > 60 or job.poll() is not None, 180)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGUSR1)  # drain: the watermark goes to +infinity, the rest fires
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    streamed = lines(sink)
+    batch_sink = tmp_path / "batch"
+    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
+             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
+    assert len(streamed) == 90 and streamed == lines(batch_sink)
