@@ -249,7 +249,8 @@ class Engine:
         if streaming and plan.windows:
             from streamsql.spark.windows import group_by_window_struct
 
-            query = group_by_window_struct(query, {w.name for w in plan.windows})
+            query = group_by_window_struct(query, {w.name for w in plan.windows},
+                                           {w.name for w in plan.windows if w.kind == "SESSION"})
         stages = self._stages.get(id(plan)) if streaming else None
         if stages is not None:  # runs on streamsql's stateful operators
             from streamsql.changelog import ROWKIND_COLUMN

@@ -3,8 +3,9 @@
 Spark runs an operator natively when its append-mode streaming operator gives Flink's
 results exactly: projections and filters, TUMBLE and HOP aggregations (emitted once the
 watermark passes the window), inner stream-stream joins (regular, interval, window),
-lookups into a bounded table, UNION ALL. The others — aggregates that update, Top-N,
-deduplication, OVER, outer joins, CUMULATE and SESSION windows, COUNT DISTINCT in a
+lookups into a bounded table, UNION ALL. SESSION window aggregates run on Spark's
+session_window. The others — aggregates that update, Top-N,
+deduplication, OVER, outer joins, CUMULATE windows, COUNT DISTINCT in a
 window, windows over the output of another stateful operator — have no append-mode
 operator in Spark; they need streamsql's stateful operators (spark.stateful): GroupAggregate,
 Rank (Top-N), Deduplicate and OverAggregate run there. A query needing another one is computed as one
@@ -25,15 +26,14 @@ _STATELESS = (Scan, Values, Calc, Correlate, Union, Sink, WindowAssign)
 
 def needs_stateful_operator(root: Operator) -> Operator | None:
     """The first operator (from the sources up) Spark cannot stream natively, or None."""
-    for node in reversed(list(walk(root))):
-        if not _native(node):
-            return node
-    return None
+    missing = stateful_operators(root)
+    return missing[0] if missing else None
 
 
 def stateful_operators(root: Operator) -> list[Operator]:
     """Every operator Spark cannot stream natively (sources first)."""
-    return [node for node in reversed(list(walk(root))) if not _native(node)]
+    aggregated = {id(child) for node in walk(root) if isinstance(node, WindowAggregate) for child in node.inputs}
+    return [node for node in reversed(list(walk(root))) if not _native(node, id(node) in aggregated)]
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate")  # streamsql's own stateful operators
@@ -47,22 +47,30 @@ def runs_on_stateful_operators(root: Operator) -> bool:
     return bool(missing) and all(node.kind in STATEFUL_KINDS for node in missing)
 
 
-def _native(node: Operator) -> bool:
-    if isinstance(node, WindowAssign):
+def _native(node: Operator, aggregated: bool = False) -> bool:
+    if isinstance(node, WindowAssign):  # a SESSION window's rows only as a window aggregate's input
         window = node.window
-        return window is not None and window.kind in NATIVE_WINDOWS and not window.proctime and not _stateful_below(node)
+        kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ())
+        return window is not None and window.kind in kinds and not window.proctime and not _stateful_below(node)
     if isinstance(node, _STATELESS):
         return True
     if isinstance(node, WindowAggregate):
         window = node.window
         distinct = any("DISTINCT" in s.upper() for s in node.select)
-        return (window is not None and window.kind in NATIVE_WINDOWS and not window.proctime and not distinct
-                and not _stateful_below(node))
+        return (window is not None and not window.proctime and not distinct and not _stateful_below(node)
+                and (window.kind in NATIVE_WINDOWS or _native_session(node)))
     if isinstance(node, MatchRecognize):  # spark.match_stream over unbounded input
         return not node.bounded and not _stateful_below(node)
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False
+
+
+def _native_session(node: WindowAggregate) -> bool:
+    """A SESSION window aggregate grouped by its PARTITION BY keys: Spark's session_window
+    (sessions per group key, merged as rows arrive, emitted once the watermark passes)."""
+    window = node.window
+    return window.kind == "SESSION" and set(window.partition_by) <= {g.split(".")[-1] for g in node.group_by}
 
 
 def _stateful_below(node: Operator) -> bool:

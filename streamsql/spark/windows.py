@@ -117,16 +117,26 @@ def streaming_window_sql(window: WindowRelation, input_view: str) -> str:
     """For Spark Structured Streaming: Spark's own window() column, which carries the
     watermark, so an aggregation grouped by it emits each window once the watermark
     passes its end (see group_by_window_struct)."""
-    if window.kind not in ("TUMBLE", "HOP"):
+    if window.kind not in ("TUMBLE", "HOP", "SESSION"):
         from streamsql.errors import ValidationError
 
         raise ValidationError(
-            f"{window.kind} windows over an unbounded source are not supported yet (TUMBLE and HOP are)"
+            f"{window.kind} windows over an unbounded source are not supported yet (TUMBLE, HOP and SESSION are)"
         )
     p = window.parameters
+    columns = ", ".join(_q(c.name) for c in window.input_columns)
+    if window.kind == "SESSION":
+        # Flink merges sessions that touch (a row exactly GAP after the last joins it); Spark's
+        # session_window only those that overlap: a GAP + 1 ms session, its end 1 ms earlier.
+        struct = f"session_window({_q(window.time_column)}, '{p['GAP'] + 1} milliseconds')"
+        return (
+            f"SELECT {columns}, {STRUCT_COLUMN}, {STRUCT_COLUMN}.start AS window_start,"
+            f" {STRUCT_COLUMN}.end - INTERVAL 1 MILLISECOND AS window_end,"
+            f" {STRUCT_COLUMN}.end - INTERVAL 2 MILLISECOND AS window_time"
+            f" FROM (SELECT *, {struct} AS {STRUCT_COLUMN} FROM {_q(input_view)})"
+        )
     slide = p.get("SLIDE", p["SIZE"])
     offset = p.get("OFFSET", 0) % slide
-    columns = ", ".join(_q(c.name) for c in window.input_columns)
     struct = (f"window({_q(window.time_column)}, '{p['SIZE']} milliseconds', '{slide} milliseconds',"
               f" '{offset} milliseconds')")
     return (
@@ -139,9 +149,10 @@ def streaming_window_sql(window: WindowRelation, input_view: str) -> str:
 STRUCT_COLUMN = "__window"
 
 
-def group_by_window_struct(query, window_names: set[str]):
+def group_by_window_struct(query, window_names: set[str], sessions: set[str] = frozenset()):
     """Rewrite `GROUP BY w.window_start, w.window_end` over a window relation into
-    `GROUP BY w.__window` (and its bounds into fields of it), the form Spark streams."""
+    `GROUP BY w.__window` (and its bounds into fields of it), the form Spark streams.
+    ``sessions``: the relations that are SESSION windows (their struct ends 1 ms late)."""
     from sqlglot import exp
 
     query = query.copy()
@@ -151,6 +162,7 @@ def group_by_window_struct(query, window_names: set[str]):
             continue
         aliases = {t.alias_or_name for t in select.find_all(exp.Table) if t.name in window_names
                    and t.find_ancestor(exp.Select) is select}
+        session_aliases = {t.alias_or_name for t in select.find_all(exp.Table) if t.name in sessions}
         for alias in aliases:
             keys = [e for e in group.expressions if isinstance(e, exp.Column) and e.table == alias
                     and e.name in ("window_start", "window_end", "window_time")]
@@ -163,7 +175,9 @@ def group_by_window_struct(query, window_names: set[str]):
                 if column.table == alias and column.name in ("window_start", "window_end", "window_time"):
                     field = {"window_start": "start", "window_end": "end", "window_time": "end"}[column.name]
                     replacement = exp.Dot(this=exp.column(STRUCT_COLUMN, alias), expression=exp.to_identifier(field))
-                    if column.name == "window_time":
-                        replacement = exp.Sub(this=replacement, expression=exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND")))
+                    less = (column.name == "window_time") + (alias in session_aliases and column.name != "window_start")
+                    if less:
+                        replacement = exp.Sub(this=replacement, expression=exp.Interval(
+                            this=exp.Literal.string(str(less)), unit=exp.var("MILLISECOND")))
                     column.replace(replacement)
     return query
