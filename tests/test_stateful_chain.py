@@ -188,3 +188,22 @@ def test_bounded_input_into_a_blackhole_streams_when_asked(tmp_path):
     assert not streams(engine, step)
     engine.settings.set("execution.bounded-input", "stream")
     assert streams(engine, step)
+
+
+def test_stages_belong_to_their_plan_not_to_a_plan_reusing_its_id(tmp_path):
+    """Stages are remembered per plan; a later plan that Python gives the freed plan's id
+    (two statements of one script) must not be built with the first one's stages."""
+    from streamsql.catalog import Catalog
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.execution import stateful_stages
+
+    data = write(tmp_path / "t.csv", "a,1\n")
+    engine = Engine(Catalog(tmp_path / "catalog"), base_dir=tmp_path, log=lambda message: None)
+    engine.settings.set("execution.bounded-input", "stream")
+    first, second = engine.plan_script(
+        f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{data}',"
+        " 'format' = 'csv'); SELECT k, COUNT(*) FROM t GROUP BY k; SELECT k, v FROM t;")[-2:]
+    stages = stateful_stages(engine, first, True)
+    assert stages is not None and engine.stages_of(first.plan) is stages
+    engine._stages[id(second.plan)] = engine._stages.pop(id(first.plan))  # as if the id were reused
+    assert engine.stages_of(second.plan) is None

@@ -62,7 +62,9 @@ class Engine:
         self._owns_spark = spark is None
         # What shows while Spark starts (`run` on a terminal: a transient status line).
         self.spark_starting: Callable[[str], ContextManager] = lambda target: contextlib.nullcontext()
-        self._stages: dict[int, object] = {}  # plan id -> the stateful stages it streams with (spark.stateful.chain)
+        # plan id -> (the plan, the stateful stages it streams with: spark.stateful.chain); the
+        # plan is kept so that its id is never another plan's
+        self._stages: dict[int, tuple] = {}
         self.drain = DrainSources()
 
     # -- scripts -----------------------------------------------------------------------
@@ -251,7 +253,7 @@ class Engine:
 
             query = group_by_window_struct(query, {w.name for w in plan.windows},
                                            {w.name for w in plan.windows if w.kind == "SESSION"})
-        stages = self._stages.get(id(plan)) if streaming else None
+        stages = self.stages_of(plan) if streaming else None
         if stages is not None:  # runs on streamsql's stateful operators
             from streamsql.changelog import ROWKIND_COLUMN
             from streamsql.spark.stateful.chain import inserts_only
@@ -298,14 +300,19 @@ class Engine:
             flagged.filter(~late).createOrReplaceTempView(source)
         self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
 
+    def stages_of(self, plan: QueryPlan):
+        """The stateful stages a plan streams with (runtime.execution.stateful_stages), or None."""
+        entry = self._stages.get(id(plan))
+        return entry[1] if entry is not None and entry[0] is plan else None
+
     def _shows_row_kinds(self, writer: ResultWriter, plan: QueryPlan | None = None) -> bool:
         """Results print their row kinds (+I, -U, +U, -D) in 'changelog' result mode, and
         always when they update as they stream (a changelog cannot be shown without them),
         unless the writer shows them its own way (the shell's live result)."""
-        if plan is not None and id(plan) in self._stages:
+        if plan is not None and self.stages_of(plan) is not None:
             from streamsql.spark.stateful.chain import inserts_only
 
-            if not inserts_only(self._stages[id(plan)]):
+            if not inserts_only(self.stages_of(plan)):
                 return True
         mode = (self.settings.get("sql-client.execution.result-mode") or "table").lower()
         return mode == "changelog" and not getattr(writer, "handles_row_kinds", False)

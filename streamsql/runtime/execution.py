@@ -74,7 +74,7 @@ def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, setting
     ttl = settings.get("table.exec.state.ttl")
     stages = compile_query(step.plan, is_bounded, parse_duration(ttl) if ttl else None)
     if stages is not None:
-        engine._stages[id(step.plan)] = stages
+        engine._stages[id(step.plan)] = (step.plan, stages)
     return stages
 
 
