@@ -466,3 +466,58 @@ END;
     assert rows_of(connection, "SELECT * FROM top2") == expected_top
     counts = Counter(len(vs) for vs in by_key.values())
     assert rows_of(connection, "SELECT * FROM spread") == sorted(counts.items())
+
+
+@pytest.mark.spark
+def test_outer_join_over_unbounded_input_retracts_into_postgres_across_kill_9(run, tmp_path, db):
+    """A continuous LEFT JOIN of two watched directories, upserted into PostgreSQL: rows
+    without a partner are written null-padded while the job runs, a kill -9 and a restart
+    resume from the checkpoint, and partners arriving later replace the padded rows; the
+    table ends as the join computed over all the input at once."""
+    import os
+    import signal
+
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import kill_9, start
+
+    url, connection = db
+    connection.execute("CREATE TABLE joined (id bigint PRIMARY KEY, v bigint, name text)")
+    facts, dims = tmp_path / "facts", tmp_path / "dims"
+
+    def part(folder, n, text):
+        os.utime(write(folder / f"part-{n}.csv", text), (time.time() - 100 + n,) * 2)
+
+    part(facts, 0, "".join(f"{i},k{i % 5},{i * 3}\n" for i in range(20)))
+    part(dims, 0, "k0,zero\nk1,one\n")
+    watched = "'format' = 'csv', 'source.monitor-interval' = '1s'"
+    ddl = f"""
+CREATE TABLE facts (id BIGINT, k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{facts}', {watched});
+CREATE TABLE dims (k STRING, name STRING) WITH ('connector' = 'filesystem', 'path' = '{dims}', {watched});
+{jdbc_ddl("joined", url, "id BIGINT, v BIGINT, name STRING", key="id")};
+"""
+    query = "INSERT INTO joined SELECT f.id, f.v, d.name FROM facts f LEFT JOIN dims d ON f.k = d.k"
+    script = write(tmp_path / "job.sql", ddl + query + ";")
+
+    def names() -> dict:
+        return dict(connection.execute("SELECT id, name FROM joined").fetchall())
+
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: len(names()) == 20 or job.poll() is not None, 240), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        assert names()[2] is None and names()[1] == "one"  # k2 has no partner yet: null-padded
+        kill_9(job, "driver")
+        part(dims, 1, "k2,two\nk3,three\n")
+        part(facts, 1, "".join(f"{i},k{i % 5},{i * 3}\n" for i in range(20, 30)))
+        job = start(tmp_path, script)
+        assert wait_for(lambda: (len(names()) == 30 and names()[2] == "two") or job.poll() is not None, 240)
+        assert job.poll() is None, job.stderr.read()
+        os.kill(job.pid, signal.SIGTERM)
+        job.wait(240)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    dim_names = {"k0": "zero", "k1": "one", "k2": "two", "k3": "three"}
+    expected = sorted((i, i * 3, dim_names.get(f"k{i % 5}")) for i in range(30))
+    assert rows_of(connection, "SELECT * FROM joined") == expected

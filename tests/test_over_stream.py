@@ -158,3 +158,8 @@ CREATE TABLE out (id BIGINT, k STRING, s INT, n BIGINT, top INT)
     run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
              + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
     assert len(streamed) == 90 and streamed == lines(batch_sink)
+
+
+def test_over_a_changelog_is_not_streamed_even_ordered_by_a_time_attribute():
+    assert stages("SELECT auction, SUM(n) OVER (PARTITION BY auction ORDER BY t) FROM (SELECT auction, MAX(ts) AS t,"
+                  " COUNT(*) AS n FROM bid GROUP BY auction);") is None

@@ -44,7 +44,8 @@ batch 1 must not bring ``k=1`` back. So:
    left unapplied (later batches only start once a batch is complete, so per key the
    changes are applied once each, in order).
 4. When every task has succeeded, the driver records the parts that had no rows (so a
-   replay of a complete batch is skipped by the driver without computing it) and prunes
+   replay of a complete batch writes nothing: it is computed only for its stateful
+   operators to commit their state, which Spark requires) and prunes
    the job's records older than ``KEEP_BATCHES`` batches (Spark replays only the last).
 
 The job in a record is the job's state directory name, its Spark checkpoint's query id and
@@ -249,6 +250,9 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
         if recorded is not None:
             parts, done = recorded
             if done == parts:
+                from streamsql.runtime.sinks import compute_only
+
+                compute_only(frame)  # its stateful operators still commit the batch's state
                 return {"rows": 0, "written": 0, "skipped": parts}
     frame = _parts(frame, table, columns, parts)
     job = (job_key, batch_id, parts) if exactly_once else None

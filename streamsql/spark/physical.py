@@ -8,7 +8,7 @@ session_window. The others — aggregates that update, Top-N,
 deduplication, OVER, outer joins, CUMULATE windows, COUNT DISTINCT in a
 window, windows over the output of another stateful operator — have no append-mode
 operator in Spark; they need streamsql's stateful operators (spark.stateful): GroupAggregate,
-Rank (Top-N), Deduplicate and OverAggregate run there. A query needing another one is computed as one
+Rank (Top-N), Deduplicate, OverAggregate and regular joins (outer, or of a changelog) run there. A query needing another one is computed as one
 bounded computation over bounded input (Flink's final result), and over unbounded input
 it is refused at plan time, naming the operator.
 """
@@ -36,12 +36,12 @@ def stateful_operators(root: Operator) -> list[Operator]:
     return [node for node in reversed(list(walk(root))) if not _native(node, id(node) in aggregated)]
 
 
-STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate")  # streamsql's own stateful operators
+STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join")  # streamsql's own stateful operators
 
 
 def runs_on_stateful_operators(root: Operator) -> bool:
     """Whether every operator Spark lacks is one streamsql's stateful operators run: a
-    GroupAggregate, a Top-N (Rank), a Deduplicate or an OverAggregate (spark.stateful.chain then cuts the
+    GroupAggregate, a Top-N (Rank), a Deduplicate, an OverAggregate or a regular Join (spark.stateful.chain then cuts the
     query around them; a shape it cannot cut is still refused there)."""
     missing = stateful_operators(root)
     return bool(missing) and all(node.kind in STATEFUL_KINDS for node in missing)

@@ -14,12 +14,14 @@ planned query (its bound syntax tree) where those operators are, innermost first
   input SQL (the columns the projections use, the partition keys and the calls'
   arguments), the OverAggregate (``over``), output SQL (the projections, each call read
   from its column);
+- ``JoinStage``: a regular join with a changelog on one side, or an outer join: each
+  side's SQL and the stateful join (``join_cut``); the SELECT then reads its changelog;
 - ``CalcStage``: projections and filters over a stage's changelog, row by row.
 
 A stage's output is a changelog (``__rowkind`` first) registered as a view; the stage
 above reads it in place of the subquery or view it replaces, and carries ``__rowkind``
-through. A shape that fits none of these (a join or OVER over a changelog, a window over
-one, OVER windows that differ in one SELECT) makes ``compile_query`` return None: the caller reports the operator as unsupported
+through. A shape that fits none of these (an OVER over a changelog, a window over one,
+an outer join with a condition beyond its keys, OVER windows that differ in one SELECT) makes ``compile_query`` return None: the caller reports the operator as unsupported
 over unbounded input, or computes bounded input as one batch.
 """
 
@@ -36,7 +38,6 @@ from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
 
 RANKED = "__ranked"  # the view a RankStage's output query reads
 OVERED = "__overed"  # the view an OverStage's output query reads
-OVER_FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 _VIEWS = itertools.count(1)  # stage views are session-wide temp views: a statement set runs several queries
 
 
@@ -73,6 +74,14 @@ class OverStage(Stage):
     preceding: int | None = None  # rows, or milliseconds for RANGE; None: UNBOUNDED PRECEDING
     calls: list[tuple[str, str | None, str]] = field(default_factory=list)  # (function, column, __w<j>)
     output_query: exp.Select | None = None  # reads OVERED: __rowkind, then the projections
+
+
+@dataclass
+class JoinStage(Stage):
+    left_query: exp.Select | None = None  # [__rowkind,] __lk<i> (keys), __l<j> (the columns used)
+    right_query: exp.Select | None = None  # [__rowkind,] __rk<i>, __r<j>
+    keys: int = 0
+    join_type: str = "InnerJoin"
 
 
 @dataclass
@@ -134,7 +143,12 @@ class _Compiler:
         if pattern is not None:
             return self._rank(query, pattern)
         query = query.copy()
+        from streamsql.spark.stateful.join_cut import cut_join, regular_join_of
+
+        join = regular_join_of(self, query)
         inputs, changelogs = self._inputs(query)
+        if join is not None and (changelogs or join.join_type != "InnerJoin"):
+            inputs, changelogs = cut_join(query, join, inputs, changelogs)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
             if split is None:
@@ -143,7 +157,9 @@ class _Compiler:
                 _carry_rowkind(split.input_query, changelogs)
             return AggregateStage(inputs=inputs, split=split)
         if any(w.find_ancestor(exp.Select) is query for w in query.find_all(exp.Window)):
-            return self._over(query)
+            from streamsql.spark.stateful.over_cut import cut_over
+
+            return cut_over(self, query, inputs)
         if query.args.get("distinct"):
             raise _Unsupported()  # DISTINCT over a stream: not yet
         if not inputs:
@@ -235,129 +251,6 @@ class _Compiler:
             inputs=inputs, input_query=inner, data=[p.alias_or_name for p in others],
             partition=partition_names, order=order_names,
             limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, output_query=output)
-
-
-    # -- OVER --------------------------------------------------------------------------
-    def _over(self, query: exp.Select) -> Stage:
-        """Flink's streaming OVER: insert-only input, one window per SELECT, ordered by one
-        time attribute ascending, a frame ending at the current row."""
-        from streamsql.plan.aggregate_operators import OverAggregate
-        from streamsql.plan.operators import walk
-
-        node = next((n for n in walk(self.builder.select(query)) if isinstance(n, OverAggregate)), None)
-        if node is None or any(query.args.get(k) for k in ("distinct", "order", "limit", "offset", "qualify")):
-            raise _Unsupported()
-        inputs, _ = self._inputs(query)
-        if inputs:
-            raise _Unsupported()  # Flink's OverAggregate takes insert-only input
-        named = {w.this.name: w for w in query.args.get("windows") or []}
-        calls = [w for w in query.find_all(exp.Window) if w.args.get("over") and w.find_ancestor(exp.Select) is query]
-        in_projections = {id(n) for p in query.expressions for n in p.walk()}
-        if not calls or any(id(c) not in in_projections for c in calls):
-            raise _Unsupported()  # an OVER call outside the SELECT list
-        windows = [_definition(c, named) for c in calls]
-        if len({_window_key(w) for w in windows}) != 1:
-            raise _Unsupported()  # Flink: all aggregates must be computed on the same window
-        window = windows[0]
-        order = window.args.get("order")
-        if order is None or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
-            raise _Unsupported()
-        time_column = order.expressions[0].this
-        attribute = _time_attribute(node, time_column)
-        if attribute is None:
-            raise _Unsupported()
-        unit, preceding = _frame(window.args.get("spec"))
-
-        names: dict[str, str] = {}
-        selects: list[exp.Expression] = []
-
-        def column_of(expression: exp.Expression, prefix: str) -> str:
-            key = _same(expression)
-            if key not in names:
-                names[key] = f"{prefix}{len(selects)}"
-                selects.append(exp.alias_(expression.copy(), names[key]))
-            return names[key]
-
-        functions = []
-        for j, call in enumerate(calls):
-            function = OVER_FUNCTIONS.get(type(call.this))
-            argument = call.this.this
-            if function is None or isinstance(argument, exp.Distinct) or call.this.args.get("expressions"):
-                raise _Unsupported()
-            column = None if isinstance(argument, exp.Star) or (function == "COUNT" and argument is None) \
-                else column_of(argument, "__v")
-            functions.append((function, column, f"__w{j}"))
-        time_name = column_of(time_column, "__c")
-        partition = [column_of(p, "__p") for p in window.args.get("partition_by") or []]
-        placeholders = set()
-        for j, call in enumerate(calls):
-            placeholder = exp.column(f"__w{j}", OVERED)
-            placeholders.add(id(placeholder))
-            call.replace(placeholder)
-        for projection in query.expressions:
-            for column in list(projection.find_all(exp.Column)):
-                if id(column) not in placeholders:
-                    column.replace(exp.column(column_of(column, "__c"), OVERED))
-        inner = query.copy()
-        inner.set("expressions", selects)
-        inner.set("windows", None)
-        output = exp.select(exp.column(ROWKIND_COLUMN, OVERED), *[p.copy() for p in query.expressions])
-        output.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(OVERED),
-                                                    alias=exp.TableAlias(this=exp.to_identifier(OVERED)))))
-        return OverStage(input_query=inner, partition=partition, time=time_name, rowtime=attribute == "rowtime",
-                         unit=unit, preceding=preceding, calls=functions, output_query=output)
-
-
-def _window_key(window: exp.Window) -> tuple:
-    parts = [*(window.args.get("partition_by") or []), window.args.get("order"), window.args.get("spec")]
-    return tuple(_same(p) if p is not None else None for p in parts)
-
-
-def _definition(call: exp.Window, named: dict) -> exp.Window:
-    """The window an OVER call uses: its own, or the WINDOW clause's it names."""
-    name = call.args.get("alias")
-    if name is None:
-        return call
-    if any(call.args.get(k) for k in ("partition_by", "order", "spec")) or name.name not in named:
-        raise _Unsupported()
-    return named[name.name]
-
-
-def _time_attribute(node, column: exp.Expression) -> str | None:
-    """'rowtime' or 'proctime' when the OVER's ORDER BY is a time attribute of its input."""
-    if not isinstance(column, exp.Column):
-        return None
-    for source in node.inputs:
-        for f in source.fields:
-            if f.name == column.name and f.time_attribute:
-                return f.time_attribute
-    return None
-
-
-def _frame(spec: exp.WindowSpec | None) -> tuple[str, int | None]:
-    """(unit, preceding) of a frame ending at the current row; no frame: RANGE UNBOUNDED."""
-    from streamsql.errors import ValidationError
-    from streamsql.plan.windows import interval_ms
-
-    if spec is None:
-        return "RANGE", None
-    unit, start, end = (spec.args.get("kind") or "").upper(), spec.args.get("start"), spec.args.get("end")
-    if unit not in ("ROWS", "RANGE") or (end is not None and str(end).upper() != "CURRENT ROW"):
-        raise _Unsupported()
-    if str(start).upper() == "UNBOUNDED":
-        return unit, None
-    if str(start).upper() == "CURRENT ROW":
-        return unit, 0
-    if (spec.args.get("start_side") or "").upper() != "PRECEDING":
-        raise _Unsupported()
-    if unit == "ROWS" and isinstance(start, exp.Literal) and not start.is_string:
-        return unit, int(start.name)
-    if unit == "RANGE":
-        try:
-            return unit, interval_ms(start, "RANGE")
-        except ValidationError:
-            raise _Unsupported() from None
-    raise _Unsupported()
 
 
 def _carry_rowkind(select: exp.Select, aliases: list[str]) -> None:

@@ -7,7 +7,9 @@ import itertools
 
 from sqlglot import exp
 
-from streamsql.spark.stateful.chain import OVERED, RANKED, AggregateStage, CalcStage, OverStage, RankStage, Stage
+from streamsql.spark.stateful.chain import (
+    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, Stage,
+)
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 
 _NAMES = itertools.count(1)
@@ -32,6 +34,11 @@ def stage_frame(spark, stage: Stage, to_sql):
         source = spark.sql(to_sql(stage.input_query))
         overed = over(source, stage.partition, stage.time, stage.rowtime, stage.unit, stage.preceding, stage.calls)
         return _read_through(spark, overed, OVERED, stage.output_query, to_sql)
+    if isinstance(stage, JoinStage):
+        from streamsql.spark.stateful.join import regular_join
+
+        left, right = spark.sql(to_sql(stage.left_query)), spark.sql(to_sql(stage.right_query))
+        return regular_join(left, right, stage.keys, stage.join_type)
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")

@@ -1,0 +1,114 @@
+"""Regular joins of changelogs on ``transformWithStateInPandas``: Flink's streaming join (#10).
+
+Spark's stream-stream joins take insert-only input, and their outer joins need time bounds
+and emit null-padded rows only once the watermark passes, never retracting them. Flink's
+regular join keeps both sides in state and retracts: an outer join's null-padded row goes
+(``-D``) when its first partner arrives. Both sides travel in one stream (``__side`` 0 or
+1, each row with its kind, the join keys ``__k<i>`` on both), hashed by the keys into
+buckets; one call joins a bucket's whole micro-batch (``joining.fold``), and each side's
+rows live in a ValueState (Arrow IPC) in Spark's state store, checkpointed with the query.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful import accumulate, joining
+from streamsql.spark.stateful.specs import value_kind
+
+BUCKET = "__bucket"
+BUCKETS_PER_PARTITION = 4
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+
+
+def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None) -> DataFrame:
+    """The changelog of ``left JOIN right`` on their first ``keys`` columns (pairwise equal,
+    NULL never matching): ``__rowkind``, then every other column of ``left``, then of
+    ``right``. Either side may carry ``__rowkind`` first (a changelog) or not (inserts)."""
+    if join_type not in JOIN_TYPES:
+        raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
+    if buckets is None:
+        buckets = BUCKETS_PER_PARTITION * int(left.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    sides = []
+    for frame in (left, right):
+        fields = [f for f in frame.schema.fields if f.name != ROWKIND_COLUMN]
+        sides.append((frame, fields[:keys], fields[keys:]))
+    key_names = [f"__k{i}" for i in range(keys)]
+    left_names = [f.name for f in sides[0][2]]
+    right_names = [f.name for f in sides[1][2]]
+    if set(left_names) & set(right_names) or set(key_names) & set(left_names + right_names):
+        raise ValueError("the two sides' columns must have names of their own")
+    selected = []
+    for index, (frame, key_fields, own) in enumerate(sides):
+        kind = F.col(ROWKIND_COLUMN) if ROWKIND_COLUMN in frame.columns else F.lit("+I")
+        columns = [F.lit(index).alias(joining.SIDE), kind.alias(ROWKIND_COLUMN)]
+        columns += [F.col(f"`{f.name}`").alias(k) for f, k in zip(key_fields, key_names)]
+        for other_index, (_, _, fields) in enumerate(sides):
+            for f in fields:
+                columns.append(F.col(f"`{f.name}`") if other_index == index
+                               else F.lit(None).cast(f.dataType).alias(f.name))
+        selected.append(frame.select(*columns))
+    union = selected[0].unionByName(selected[1])  # Spark widens the key types to one
+    types = {f.name: f.dataType for f in union.schema.fields}
+    plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type,
+            "kinds": {name: value_kind(types[name]) for name in key_names + left_names + right_names},
+            "columns": list(union.columns), "buckets": buckets}
+    bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*[F.col(k) for k in key_names]), F.lit(buckets)).cast("int"))
+    out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
+                       + [T.StructField(n, types[n], True) for n in left_names + right_names])
+    _ship_by_value()
+    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+
+
+class JoinProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch: join all of the bucket's changes at once."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("bucket", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False),
+            T.StructField("left", T.BinaryType(), True), T.StructField("right", T.BinaryType(), True)]))
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
+        left = right = None
+        stored = self.state.get()
+        if stored is not None:
+            if stored[0] != self.plan["buckets"]:
+                raise ValueError(f"This checkpoint's join state has {stored[0]} buckets, the query asks for "
+                                 f"{self.plan['buckets']}: restart with the same count")
+            left = accumulate._from_bytes(stored[1]) if stored[1] is not None else None
+            right = accumulate._from_bytes(stored[2]) if stored[2] is not None else None
+        left, right, out = joining.fold(self.plan, left, right, batch)
+        if left is None and right is None:
+            self.state.clear()
+        else:
+            self.state.update((self.plan["buckets"], accumulate._to_bytes(left) if left is not None else None,
+                               accumulate._to_bytes(right) if right is not None else None))
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def _ship_by_value() -> None:
+    """Workers may import another copy of streamsql (or none, on a cluster)."""
+    from pyspark import cloudpickle
+
+    for module in (accumulate, joining, sys.modules[__name__]):
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass

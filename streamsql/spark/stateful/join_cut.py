@@ -1,0 +1,106 @@
+"""Cutting a regular join out of a query (spark.stateful.chain): a join Spark cannot stream
+— one side a changelog, or an outer join — becomes a ``JoinStage``: each side's SQL (its
+equi-join keys ``__lk<i>``/``__rk<i>`` first, then the columns the query uses from it,
+``__l<j>``/``__r<j>``), the stateful join (``join.regular_join``), and the SELECT rewritten to
+read the join's changelog as one input, ``__joined``. Conditions that are not key
+equalities stay a filter after an inner join; an outer join needs keys only (a residual
+ON condition decides which rows are partners there, which the join does not evaluate yet).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.spark.stateful.chain import JoinStage, _Unsupported
+
+JOINED = "__joined"
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+_VIEWS = itertools.count(1)
+
+
+def regular_join_of(compiler, select: exp.Select):
+    """The regular Join operator of this SELECT's own JOIN, or None (no join, or an
+    interval, window or temporal join)."""
+    from streamsql.plan.join_operators import Join
+    from streamsql.plan.operators import walk
+
+    if len(select.args.get("joins") or []) != 1:
+        return None
+    node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
+    return node if node is not None and type(node) is Join else None
+
+
+def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
+    """Rewrite ``select`` in place to read the join's stage; (its inputs, its changelog aliases)."""
+    if node.join_type not in JOIN_TYPES:
+        raise _Unsupported()  # semi and anti joins (IN, EXISTS) over a changelog: not yet
+    (join,) = select.args["joins"]
+    if join.args.get("using") or join.args.get("method"):
+        raise _Unsupported()
+    left_item, right_item = select.args["from_"].this, join.this
+    left, right = left_item.alias_or_name, right_item.alias_or_name
+    inner = node.join_type == "InnerJoin"
+    keys, residual = [], []
+    for condition in _conjuncts(join.args.get("on")):
+        pair = _key_pair(condition, left, right)
+        (keys.append(pair) if pair else residual.append(condition))
+    where = select.args.get("where")
+    kept_where = []
+    for condition in _conjuncts(where.this if where is not None else None):
+        pair = _key_pair(condition, left, right) if inner else None
+        (keys.append(pair) if pair else kept_where.append(condition))
+    if not keys or (residual and not inner):
+        raise _Unsupported()
+
+    names: dict[tuple[str, str], str] = {}
+    for column in select.find_all(exp.Column):
+        side = {left: "__l", right: "__r"}.get(column.table)
+        if side is not None and (column.table, column.name) not in names:
+            names[(column.table, column.name)] = f"{side}{sum(1 for t, _ in names if t == column.table)}"
+    queries = []
+    for alias, item, prefix, index in ((left, left_item, "__lk", 0), (right, right_item, "__rk", 1)):
+        columns = [exp.alias_(pair[index].copy(), f"{prefix}{i}") for i, pair in enumerate(keys)]
+        columns += [exp.alias_(exp.column(name, alias), own) for (table, name), own in names.items() if table == alias]
+        if alias in changelogs:
+            columns.insert(0, exp.column(ROWKIND_COLUMN, alias))
+        queries.append(exp.select(*columns).from_(item.copy()))
+
+    for column in list(select.find_all(exp.Column)):
+        if (column.table, column.name) in names:
+            column.replace(exp.column(names[(column.table, column.name)], JOINED))
+    filters = [c for c in kept_where + residual]
+    select.set("joins", None)
+    select.set("where", exp.Where(this=exp.and_(*filters)) if filters else None)
+    view = f"__join_{next(_VIEWS)}"
+    select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view),
+                                                alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
+    stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
+                      join_type=node.join_type)
+    return [(view, stage)], [JOINED]
+
+
+def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+    if condition is None:
+        return []
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+def _key_pair(condition: exp.Expression, left: str, right: str):
+    """(left expression, right expression) of an equality between one side and the other."""
+    if not isinstance(condition, exp.EQ):
+        return None
+    a, b = condition.this, condition.expression
+    sides = _side(a, left, right), _side(b, left, right)
+    if sides == (left, right):
+        return a, b
+    if sides == (right, left):
+        return b, a
+    return None
+
+
+def _side(expression: exp.Expression, left: str, right: str) -> str | None:
+    tables = {c.table for c in expression.find_all(exp.Column)}
+    return tables.pop() if len(tables) == 1 and tables <= {left, right} else None

@@ -1,0 +1,103 @@
+"""Regular joins that retract (spark.stateful.join): outer joins and joins of a changelog,
+cut into a JoinStage without Spark, then streamed micro-batch by micro-batch against batch
+mode: the changelog applied ends as the batch result, and outer joins retract their
+null-padded rows as partners arrive."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import random
+import time
+
+import pytest
+
+from streamsql.spark.dialect import to_spark_sql
+from streamsql.spark.stateful.chain import AggregateStage, CalcStage, JoinStage
+from tests.conftest import write
+from tests.test_stateful_chain import _applied, stages
+
+
+def test_outer_join_of_inserts_is_cut_with_its_keys_and_filters():
+    stage = stages("SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id WHERE b.price > 3;")
+    assert isinstance(stage, CalcStage)
+    (_, join), = stage.inputs
+    assert isinstance(join, JoinStage) and (join.keys, join.join_type) == (1, "LeftOuterJoin")
+    assert to_spark_sql(join.left_query).startswith("SELECT `b`.`bidder` AS `__lk0`")
+    assert "WHERE `__joined`.`__l0` > 3" in to_spark_sql(stage.query)
+
+
+def test_inner_join_of_a_changelog_takes_keys_from_where_too():
+    stage = stages("SELECT a.auction, a.c, u.name FROM (SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction) a,"
+                   " users u WHERE a.auction = u.id AND a.c > u.id + 1;")
+    (_, join), = stage.inputs
+    assert isinstance(join, JoinStage) and join.join_type == "InnerJoin" and join.keys == 1
+    assert isinstance(join.inputs[0][1], AggregateStage)
+    assert "`__rowkind`" in to_spark_sql(join.left_query)
+    assert "WHERE `__joined`.`__l1` > `__joined`.`__r1` + 1" in to_spark_sql(stage.query)
+
+
+def test_aggregate_over_an_outer_join():
+    stage = stages("SELECT u.name, COUNT(b.price) FROM users u LEFT JOIN bid b ON b.bidder = u.id GROUP BY u.name;")
+    assert isinstance(stage, AggregateStage) and isinstance(stage.inputs[0][1], JoinStage)
+
+
+@pytest.mark.parametrize("sql", [
+    # an outer join whose ON has more than key equalities
+    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND b.price > 3;",
+    # no key equality at all
+    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder > u.id;",
+    # an interval join stays Spark's (inner) or is not a regular join (outer)
+    "SELECT a.id, b.price FROM auction a LEFT JOIN bid b ON a.id = b.auction AND b.ts BETWEEN a.ts AND"
+    " a.ts + INTERVAL '10' SECOND;",
+])
+def test_joins_not_cut(sql):
+    assert stages(sql) is None
+
+
+def test_inner_join_of_inserts_stays_spark_s():
+    assert stages("SELECT u.name, b.price FROM bid b JOIN users u ON b.bidder = u.id;") is None
+
+
+# -- streamed for real ---------------------------------------------------------------------------
+
+QUERIES = {
+    "left": "SELECT t.k, t.v, d.name FROM t LEFT JOIN d ON t.k = d.k",
+    "full": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k",
+    "right_of_counts": "SELECT c.k, c.n, d.name FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) c"
+                       " RIGHT JOIN d ON c.k = d.k",
+    "counts_per_name": "SELECT d.name, COUNT(t.v) AS n, MAX(t.v) AS top FROM d LEFT JOIN t ON d.k = t.k"
+                       " GROUP BY d.name",
+    "inner_of_changelog": "SELECT c.k, c.top, d.name FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k) c JOIN d"
+                          " ON c.k = d.k WHERE c.top > 100",
+}
+
+
+@pytest.mark.spark
+def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
+    rng = random.Random(8)
+    folder, dims = tmp_path / "parts", tmp_path / "dims"
+    values = rng.sample(range(1000), 40)
+    for i in range(4):  # Spark's file stream reads files by modification time
+        rows = "".join(f"k{rng.randint(0, 6)},{values[i * 10 + j]}\n" for j in range(10))
+        os.utime(write(folder / f"part-{i}.csv", rows), (time.time() - 100 + i,) * 2)
+    # dims arrive later than some of t's rows, and one key (k9) never has a partner
+    for i, text in enumerate(["k0,zero\nk1,one\n", "k2,two\nk9,nine\n", "k3,one\nk1,uno\n"]):
+        os.utime(write(dims / f"part-{i}.csv", text), (time.time() - 99 + i,) * 2)
+    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{folder}',"
+           f" 'format' = 'csv'); CREATE TEMPORARY TABLE d (k STRING, name STRING) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{dims}', 'format' = 'csv');")
+    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
+    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
+            " SET 'execution.runtime-mode' = 'batch';"
+    run.output(ddl)
+    retracted = set()
+    for name, query in QUERIES.items():
+        final, ops = _applied(run.output(streamed + query))
+        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        assert final == expected, name
+        if ops["-D"] + ops["-U"]:
+            retracted.add(name)
+        run.output("RESET 'execution.runtime-mode';")
+    assert {"left", "full", "right_of_counts", "counts_per_name"} <= retracted
