@@ -107,3 +107,34 @@ GROUP BY window_start, window_end;
     shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0]
     assert wait_for(lambda: f"{job_id},insert-into-dst,FINISHED" in
                     start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0], 60), shown
+
+
+def test_a_failing_insert_of_a_statement_set_fails_the_whole_job(tmp_path):
+    """Two continuous INSERTs run side by side; when the second fails (a malformed row), the
+    job stops the first and exits with the error, as a Flink job fails when any part does
+    (it used to wait on the first, which never ends, with the second dead)."""
+    from tests.test_exactly_once import start
+
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    write(good / "0.csv", "1\n2\n")
+    write(bad / "0.csv", "3\nnot a number\n")
+    watched = "'format' = 'csv', 'source.monitor-interval' = '1s'"
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE good (n INT) WITH ('connector' = 'filesystem', 'path' = '{good}', {watched});
+CREATE TABLE bad (n INT) WITH ('connector' = 'filesystem', 'path' = '{bad}', {watched});
+CREATE TABLE a (n INT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / "a"}', 'format' = 'csv');
+CREATE TABLE b (n INT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / "b"}', 'format' = 'csv');
+EXECUTE STATEMENT SET BEGIN
+INSERT INTO a SELECT n FROM good;
+INSERT INTO b SELECT n FROM bad;
+END;
+""")
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: job.poll() is not None, 180), "the job went on with one of its INSERTs dead"
+        assert job.returncode != 0
+        assert "not a number" in job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()

@@ -423,8 +423,9 @@ class Engine:
                 monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
                 monitor.start()
             with ProgressDisplay(queries):
-                for query in queries:
-                    self._await(query)
+                from streamsql.runtime.waiting import await_queries
+
+                await_queries(self, queries)
         except StopRequested:
             self._stop_all(started)
             monitor and monitor.finish(CANCELED)

@@ -22,6 +22,10 @@ def default_conf(master: str | None = None) -> dict[str, str]:
         "spark.master": master or "local[*]",
         "spark.app.name": "streamsql",
         "spark.driver.memory": f"{max(1, min(8, memory_gb // 3))}g",
+        # Deeper thread stacks: stopping a query whose Python source task was cut off had
+        # Spark match a regex over the worker's whole traceback, and 1 MB stacks overflowed
+        # there, killing the stream thread so the query never reported that it ended.
+        "spark.driver.extraJavaOptions": "-Xss16m",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(max(2, 2 * (os.cpu_count() or 1))),
