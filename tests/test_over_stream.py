@@ -4,8 +4,6 @@ watched directory that emits rows as the watermark passes them and the rest on d
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import random
 import time
@@ -14,7 +12,7 @@ import pytest
 
 from streamsql.spark.stateful.chain import OverStage
 from tests.conftest import write
-from tests.test_stateful_chain import _applied, stages
+from tests.test_stateful_chain import stages, streamed_and_batch
 
 
 # -- the cut, without Spark ----------------------------------------------------------------------
@@ -95,16 +93,11 @@ def test_streamed_over_ends_with_the_batch_result(run, tmp_path):
     _table(folder, random.Random(5))
     ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1'"
            f" SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
-    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
-    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
-            " SET 'execution.runtime-mode' = 'batch';"
     run.output(ddl)
     for name, query in QUERIES.items():
-        final, ops = _applied(run.output(streamed + query))
-        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
         assert set(ops) == {"+I"}, f"{name}: an OVER emits each row once"
-        run.output("RESET 'execution.runtime-mode';")
 
 
 @pytest.mark.spark

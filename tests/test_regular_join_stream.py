@@ -5,8 +5,6 @@ null-padded rows as partners arrive."""
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import random
 import time
@@ -16,7 +14,7 @@ import pytest
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.stateful.chain import AggregateStage, CalcStage, JoinStage
 from tests.conftest import write
-from tests.test_stateful_chain import _applied, stages
+from tests.test_stateful_chain import stages, streamed_and_batch
 
 
 def test_outer_join_of_inserts_is_cut_with_its_keys_and_filters():
@@ -88,16 +86,11 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
     ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{folder}',"
            f" 'format' = 'csv'); CREATE TEMPORARY TABLE d (k STRING, name STRING) WITH ('connector' = 'filesystem',"
            f" 'path' = '{dims}', 'format' = 'csv');")
-    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
-    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
-            " SET 'execution.runtime-mode' = 'batch';"
     run.output(ddl)
     retracted = set()
     for name, query in QUERIES.items():
-        final, ops = _applied(run.output(streamed + query))
-        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
-        run.output("RESET 'execution.runtime-mode';")
     assert {"left", "full", "right_of_counts", "counts_per_name"} <= retracted

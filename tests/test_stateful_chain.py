@@ -131,6 +131,19 @@ def _applied(text: str) -> list[tuple]:
     return sorted(table.elements()), Counter(r[0] for r in rows[1:])
 
 
+STREAMED = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
+BATCH = ("RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';"
+         " SET 'execution.runtime-mode' = 'batch';")
+
+
+def streamed_and_batch(run, query: str):
+    """(the streamed changelog applied, its row kinds counted, batch mode's result), sorted."""
+    final, ops = _applied(run.output(STREAMED + query))
+    expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(BATCH + query))))[1:])
+    run.output("RESET 'execution.runtime-mode';")
+    return final, ops, expected
+
+
 QUERIES = {
     "top3": "SELECT * FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM t)"
             " WHERE rn <= 3",
@@ -160,16 +173,11 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
            f" SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');"
            f"CREATE TEMPORARY TABLE d (k STRING, name STRING, since TIMESTAMP(3), WATERMARK FOR since AS since)"
            f" WITH ('connector' = 'filesystem', 'path' = '{dims}', 'format' = 'csv');")
-    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
-    batch = "RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';" \
-            " SET 'execution.runtime-mode' = 'batch';"
     run.output(ddl)
     for name, query in QUERIES.items():
-        final, ops = _applied(run.output(streamed + query))
-        expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(batch + query))))[1:])
+        final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
         assert ops["-U"] + ops["-D"] > 0, f"{name}: no retractions, so nothing was computed incrementally"
-        run.output("RESET 'execution.runtime-mode';")
 
 
 def test_bounded_input_into_a_blackhole_streams_when_asked(tmp_path):

@@ -10,4 +10,16 @@ def group_aggregate(*args, **kwargs):
     return build(*args, **kwargs)
 
 
-__all__ = ["AggSpec", "group_aggregate"]
+def ship_by_value(*modules) -> None:
+    """Python workers may import another copy of streamsql (or none, on a cluster): an
+    operator's processor and its pandas core travel pickled by value."""
+    from pyspark import cloudpickle
+
+    for module in modules:
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass
+
+
+__all__ = ["AggSpec", "group_aggregate", "ship_by_value"]

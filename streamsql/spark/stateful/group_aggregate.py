@@ -165,12 +165,6 @@ class GroupAggregateProcessor(StatefulProcessor):
 
 
 def _ship_by_value() -> None:
-    """Python workers may import another copy of streamsql (or none, on a cluster): the
-    processor and its pandas core travel pickled by value."""
-    from pyspark import cloudpickle
+    from streamsql.spark.stateful import ship_by_value
 
-    for module in (accumulate, state_layouts, sys.modules[__name__]):
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except ValueError:
-            pass
+    ship_by_value(accumulate, state_layouts, sys.modules[__name__])

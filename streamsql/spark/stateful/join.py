@@ -104,11 +104,6 @@ class JoinProcessor(StatefulProcessor):
 
 
 def _ship_by_value() -> None:
-    """Workers may import another copy of streamsql (or none, on a cluster)."""
-    from pyspark import cloudpickle
+    from streamsql.spark.stateful import ship_by_value
 
-    for module in (accumulate, joining, sys.modules[__name__]):
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except ValueError:
-            pass
+    ship_by_value(accumulate, joining, sys.modules[__name__])

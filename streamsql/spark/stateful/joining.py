@@ -1,7 +1,7 @@
 """A regular join of two changelogs for one bucket of join keys, with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas and numpy and takes its configuration as a plain dict, the
+so it imports only pandas, numpy and ``accumulate`` and takes its configuration as a plain dict, the
 *plan* (built by ``join.regular_join``):
 
     keys:       [column]           the equi-join key columns (``__k<i>``), on both sides
@@ -27,6 +27,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
+
+from streamsql.spark.stateful import accumulate
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
@@ -58,12 +60,9 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
 
 
 def _canonical(series: pd.Series, kind: str) -> pd.Series:
-    if kind == "int":
-        return series if series.dtype == "Int64" else series.astype("Int64")
-    if kind == "float":
-        return series.astype("float64")
-    if kind == "bool":
-        return series.astype("boolean")
+    """accumulate.canonical, and NULL as None in object columns (merges then match it)."""
+    if kind in ("int", "float", "bool"):
+        return accumulate.canonical(series, kind)
     return series.astype(object).where(series.notna(), None)
 
 

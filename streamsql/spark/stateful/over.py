@@ -124,12 +124,6 @@ class OverProcessor(StatefulProcessor):
 
 
 def _ship_by_value() -> None:
-    """Workers may import another copy of streamsql (or none, on a cluster)."""
-    from pyspark import cloudpickle
+    from streamsql.spark.stateful import ship_by_value
 
-    for module in (accumulate, over_frames, sys.modules[__name__]):
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except ValueError:
-            pass
-
+    ship_by_value(accumulate, over_frames, sys.modules[__name__])
