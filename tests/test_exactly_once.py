@@ -164,6 +164,20 @@ def start(tmp_path, script) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def finish(job: subprocess.Popen, how: int = signal.SIGUSR1) -> int:
+    """A running job stopped by a signal (SIGUSR1: drain, SIGTERM: stop); its exit status."""
+    assert job.poll() is None, job.stderr.read()
+    os.kill(job.pid, how)
+    return job.wait(240)
+
+
+def reap(job: subprocess.Popen) -> None:
+    """Whatever is left of a job a failed test leaves running."""
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
 def jvm_of(pid: int) -> int | None:
     children = jvm_children(pid)
     return children[0].pid if children else None

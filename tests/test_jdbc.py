@@ -414,7 +414,7 @@ def test_kill_9_of_stateful_operators_then_restart_gives_the_uninterrupted_table
     from collections import Counter
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import FILES, ROWS_PER_FILE, all_read, kill_9, start
+    from tests.test_exactly_once import FILES, ROWS_PER_FILE, all_read, finish, kill_9, reap, start
 
     url, connection = db
     connection.execute("CREATE TABLE top2 (k text, v bigint, rn bigint, PRIMARY KEY (k, rn))")
@@ -452,13 +452,9 @@ END;
     job = start(tmp_path, script)
     try:
         assert wait_for(lambda: all_read(tmp_path) or job.poll() is not None, 480)
-        assert job.poll() is None, job.stderr.read()
-        os.kill(job.pid, signal.SIGTERM)
-        job.wait(240)
+        finish(job, signal.SIGTERM)
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        reap(job)
     by_key: dict[str, list[int]] = {}
     for k, v in zip(keys, values):
         by_key.setdefault(k, []).append(v)
@@ -478,7 +474,7 @@ def test_outer_join_over_unbounded_input_retracts_into_postgres_across_kill_9(ru
     import signal
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import kill_9, start
+    from tests.test_exactly_once import finish, kill_9, reap, start
 
     url, connection = db
     connection.execute("CREATE TABLE joined (id bigint PRIMARY KEY, v bigint, name text)")
@@ -511,13 +507,9 @@ CREATE TABLE dims (k STRING, name STRING) WITH ('connector' = 'filesystem', 'pat
         part(facts, 1, "".join(f"{i},k{i % 5},{i * 3}\n" for i in range(20, 30)))
         job = start(tmp_path, script)
         assert wait_for(lambda: (len(names()) == 30 and names()[2] == "two") or job.poll() is not None, 240)
-        assert job.poll() is None, job.stderr.read()
-        os.kill(job.pid, signal.SIGTERM)
-        job.wait(240)
+        finish(job, signal.SIGTERM)
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        reap(job)
     dim_names = {"k0": "zero", "k1": "one", "k2": "two", "k3": "three"}
     expected = sorted((i, i * 3, dim_names.get(f"k{i % 5}")) for i in range(30))
     assert rows_of(connection, "SELECT * FROM joined") == expected

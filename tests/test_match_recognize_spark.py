@@ -89,11 +89,10 @@ def test_over_unbounded_input_matches_as_the_watermark_passes_and_drains(run, tm
     """A continuous INSERT over a watched directory: matches are written while the job runs
     (the watermark decides them), the rest when it drains; together, the batch result."""
     import os
-    import signal
     import time
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import lines, start
+    from tests.test_exactly_once import finish, lines, reap, start
 
     source, sink = tmp_path / "in", tmp_path / "out"
     ticks = TICKS.splitlines(keepends=True)[:-1]  # no late row: batch and stream agree on the rest
@@ -119,13 +118,9 @@ CREATE TABLE out (symbol STRING, top INT, bottom INT, up INT)
         os.utime(write(source / "part-1.csv", "".join(halves[1])), (time.time() - 50,) * 2)
         # ACME's match ends at 10:00:04, BETA's at 10:00:02: the watermark (10:00:04 - 1 s) passes BETA's
         assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
-        assert job.poll() is None, job.stderr.read()
-        os.kill(job.pid, signal.SIGUSR1)  # drain: the watermark goes to +infinity, the rest fires
-        assert job.wait(240) == 0, job.stderr.read()
+        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        reap(job)
     streamed = lines(sink)
     batch_sink = tmp_path / "batch"
     write(batch_sink / "part-0.csv", "")

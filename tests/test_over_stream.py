@@ -105,10 +105,9 @@ def test_unbounded_over_emits_as_the_watermark_passes_survives_kill_9_and_drains
     """A continuous INSERT over a watched directory: rows are written while the job runs,
     a kill -9 and a restart resume from the checkpoint (frames span the restart), and a
     drain writes the rest; together, the batch result, each row once."""
-    import signal
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import kill_9, lines, start
+    from tests.test_exactly_once import finish, kill_9, lines, reap, start
 
     source, sink = tmp_path / "in", tmp_path / "out"
 
@@ -139,13 +138,9 @@ CREATE TABLE out (id BIGINT, k STRING, s INT, n BIGINT, top INT)
         assert wait_for(lambda: len(lines(sink)) > 30 or job.poll() is not None, 180)
         part(2)
         assert wait_for(lambda: len(lines(sink)) > 60 or job.poll() is not None, 180)
-        assert job.poll() is None, job.stderr.read()
-        os.kill(job.pid, signal.SIGUSR1)  # drain: the watermark goes to +infinity, the rest fires
-        assert job.wait(240) == 0, job.stderr.read()
+        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        reap(job)
     streamed = lines(sink)
     batch_sink = tmp_path / "batch"
     run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
