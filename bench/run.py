@@ -64,18 +64,31 @@ def main() -> int:
         print(_line(row), file=sys.stderr)
 
     result = {"machine": _machine(args.cores), "events": args.events, "rows": counts, "queries": rows}
-    if args.merge and Path(args.out).exists():
-        previous = json.loads(Path(args.out).read_text())
-        fresh = {row["query"]: row for row in rows}
-        previous["queries"] = [fresh.pop(row["query"], row) for row in previous["queries"]] + list(fresh.values())
-        result = previous
+    if args.merge:
+        result = merged(Path(args.out), result)
     if not args.no_latency:
         result["latency"] = latency(catalog)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(render(result))
-    print(f"\nSaved {args.out}")
+    save(Path(args.out), result, render(result))
     return 0
+
+
+def merged(out: Path, result: dict) -> dict:
+    """``result`` over an earlier run saved at ``out`` (--merge): its re-measured queries
+    replace theirs, in place; the others are kept."""
+    if not out.exists():
+        return result
+    previous = json.loads(out.read_text())
+    fresh = {row["query"]: row for row in result["queries"]}
+    previous["queries"] = [fresh.pop(row["query"], row) for row in previous["queries"]] + list(fresh.values())
+    return previous
+
+
+def save(out: Path, result: dict, rendered: str) -> None:
+    """Write the JSON and print the table."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(rendered)
+    print(f"\nSaved {out}")
 
 
 def planning_ms(query: str, catalog: Path) -> float:

@@ -23,7 +23,6 @@ JSON in target/bench/streaming.json.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -82,15 +81,9 @@ def main() -> int:
 
     result = {"machine": run._machine(args.cores), "events": args.events, "batch_rows": batch_rows,
               "source": args.source, "queries": rows}
-    if args.merge and Path(args.out).exists():
-        previous = json.loads(Path(args.out).read_text())
-        fresh = {row["query"]: row for row in rows}
-        previous["queries"] = [fresh.pop(row["query"], row) for row in previous["queries"]] + list(fresh.values())
-        result = previous
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(render(result))
-    print(f"\nSaved {args.out}")
+    if args.merge:
+        result = run.merged(Path(args.out), result)
+    run.save(Path(args.out), result, render(result))
     return 0
 
 
