@@ -55,10 +55,13 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     if not keys or (residual and not inner):
         raise _Unsupported()
 
+    # The columns the query uses from each side; one used only in a key equality travels
+    # as the key alone.
+    in_keys = {id(c) for pair in keys for side in pair for c in side.find_all(exp.Column)}
     names: dict[tuple[str, str], str] = {}
     for column in select.find_all(exp.Column):
         side = {left: "__l", right: "__r"}.get(column.table)
-        if side is not None and (column.table, column.name) not in names:
+        if side is not None and id(column) not in in_keys and (column.table, column.name) not in names:
             names[(column.table, column.name)] = f"{side}{sum(1 for t, _ in names if t == column.table)}"
     queries = []
     for alias, item, prefix, index in ((left, left_item, "__lk", 0), (right, right_item, "__rk", 1)):
