@@ -130,6 +130,24 @@ def test_lost_state_with_output_in_the_sink_is_refused(run, paths, tmp_path):
     assert len(lines(sink)) == 10
 
 
+def test_a_kill_while_spark_wrote_its_first_offsets_does_not_block_the_restart(run, paths, tmp_path):
+    """Killed while Spark wrote offsets/0: a temporary file and nothing committed. Spark
+    would start at batch 0 and refuse the non-empty directory; the job starts afresh."""
+    import shutil
+
+    source, sink, wsink = paths
+    write(source / "part-0.csv", rows_csv(0, 10))
+    script = ddl(source, sink, wsink) + PLAIN + ";"
+    run.rows(script)
+    (state,) = (tmp_path / "catalog" / "_checkpoints").glob("insert-into-dst-*")
+    shutil.rmtree(sink)
+    shutil.rmtree(state / "checkpoint")
+    shutil.rmtree(state / "commits", ignore_errors=True)
+    write(state / "checkpoint" / "offsets" / ".0.5c1d2e3f.tmp", "v1\n")
+    run.rows(script)
+    assert len(lines(sink)) == 10
+
+
 def test_insert_column_list_maps_by_name(run, tmp_path):
     write(tmp_path / "in" / "part-0.csv", "7,x\n")
     out = tmp_path / "named"

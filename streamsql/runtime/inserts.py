@@ -64,6 +64,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
         state.check()
+        state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()

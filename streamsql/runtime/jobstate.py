@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,19 @@ class JobState:
                 f" state ({self.directory}) cannot carry over. Restore the sources' options, or start afresh:"
                 f" delete the state directory and the files it wrote ({self._output_pattern()})."
             )
+
+    def clear_unplanned_checkpoint(self) -> None:
+        """Empty Spark's checkpoint when it never planned a batch. A process killed while Spark
+        wrote its first offsets leaves a temporary file in ``offsets/`` and nothing committed;
+        Spark then starts at batch 0 and refuses the non-empty directory
+        (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY). Without a committed offset no batch ran,
+        so ``offsets/``, ``commits/`` and ``state/`` hold nothing to keep."""
+        root = Path(self.checkpoint)
+        offsets = root / "offsets"
+        if not offsets.is_dir() or any(entry.name.isdigit() for entry in offsets.iterdir()):
+            return
+        for name in ("offsets", "commits", "state"):
+            shutil.rmtree(root / name, ignore_errors=True)
 
     def save(self) -> None:
         """Record the job (first run): its fingerprint and how it runs."""
