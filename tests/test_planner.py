@@ -123,6 +123,11 @@ def test_spark_translation_keeps_flink_semantics():
     assert "CAST(AVG(`bid`.`price`) AS BIGINT)" in sql
 
 
+def test_an_integer_avg_with_a_filter_casts_around_the_filter():
+    sql = to_spark_sql(plan("SELECT AVG(price) FILTER (WHERE price > 1) AS a FROM bid").plan.query)
+    assert "CAST(AVG(`bid`.`price`) FILTER(WHERE `bid`.`price` > 1) AS BIGINT) AS `a`" in sql
+
+
 def test_error_render_points_at_the_spot():
     with pytest.raises(ValidationError) as caught:
         plan("SELECT nosuch FROM bid")

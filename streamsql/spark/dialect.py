@@ -60,6 +60,15 @@ def _integer_avg_type(e: exp.Expression) -> exp.DataType | None:
 def _avg(self, e: exp.Avg) -> str:
     sql = self.func("AVG", e.this)
     cast_to = _integer_avg_type(e)
+    if cast_to is None or isinstance(e.parent, (exp.Window, exp.Filter)):
+        return sql
+    return f"CAST({sql} AS {self.sql(cast_to)})"
+
+
+def _filter(self, e: exp.Filter) -> str:
+    """``AGG(..) FILTER (WHERE ..)``: an integer AVG's cast goes around the FILTER clause."""
+    sql = self.filter_sql(e)
+    cast_to = _integer_avg_type(e.this)
     if cast_to is None or isinstance(e.parent, exp.Window):
         return sql
     return f"CAST({sql} AS {self.sql(cast_to)})"
@@ -120,6 +129,7 @@ class SparkTarget(Spark):
             exp.Overlaps: NF.overlaps_sql,
             exp.JSONObjectAgg: JF.json_objectagg_sql,
             exp.Avg: _avg,
+            exp.Filter: _filter,
             exp.Window: _window,
             exp.Div: _div,
         }

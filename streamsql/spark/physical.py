@@ -8,7 +8,9 @@ session_window. The others — aggregates that update, Top-N,
 deduplication, OVER, outer joins, CUMULATE windows, COUNT DISTINCT in a
 window, windows over the output of another stateful operator — have no append-mode
 operator in Spark; they need streamsql's stateful operators (spark.stateful): GroupAggregate,
-Rank (Top-N), Deduplicate, OverAggregate and regular joins (outer, or of a changelog) run there. A query needing another one is computed as one
+Rank (Top-N), Deduplicate, OverAggregate, regular joins (outer, or of a changelog) and
+window aggregates (CUMULATE, DISTINCT, or inside a chain of stateful operators) run there;
+a CUMULATE window's rows are assigned statelessly for them (spark.windows.window_sql). A query needing another one is computed as one
 bounded computation over bounded input (Flink's final result), and over unbounded input
 it is refused at plan time, naming the operator.
 """
@@ -32,25 +34,43 @@ def needs_stateful_operator(root: Operator) -> Operator | None:
 
 def stateful_operators(root: Operator) -> list[Operator]:
     """Every operator Spark cannot stream natively (sources first)."""
-    aggregated = {id(child) for node in walk(root) if isinstance(node, WindowAggregate) for child in node.inputs}
-    return [node for node in reversed(list(walk(root))) if not _native(node, id(node) in aggregated)]
+    aggregates = [node for node in walk(root) if isinstance(node, WindowAggregate)]
+    direct = {id(child) for node in aggregates for child in node.inputs}
+    through = {id(below) for node in aggregates for below in _fed(node)}
+    return [node for node in reversed(list(walk(root)))
+            if not _native(node, id(node) in direct, id(node) in through)]
 
 
-STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join")  # streamsql's own stateful operators
+STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank")  # streamsql's own stateful operators
 
 
 def runs_on_stateful_operators(root: Operator) -> bool:
     """Whether every operator Spark lacks is one streamsql's stateful operators run: a
-    GroupAggregate, a Top-N (Rank), a Deduplicate, an OverAggregate or a regular Join (spark.stateful.chain then cuts the
+    GroupAggregate, a Top-N (Rank), a Deduplicate, an OverAggregate, a regular Join or a
+    WindowAggregate (spark.stateful.chain then cuts the
     query around them; a shape it cannot cut is still refused there)."""
     missing = stateful_operators(root)
     return bool(missing) and all(node.kind in STATEFUL_KINDS for node in missing)
 
 
-def _native(node: Operator, aggregated: bool = False) -> bool:
-    if isinstance(node, WindowAssign):  # a SESSION window's rows only as a window aggregate's input
+def _fed(node: Operator) -> list[Operator]:
+    """The operators feeding a window aggregate through projections and filters only."""
+    found = []
+    for child in node.inputs:
+        found.append(child)
+        if isinstance(child, Calc):
+            found += _fed(child)
+    return found
+
+
+def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: bool = False) -> bool:
+    if isinstance(node, WindowAssign):
+        # A SESSION window's rows only as a window aggregate's direct input (Spark's sessions
+        # are built from the rows it aggregates); a CUMULATE window's rows, assigned row by row,
+        # also through projections and filters into one (streamsql's window operator).
         window = node.window
-        kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ())
+        kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ()) + (
+            ("CUMULATE",) if aggregated or filtered_into_aggregate else ())
         return window is not None and window.kind in kinds and not window.proctime and not _stateful_below(node)
     if isinstance(node, _STATELESS):
         return True

@@ -116,13 +116,10 @@ def _session(window: WindowRelation, source: str) -> str:
 def streaming_window_sql(window: WindowRelation, input_view: str) -> str:
     """For Spark Structured Streaming: Spark's own window() column, which carries the
     watermark, so an aggregation grouped by it emits each window once the watermark
-    passes its end (see group_by_window_struct)."""
-    if window.kind not in ("TUMBLE", "HOP", "SESSION"):
-        from streamsql.errors import ValidationError
-
-        raise ValidationError(
-            f"{window.kind} windows over an unbounded source are not supported yet (TUMBLE, HOP and SESSION are)"
-        )
+    passes its end (see group_by_window_struct). CUMULATE, which Spark lacks, assigns rows
+    as in batch (streamsql's window operator aggregates them: spark.stateful.window_aggregate)."""
+    if window.kind == "CUMULATE":  # one row per window, for streamsql's window operator
+        return window_sql(window, input_view)
     p = window.parameters
     columns = ", ".join(_q(c.name) for c in window.input_columns)
     if window.kind == "SESSION":

@@ -53,6 +53,19 @@ class AggregateStage(Stage):
 
 
 @dataclass
+class WindowAggregateStage(Stage):
+    """A window TVF aggregate on streamsql's window operator (``window_aggregate``): its
+    split reads the window relation's rows (one per window a row belongs to)."""
+
+    split: AggregateSplit | None = None
+    kind: str = "TUMBLE"
+    parameters: dict = field(default_factory=dict)  # SIZE/SLIDE/STEP/OFFSET in ms
+    start_key: str = ""  # the keys (split.keys) holding window_start and window_end
+    end_key: str = ""
+    time: str = ""  # the input query's column with the row's event time
+
+
+@dataclass
 class RankStage(Stage):
     input_query: exp.Select | None = None  # the data columns, __p<i>, __o<i> (and __rowkind)
     data: list[str] = field(default_factory=list)
@@ -61,6 +74,7 @@ class RankStage(Stage):
     limit: int = 1
     rank_column: str | None = None
     later_wins: bool = False
+    per_window: bool = False  # a window Top-N over a window aggregate's rows: each window ranked once
     output_query: exp.Select | None = None  # reads RANKED: __rowkind, then the outer projections
 
 
@@ -95,7 +109,7 @@ class _Unsupported(Exception):
 
 def inserts_only(stage: Stage) -> bool:
     """Whether a stage's changelog holds only +I rows (an OVER, and projections of one)."""
-    if isinstance(stage, OverStage):
+    if isinstance(stage, (OverStage, WindowAggregateStage)) or getattr(stage, "per_window", False):
         return True
     return isinstance(stage, CalcStage) and all(inserts_only(child) for _, child in stage.inputs)
 
@@ -104,15 +118,28 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
     """The stages of a planned query (``QueryPlan``) that needs a stateful operator, or
     None when a shape is not one streamsql can stream (or nothing stateful is needed).
     ``ttl_ms`` ('table.exec.state.ttl') goes to every stage's operator."""
-    if plan.windows:
-        return None
     try:
         stage = _Compiler(plan, bounded).query(hide_join_times(plan.query, plan, bounded))
     except _Unsupported:
         return None
+    if stage is not None and _reads_windows_elsewhere(stage, {w.name for w in plan.windows}):
+        return None
     if stage is not None and ttl_ms:
         _set_ttl(stage, ttl_ms)
     return stage
+
+
+def _reads_windows_elsewhere(stage: Stage, windows: set[str]) -> bool:
+    """Whether SQL outside a window aggregate's input reads a window relation (a window join,
+    or a TVF in a subquery of WHERE): not cut yet."""
+    queries = [getattr(stage, name, None) for name in ("input_query", "output_query", "query", "left_query",
+                                                        "right_query")]
+    split = getattr(stage, "split", None)
+    if split is not None:
+        queries += [split.output_query] + ([] if isinstance(stage, WindowAggregateStage) else [split.input_query])
+    if any(t.name in windows for q in queries if q is not None for t in q.find_all(exp.Table)):
+        return True
+    return any(_reads_windows_elsewhere(child, windows) for _, child in stage.inputs)
 
 
 def _set_ttl(stage: Stage, ttl_ms: int) -> None:
@@ -139,6 +166,10 @@ class _Compiler:
             return None
         if query.args.get("with_"):
             raise _Unsupported()
+        from streamsql.spark.stateful.window_cut import cut_window_aggregate, reads_window
+
+        if reads_window(self, query):
+            return cut_window_aggregate(self, query)
         pattern = _rank_pattern(query, self._view_query)
         if pattern is not None:
             return self._rank(query, pattern)
@@ -207,10 +238,13 @@ class _Compiler:
 
         inner, name, limit, rest = pattern
         node = next((n for n in walk(self.builder.select(outer)) if isinstance(n, (Rank, Deduplicate))), None)
-        if node is None or getattr(node, "window", None) is not None:
+        if node is None:
             raise _Unsupported()
         inner = inner.copy()
         inputs, changelogs = self._inputs(inner)
+        per_window = getattr(node, "window", None) is not None
+        if per_window and not _over_window_aggregate(inner, inputs):
+            raise _Unsupported()  # window Top-N over a window TVF's rows: not yet
         if inner.args.get("group") or _aggregates(inner) or inner.args.get("distinct"):
             raise _Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
         call = next(p for p in inner.expressions if p.alias_or_name == name)
@@ -250,7 +284,18 @@ class _Compiler:
         return RankStage(
             inputs=inputs, input_query=inner, data=[p.alias_or_name for p in others],
             partition=partition_names, order=order_names,
-            limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, output_query=output)
+            limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, per_window=per_window,
+            output_query=output)
+
+
+def _over_window_aggregate(select: exp.Select, inputs: list) -> bool:
+    """Whether a window Top-N's SELECT reads a window aggregate's rows alone and ranks them
+    per window (PARTITION BY both bounds): all of a window's rows fire in one micro-batch."""
+    if len(inputs) != 1 or not isinstance(inputs[0][1], WindowAggregateStage) or select.args.get("joins"):
+        return False
+    window = next(w for w in select.find_all(exp.Window))
+    names = {p.name for p in window.args.get("partition_by") or [] if isinstance(p, exp.Column)}
+    return {"window_start", "window_end"} <= names
 
 
 def _carry_rowkind(select: exp.Select, aliases: list[str]) -> None:

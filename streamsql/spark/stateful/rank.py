@@ -26,12 +26,15 @@ BUCKETS_PER_PARTITION = 4
 
 def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
          rank_column: str | None, later_wins: bool = False, buckets: int | None = None,
-         ttl_ms: int | None = None) -> DataFrame:
+         ttl_ms: int | None = None, per_batch: bool = False) -> DataFrame:
     """The changelog of ``SELECT data[, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY
     order) AS rank_column] ... WHERE rank_column <= limit`` over ``frame`` (insert-only, or a
     changelog with ``__rowkind``): ``__rowkind``, the ``data`` columns, then the rank number
     (a BIGINT) when ``rank_column`` is given. ``order`` is (column, descending) pairs; with
-    ``ttl_ms`` a partition's rows expire that long after it last changed (ranking.fold)."""
+    ``ttl_ms`` a partition's rows expire that long after it last changed (ranking.fold).
+    ``per_batch``: every partition's rows arrive in one micro-batch (a window Top-N over a
+    window aggregate's output: all of a window's rows fire with the same watermark), so each
+    batch is ranked on its own, its top N emitted once (+I) and nothing kept."""
     if limit < 1:
         raise ValueError("a Top-N needs N >= 1")
     if buckets is None:
@@ -39,7 +42,7 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     fields = {f.name: f for f in frame.schema.fields}
     plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
             "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,
-            "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms}
+            "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms, "per_batch": bool(per_batch)}
     stored = ranking._stored_columns(plan)
     columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
     missing = [c for c in columns if c not in fields]
@@ -73,6 +76,11 @@ class RankProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
+        if self.plan["per_batch"]:
+            out = ranking.fold(self.plan, None, 0, batch)[2]
+            if len(out):
+                yield out
+            return
         stored = self.state.get()
         state, next_seq = None, 0
         if stored is not None:

@@ -8,7 +8,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.spark.stateful.chain import (
-    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, Stage,
+    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, Stage, WindowAggregateStage,
 )
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 
@@ -23,10 +23,12 @@ def stage_frame(spark, stage: Stage, to_sql):
         stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
     if isinstance(stage, AggregateStage):
         return aggregate_frame(spark, stage.split, to_sql, stage.ttl_ms)
+    if isinstance(stage, WindowAggregateStage):
+        return window_frame(spark, stage, to_sql)
     if isinstance(stage, RankStage):
         source = spark.sql(to_sql(stage.input_query))
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
-                      stage.later_wins, ttl_ms=stage.ttl_ms)
+                      stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
     if isinstance(stage, OverStage):
         from streamsql.spark.stateful.over import over
@@ -47,16 +49,31 @@ def stage_frame(spark, stage: Stage, to_sql):
 def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = None):
     """The changelog DataFrame of a split GROUP BY: ``__rowkind`` first, then its columns."""
     from streamsql.spark.stateful.group_aggregate import group_aggregate
-    from streamsql.spark.stateful.specs import AggSpec
+
 
     source = spark.sql(to_sql(split.input_query))
-    specs = [
-        AggSpec(call.function, f"__v{i}" if call.argument is not None else None, call.distinct,
-                f"__f{i}" if call.condition is not None else None, f"__a{i}")
-        for i, call in enumerate(split.calls)
-    ]
-    aggregated = group_aggregate(source, split.keys, specs, ttl_ms=ttl_ms)
+    aggregated = group_aggregate(source, split.keys, _specs(split), ttl_ms=ttl_ms)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
+
+
+def window_frame(spark, stage: WindowAggregateStage, to_sql):
+    """The rows of a window aggregate (insert-only, ``__rowkind`` first)."""
+    from streamsql.spark.stateful.window_aggregate import slice_end, window_aggregate
+
+    split = stage.split
+    source = spark.sql(to_sql(split.input_query))
+    ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
+    aggregated = window_aggregate(source, split.keys, _specs(split),
+                                  stage.end_key, ends)
+    return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
+
+
+def _specs(split: AggregateSplit) -> list:
+    from streamsql.spark.stateful.specs import AggSpec
+
+    return [AggSpec(call.function, f"__v{i}" if call.argument is not None else None, call.distinct,
+                    f"__f{i}" if call.condition is not None else None, f"__a{i}")
+            for i, call in enumerate(split.calls)]
 
 
 def _read_through(spark, frame, alias: str, output: exp.Select, to_sql):

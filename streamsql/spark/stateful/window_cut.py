@@ -1,0 +1,61 @@
+"""Cutting a window aggregate out of a query (spark.stateful.chain).
+
+``SELECT .. FROM <window relation> w WHERE .. GROUP BY w.window_start, w.window_end, ..``
+— a window TVF's rows grouped by their window — becomes a ``WindowAggregateStage``: the
+GROUP BY split as a GroupAggregate's (``split``), its input reading the window relation
+(one row per window a row belongs to) plus the row's event time, and the window operator
+(``window_aggregate``). Inside a chain every window aggregate runs there, TUMBLE and HOP
+too, so a stateful operator can read its rows; any other use of a window relation in a
+chain (a window join, window Top-N, a bare TVF) is not cut yet.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from streamsql.plan.windows import WindowRelation
+from streamsql.spark.stateful.chain import WindowAggregateStage, _Unsupported
+from streamsql.spark.stateful.split import split_group_aggregate
+
+KINDS = ("TUMBLE", "HOP", "CUMULATE")
+EVENT_TIME = "__event_ms"
+
+
+def window_tables(compiler, select: exp.Select) -> list[tuple[exp.Table, WindowRelation]]:
+    """The window relations this SELECT reads itself (in its FROM or JOINs)."""
+    found = []
+    for item in [select.args.get("from_")] + list(select.args.get("joins") or []):
+        if item is None or not isinstance(item.this, exp.Table) or item.this.db:
+            continue
+        relation = compiler.plan.derived.get(item.this.name)
+        if isinstance(relation, WindowRelation):
+            found.append((item.this, relation))
+    return found
+
+
+def reads_window(compiler, select: exp.Select) -> bool:
+    return bool(window_tables(compiler, select))
+
+
+def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
+    """The stage of a window aggregate; anything else reading a window relation is refused."""
+    tables = window_tables(compiler, select)
+    if len(tables) != 1 or select.args.get("joins") or not select.args.get("group"):
+        raise _Unsupported()
+    table, window = tables[0]
+    if window.kind not in KINDS or window.proctime:
+        raise _Unsupported()
+    alias = table.alias_or_name
+    split = split_group_aggregate(select)
+    if split is None:
+        raise _Unsupported()
+    bounds = {}
+    for name, key in zip(split.keys, select.args["group"].expressions):
+        if isinstance(key, exp.Column) and key.table in ("", alias) and key.name in ("window_start", "window_end"):
+            bounds.setdefault(key.name, name)
+    if set(bounds) != {"window_start", "window_end"}:
+        raise _Unsupported()  # Flink groups a window aggregate by both bounds
+    time = exp.Anonymous(this="UNIX_MILLIS", expressions=[exp.column(window.time_column, alias)])
+    split.input_query.set("expressions", [*split.input_query.expressions, exp.alias_(time, EVENT_TIME)])
+    return WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
+                                start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)

@@ -1,0 +1,234 @@
+"""Window aggregates Spark cannot stream (CUMULATE, DISTINCT, windows inside a chain of
+stateful operators) on streamsql's window operator (spark.stateful.window_aggregate): the
+cut and the pandas core without Spark, then bounded input streamed file by file against
+batch mode, and a continuous job over a watched directory that emits windows as the
+watermark passes them, survives a kill -9 and drains."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pandas as pd
+import pytest
+from pyspark.sql import types as T
+
+from streamsql.spark.physical import runs_on_stateful_operators
+from streamsql.spark.stateful import window_aggregate as wa
+from streamsql.spark.stateful.chain import AggregateStage, RankStage, WindowAggregateStage, inserts_only
+from streamsql.spark.stateful.group_aggregate import build_plan
+from streamsql.spark.stateful.specs import AggSpec
+from tests.conftest import write
+from tests.test_operator_plan import build
+from tests.test_stateful_chain import stages, streamed_and_batch
+
+CUMULATE = "TABLE(CUMULATE(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))"
+HOP = "TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))"
+
+
+# -- the cut, without Spark ----------------------------------------------------------------------
+
+
+def test_cumulate_with_distinct_and_filter_is_cut_around_the_window_operator():
+    sql = (f"SELECT auction, window_start, window_end, COUNT(DISTINCT bidder) AS n, SUM(price) FILTER"
+           f" (WHERE price > 3) AS s FROM {CUMULATE} WHERE price > 1 GROUP BY auction, window_start, window_end;")
+    assert runs_on_stateful_operators(build(sql))
+    stage = stages(sql)
+    assert isinstance(stage, WindowAggregateStage) and not stage.inputs
+    assert (stage.kind, stage.parameters, stage.start_key, stage.end_key) == (
+        "CUMULATE", {"STEP": 2000, "SIZE": 10000}, "__k1", "__k2")
+    assert [(c.function, c.distinct, c.condition is not None) for c in stage.split.calls] == [
+        ("COUNT", True, False), ("SUM", False, True)]
+    assert "UNIX_MILLIS(`bid`.`ts`) AS `__event_ms`" in _sql(stage.split.input_query)
+
+
+def test_plain_tumble_and_hop_aggregates_stay_spark_s():
+    for window in (HOP, CUMULATE.replace("CUMULATE", "TUMBLE").replace("INTERVAL '2' SECOND, ", "")):
+        sql = f"SELECT window_start, window_end, COUNT(*) FROM {window} GROUP BY window_start, window_end;"
+        assert not runs_on_stateful_operators(build(sql))
+        sql = sql.replace("COUNT(*)", "COUNT(DISTINCT bidder)")
+        assert isinstance(stages(sql), WindowAggregateStage)
+
+
+def test_an_aggregate_over_window_results_reads_the_window_operator():
+    stage = stages(f"SELECT MAX(n) AS top, COUNT(*) AS windows FROM (SELECT auction, window_start, window_end,"
+                   f" COUNT(*) AS n FROM {HOP} GROUP BY auction, window_start, window_end) GROUP BY auction;")
+    assert isinstance(stage, AggregateStage)
+    (_, child), = stage.inputs
+    assert isinstance(child, WindowAggregateStage) and child.kind == "HOP"
+
+
+def test_window_top_n_over_a_window_aggregate_ranks_each_window_once():
+    stage = stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n"
+                   f" DESC) AS rn FROM (SELECT auction, window_start, window_end, COUNT(*) AS n FROM {HOP} GROUP BY"
+                   f" auction, window_start, window_end)) WHERE rn <= 3;")
+    assert isinstance(stage, RankStage) and stage.per_window and inserts_only(stage)
+    assert (stage.partition, stage.order, stage.limit) == (["window_start", "window_end"], [("n", True)], 3)
+    (_, child), = stage.inputs
+    assert isinstance(child, WindowAggregateStage)
+
+
+@pytest.mark.parametrize("sql", [
+    # a window Top-N of a window TVF's rows (no aggregate): its rows would have to wait for the window's end
+    f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rn"
+    f" FROM {HOP}) WHERE rn <= 3;",
+    # a window join under an aggregate: window relations outside a window aggregate are not cut
+    f"SELECT a.auction, COUNT(*) FROM (SELECT * FROM {HOP}) a JOIN (SELECT * FROM {HOP}) b ON a.auction = b.auction"
+    " AND a.window_start = b.window_start AND a.window_end = b.window_end GROUP BY a.auction;",
+    # grouped by one bound only: not Flink's window aggregate
+    f"SELECT COUNT(*) FROM (SELECT window_start, COUNT(DISTINCT bidder) AS n FROM {CUMULATE} GROUP BY window_start)"
+    " GROUP BY n;",
+])
+def test_window_shapes_not_cut(sql):
+    assert stages(sql) is None
+
+
+def _sql(query):
+    from streamsql.spark.dialect import to_spark_sql
+
+    return to_spark_sql(query)
+
+
+# -- the pandas core, without Spark ----------------------------------------------------------------
+
+
+def _plan(aggregates):
+    schema = T.StructType([T.StructField(n, t) for n, t in [
+        ("k", T.StringType()), ("ws", T.TimestampType()), ("we", T.TimestampType()), ("v", T.LongType()),
+        (wa.WINDOW_END_MS, T.LongType()), (wa.SLICE_END_MS, T.LongType())]])
+    plan, _ = build_plan(schema, ["k", "ws", "we", wa.WINDOW_END_MS], aggregates)
+    plan.update(out_keys=["k", "ws", "we"], ttl_ms=None)
+    return plan
+
+
+def _rows(*rows):
+    """(key, window end s, slice end s, v): windows of 10 s ending at `end`."""
+    return pd.DataFrame([{"k": k, "ws": pd.Timestamp((end - 10) * 1000, unit="ms"), "we": pd.Timestamp(end * 1000, unit="ms"),
+                          "v": v, wa.WINDOW_END_MS: end * 1000, wa.SLICE_END_MS: slice_end * 1000}
+                         for k, end, slice_end, v in rows])
+
+
+def test_windows_fire_once_when_the_watermark_reaches_their_end_and_late_rows_are_dropped():
+    plan = _plan([AggSpec("COUNT", "v", distinct=True, output_name="d"), AggSpec("SUM", "v", output_name="s")])
+    state = wa.accept(plan, None, _rows(("a", 10, 10, 1), ("a", 10, 10, 1), ("a", 20, 10, 2), ("b", 20, 20, 5)), 0)
+    assert wa.next_end(state) == 10_000
+    state, out = wa.fire(plan, state, 9_999)
+    assert out.empty
+    state, out = wa.fire(plan, state, 10_000)
+    assert out[["__rowkind", "k", "d", "s"]].values.tolist() == [["+I", "a", 1, 2]]
+    assert wa.next_end(state) == 20_000 and len(state.multisets[0]) == 2  # window 10's values are gone
+    # The watermark is past 10 s: a row whose earliest window (slice) ended is late, in all its windows.
+    state = wa.accept(plan, state, _rows(("a", 20, 10, 100), ("a", 20, 20, 3)), 10_000)
+    state, out = wa.fire(plan, state, 25_000)
+    assert sorted(out[["k", "d", "s"]].values.tolist()) == [["a", 2, 5], ["b", 1, 5]]
+    assert state is None and wa.next_end(state) is None
+
+
+# -- on Spark ----------------------------------------------------------------------------------------
+
+
+def _files(folder, rng):
+    """Four files of rows, event times rising across files (a few out of order within one)."""
+    for i in range(4):
+        rows = [f"k{rng.randint(0, 2)},{rng.randint(0, 6)},2026-01-01 00:00:{i * 12 + j + rng.randint(0, 1):02d}.{j}00"
+                for j in range(12)]
+        os.utime(write(folder / f"part-{i}.csv", "\n".join(rows) + "\n"), (time.time() - 100 + i,) * 2)
+
+
+QUERIES = {
+    "cumulate": "SELECT k, window_start, window_end, COUNT(*) AS n, COUNT(DISTINCT v) AS d, SUM(v) AS s,"
+                " MAX(v) AS top FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4' SECOND,"
+                " INTERVAL '12' SECOND)) GROUP BY k, window_start, window_end",
+    "hop_distinct": "SELECT window_start, window_end, window_time, COUNT(DISTINCT k) AS ks, AVG(v) FILTER (WHERE"
+                    " v > 1) AS a FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10'"
+                    " SECOND)) GROUP BY window_start, window_end, window_time",
+    "window_top2": "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY s DESC,"
+                   " k) AS rn FROM (SELECT k, window_start, window_end, SUM(v) AS s FROM TABLE(TUMBLE(TABLE t,"
+                   " DESCRIPTOR(ts), INTERVAL '6' SECOND)) GROUP BY k, window_start, window_end)) WHERE rn <= 2",
+    "max_of_windows": "SELECT k, MAX(n) AS top, COUNT(*) AS windows FROM (SELECT k, window_start, window_end,"
+                      " COUNT(*) AS n FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND))"
+                      " GROUP BY k, window_start, window_end) GROUP BY k",
+}
+
+
+@pytest.mark.spark
+def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
+    folder = tmp_path / "parts"
+    _files(folder, random.Random(11))
+    run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
+               f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    for name, query in QUERIES.items():
+        final, ops, expected = streamed_and_batch(run, query)
+        assert final == expected, name
+        if name != "max_of_windows":
+            assert set(ops) == {"+I"}, f"{name}: a window aggregate emits each window once"
+
+
+@pytest.mark.spark
+def test_unbounded_cumulate_emits_as_the_watermark_passes_survives_kill_9_and_drains(run, tmp_path):
+    """A continuous INSERT over a watched directory: windows are written while the job
+    runs, a kill -9 and a restart resume from the checkpoint (windows span the restart),
+    and a drain fires the rest; together, the batch result, each window once."""
+    from tests.conftest import wait_for
+    from tests.test_exactly_once import finish, kill_9, lines, reap, start
+
+    source, sink = tmp_path / "in", tmp_path / "out"
+
+    def part(n: int) -> None:
+        rows = "".join(f"{'abc'[i * 7 % 3]},{i * 5 % 4},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                       for i in range(n * 30, n * 30 + 30))
+        os.utime(write(source / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (k STRING, ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT, d BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = ("INSERT INTO out SELECT k, window_start, window_end, COUNT(*), COUNT(DISTINCT v) FROM TABLE(CUMULATE("
+             "TABLE src, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '20' SECOND)) GROUP BY k, window_start,"
+             " window_end")
+    script = write(tmp_path / "job.sql", ddl + query + ";")
+    part(0)
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        assert len(lines(sink)) < 24  # the windows the watermark has not passed wait
+        kill_9(job, "driver")
+        part(1)
+        job = start(tmp_path, script)
+        assert wait_for(lambda: len(lines(sink)) > 18 or job.poll() is not None, 180)
+        part(2)
+        assert wait_for(lambda: len(lines(sink)) > 30 or job.poll() is not None, 180)
+        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
+    finally:
+        reap(job)
+    streamed = lines(sink)
+    batch_sink = tmp_path / "batch"
+    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
+             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
+    assert len(streamed) == len(set(streamed)) == 60 and streamed == lines(batch_sink)
+
+
+@pytest.mark.spark
+def test_a_late_row_is_dropped_from_every_window_it_would_have_joined(run, tmp_path):
+    """The late row (1 s) arrives after the watermark passed 4 s, the end of its earliest
+    window: Flink drops it from all its windows, the still-open [0 s, 12 s) included."""
+    import csv
+    import io
+
+    folder = tmp_path / "parts"
+    first = "".join(f"k1,1,2026-01-01 00:00:{s:02d}\n" for s in range(0, 11, 2))
+    for i, rows in enumerate([first, "k1,1,2026-01-01 00:00:01\nk1,1,2026-01-01 00:00:11\n"]):
+        os.utime(write(folder / f"part-{i}.csv", rows), (time.time() - 100 + i,) * 2)
+    run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
+               f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    out = run.output("SET 'execution.bounded-input' = 'stream'; SELECT k, window_end, COUNT(DISTINCT ts) AS n"
+                     " FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4' SECOND, INTERVAL '12' SECOND))"
+                     " GROUP BY k, window_start, window_end;")
+    run.output("RESET 'execution.bounded-input';")
+    assert sorted(list(csv.reader(io.StringIO(out)))[1:]) == [
+        ["k1", "2026-01-01 00:00:04.000", "2"], ["k1", "2026-01-01 00:00:08.000", "4"],
+        ["k1", "2026-01-01 00:00:12.000", "7"]]
