@@ -88,3 +88,22 @@ def test_retractions_come_before_insertions():
     batch = pd.DataFrame([{"__side": 1, "__rowkind": "+I", "__k0": "a", "__l0": None, "__l1": None, "__r0": 5}])
     left, right, out = joining.fold(plan, left, right, batch)
     assert out["__rowkind"].tolist() == ["-D", "+I"] and out["__r0"].tolist()[1] == 5
+
+
+def test_timestamps_merge_with_the_state_arrow_gave_back():
+    """A timestamp payload column: the state comes back from Arrow IPC as datetime64[us],
+    a batch as datetime64[ns] or, all NULL, as None; they still merge (a row retracted)."""
+    from streamsql.spark.stateful import accumulate
+
+    plan = {"keys": ["__k0"], "left": ["__l0"], "right": ["__r0"], "join_type": "LeftOuterJoin",
+            "kinds": {"__k0": "object", "__l0": "time", "__r0": "int"}}
+    at = pd.Timestamp("2026-01-01 00:00:10")
+    first = pd.DataFrame({"__side": [0, 0], "__rowkind": ["+I", "+I"], "__k0": ["a", "b"],
+                          "__l0": pd.Series([at, None], dtype="datetime64[ns]"), "__r0": [None, None]})
+    left, right, out = joining.fold(plan, None, None, first)
+    left = accumulate._from_bytes(accumulate._to_bytes(left))
+    second = pd.DataFrame({"__side": [0, 0, 1], "__rowkind": ["-D", "-D", "+I"], "__k0": ["a", "b", "a"],
+                           "__l0": [at.to_pydatetime(), None, None], "__r0": [None, None, 7]})
+    left, right, out = joining.fold(plan, left, right, second)
+    assert list(out["__rowkind"]) == ["-D", "-D"] and out["__r0"].isna().all()  # both padded rows go
+    assert left is None and len(right) == 1

@@ -58,7 +58,7 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     union = selected[0].unionByName(selected[1])  # Spark widens the key types to one
     types = {f.name: f.dataType for f in union.schema.fields}
     plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type,
-            "kinds": {name: value_kind(types[name]) for name in key_names + left_names + right_names},
+            "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
             "columns": list(union.columns), "buckets": buckets}
     bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*[F.col(k) for k in key_names]), F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
@@ -66,6 +66,11 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+
+
+def _kind(data_type: T.DataType) -> str:
+    """How joining holds a column in pandas (value_kind, and 'time' for timestamps)."""
+    return "time" if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)) else value_kind(data_type)
 
 
 class JoinProcessor(StatefulProcessor):

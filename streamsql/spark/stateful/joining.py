@@ -60,9 +60,13 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
 
 
 def _canonical(series: pd.Series, kind: str) -> pd.Series:
-    """accumulate.canonical, and NULL as None in object columns (merges then match it)."""
+    """accumulate.canonical, timestamps as datetime64[us] (what the state's Arrow gives back;
+    an all-NULL column a groupby turned into floats too), and NULL as None in object
+    columns (merges then match it)."""
     if kind in ("int", "float", "bool"):
         return accumulate.canonical(series, kind)
+    if kind == "time":
+        return series if series.dtype == "datetime64[us]" else pd.to_datetime(series).astype("datetime64[us]")
     return series.astype(object).where(series.notna(), None)
 
 
