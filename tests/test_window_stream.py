@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import types as T
 
 from streamsql.spark.physical import runs_on_stateful_operators
+from streamsql.spark.stateful import accumulate
 from streamsql.spark.stateful import window_aggregate as wa
 from streamsql.spark.stateful.chain import AggregateStage, RankStage, WindowAggregateStage, inserts_only
 from streamsql.spark.stateful.group_aggregate import build_plan
@@ -40,7 +41,17 @@ def test_cumulate_with_distinct_and_filter_is_cut_around_the_window_operator():
         "CUMULATE", {"STEP": 2000, "SIZE": 10000}, "__k1", "__k2")
     assert [(c.function, c.distinct, c.condition is not None) for c in stage.split.calls] == [
         ("COUNT", True, False), ("SUM", False, True)]
-    assert "UNIX_MILLIS(`bid`.`ts`) AS `__event_ms`" in _sql(stage.split.input_query)
+    sql = _sql(stage.split.input_query)
+    assert "UNIX_MILLIS(`bid`.`ts`) AS `__event_ms`" in sql
+    # Each row once, into its slice: the input is the TVF's input, the bounds the operator's.
+    assert stage.bounds == {"__k1": "start", "__k2": "end"} and "FROM `bid` AS `bid`" in sql
+    assert "window_start" not in sql
+
+
+def test_a_window_column_read_beyond_the_keys_reads_the_windows_rows():
+    stage = stages(f"SELECT window_start, window_end, COUNT(DISTINCT bidder) FROM {HOP} WHERE window_start >"
+                   f" TIMESTAMP '2026-01-01 00:00:00' GROUP BY window_start, window_end;")
+    assert stage.bounds == {} and "FROM `__window_1`" in _sql(stage.split.input_query)
 
 
 def test_plain_tumble_and_hop_aggregates_stay_spark_s():
@@ -232,3 +243,59 @@ def test_a_late_row_is_dropped_from_every_window_it_would_have_joined(run, tmp_p
     assert sorted(list(csv.reader(io.StringIO(out)))[1:]) == [
         ["k1", "2026-01-01 00:00:04.000", "2"], ["k1", "2026-01-01 00:00:08.000", "4"],
         ["k1", "2026-01-01 00:00:12.000", "7"]]
+
+
+# -- slices (window_slices), without Spark -----------------------------------------------------------
+
+
+def _sliced_plan(window: dict):
+    from streamsql.spark.stateful import window_slices as ws
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
+                           T.StructField(ws.SLICE, T.LongType())])
+    plan, _ = build_plan(schema, ["k", ws.SLICE], [
+        AggSpec("COUNT", None, output_name="n"), AggSpec("SUM", "v", output_name="s"),
+        AggSpec("MAX", "v", output_name="top"), AggSpec("COUNT", "v", distinct=True, output_name="d")])
+    plan.update(window=window, ttl_ms=None)
+    return plan
+
+
+@pytest.mark.parametrize("window", [
+    {"kind": "CUMULATE", "SIZE": 12_000, "STEP": 4_000},
+    {"kind": "HOP", "SIZE": 10_000, "SLIDE": 2_500, "OFFSET": 1_000},
+    {"kind": "TUMBLE", "SIZE": 5_000},
+])
+def test_windows_combined_from_slices_equal_windows_counted_row_by_row(window):
+    """Random rows in batches, the watermark rising between them (no row late); every fired
+    window against its rows counted directly, and every window fired exactly once."""
+    from streamsql.spark.stateful import window_slices as ws
+
+    plan, rng = _sliced_plan(window), random.Random(hash(window["kind"]))
+    size, step, offset = window["SIZE"], ws.width(window), window.get("OFFSET", 0)
+    state, fired, seen, emitted, t = None, ws.NEVER, [], [], 0
+    for _ in range(12):
+        rows = [(rng.choice("ab"), rng.randint(0, 5), t + rng.randint(0, 3_000)) for _ in range(rng.randint(0, 8))]
+        t += 2_000
+        seen += rows
+        batch = pd.DataFrame({"k": [r[0] for r in rows], "v": [r[1] for r in rows],
+                              ws.SLICE: [ts - (ts - offset) % step + step for _, _, ts in rows]}, dtype=object)
+        batch["v"], batch[ws.SLICE] = batch["v"].astype("int64"), batch[ws.SLICE].astype("int64")
+        if len(batch):
+            state, _ = accumulate.fold(plan, state, batch)
+        watermark = t - 3_001  # below every later row
+        state, out = ws.fire(plan, state, fired, watermark)
+        fired = watermark
+        emitted += [tuple(r) for r in out[["k", ws.START, ws.END, "n", "s", "top", "d"]].itertuples(index=False)]
+    state, out = ws.fire(plan, state, fired, 1 << 60)  # the end of input
+    emitted += [tuple(r) for r in out[["k", ws.START, ws.END, "n", "s", "top", "d"]].itertuples(index=False)]
+    assert state is None
+    expected = []
+    for k in "ab":
+        for end in range(offset - 2 * size, t + 2 * size, step):
+            start = (end - 1 - offset) // size * size + offset if window["kind"] == "CUMULATE" else end - size
+            if window["kind"] == "CUMULATE" and end - start > size:
+                continue
+            inside = [v for key, v, ts in seen if key == k and start <= ts < end]
+            if inside:
+                expected.append((k, start, end, len(inside), sum(inside), max(inside), len(set(inside))))
+    assert sorted(emitted) == sorted(expected)

@@ -55,7 +55,9 @@ class AggregateStage(Stage):
 @dataclass
 class WindowAggregateStage(Stage):
     """A window TVF aggregate on streamsql's window operator (``window_aggregate``): its
-    split reads the window relation's rows (one per window a row belongs to)."""
+    split reads the window's input rows, each folded into its slice (``bounds`` says which
+    keys the operator fills with the window's bounds), or, where the query reads window
+    columns otherwise, the window relation's rows (one per window a row belongs to)."""
 
     split: AggregateSplit | None = None
     kind: str = "TUMBLE"
@@ -63,6 +65,7 @@ class WindowAggregateStage(Stage):
     start_key: str = ""  # the keys (split.keys) holding window_start and window_end
     end_key: str = ""
     time: str = ""  # the input query's column with the row's event time
+    bounds: dict = field(default_factory=dict)  # sliced: key column -> start | end | time
 
 
 @dataclass

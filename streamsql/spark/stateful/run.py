@@ -58,10 +58,15 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = N
 
 def window_frame(spark, stage: WindowAggregateStage, to_sql):
     """The rows of a window aggregate (insert-only, ``__rowkind`` first)."""
-    from streamsql.spark.stateful.window_aggregate import slice_end, window_aggregate
+    from streamsql.spark.stateful.window_aggregate import slice_end, sliced_window_aggregate, window_aggregate
 
     split = stage.split
     source = spark.sql(to_sql(split.input_query))
+    if stage.bounds:
+        window = {"kind": stage.kind, **stage.parameters}
+        keys = [k for k in split.keys if k not in stage.bounds]
+        aggregated = sliced_window_aggregate(source, keys, _specs(split), window, stage.time, stage.bounds, split.keys)
+        return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
     ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
     aggregated = window_aggregate(source, split.keys, _specs(split),
                                   stage.end_key, ends)

@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, state_layouts
+from streamsql.spark.stateful import accumulate, state_layouts, window_slices
 from streamsql.spark.stateful.group_aggregate import BUCKETS_PER_PARTITION, build_plan
 from streamsql.spark.stateful.specs import AggSpec
 
@@ -65,6 +65,99 @@ def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=WindowAggregateProcessor(plan), outputStructType=schema,
         outputMode="Append", timeMode="EventTime")
+
+
+def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec], window: dict,
+                            time: str, bounds: dict[str, str], key_order: list[str],
+                            buckets: int | None = None) -> DataFrame:
+    """The same rows as ``window_aggregate``, from the window's input rows folded into slices
+    (``window_slices``): ``frame`` holds each input row once, with its event time in epoch ms
+    (``time``); ``keys`` are the group keys besides the window's; ``bounds`` names the key
+    columns that hold the window's start, end or time (``key_order``: all keys, in order)."""
+    if buckets is None:
+        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    ts, step = F.col(f"`{time}`"), F.lit(window_slices.width(window))
+    keyed = frame.withColumn(window_slices.SLICE, ts - F.pmod(ts - F.lit(window.get("OFFSET", 0)), step) + step)
+    all_keys = list(keys) + [window_slices.SLICE]
+    plan, output = build_plan(keyed.schema, all_keys, aggregates)
+    plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window))
+    columns = []
+    for name in all_keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
+        if name is not None and name not in columns:
+            columns.append(name)
+    plan["columns"] = columns + [BUCKET]
+    hashed = [F.col(f"`{k}`") for k in keys] or [F.lit(0)]
+    bucketed = keyed.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
+        BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    fields = {f.name: f for f in output.fields}
+    schema = T.StructType([fields[ROWKIND_COLUMN]] + [fields[k] for k in keys]
+                          + [T.StructField(window_slices.START, T.LongType()), T.StructField(window_slices.END, T.LongType())]
+                          + [fields[a.name] for a in aggregates])
+    _ship_by_value()
+    fired = bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=SlicedWindowProcessor(plan), outputStructType=schema,
+        outputMode="Append", timeMode="EventTime")
+    millis = {"start": F.col(window_slices.START), "end": F.col(window_slices.END),
+              "time": F.col(window_slices.END) - F.lit(1)}
+    return fired.select(F.col(ROWKIND_COLUMN), *[
+        F.timestamp_millis(millis[bounds[k]]).alias(k) if k in bounds else F.col(f"`{k}`") for k in key_order],
+        *[F.col(f"`{a.name}`") for a in aggregates])
+
+
+class SlicedWindowProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch, and per fired timer: slices in, windows out."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        fields = [T.StructField("buckets", T.IntegerType(), False), T.StructField("fired", T.LongType(), False),
+                  T.StructField("acc", T.BinaryType(), False)]
+        fields += [T.StructField(f"ms{j}", T.BinaryType(), False) for j in range(len(self.plan["multisets"]))]
+        self.state = handle.getValueState("bucket", T.StructType(fields))
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
+        before, fired = self._load()
+        watermark = timerValues.getCurrentWatermarkInMs()
+        ends = batch[window_slices.SLICE].to_numpy(dtype="float64", na_value=np.nan)
+        batch = batch.loc[ends > watermark]  # late: the slice's first window fired (NULL time: dropped)
+        if batch.empty:
+            return iter(())
+        state, _ = accumulate.fold(self.plan, before, batch)
+        upcoming = window_slices.next_end(self.plan, state, fired)
+        if before is None or upcoming < window_slices.next_end(self.plan, before, fired):
+            self.handle.registerTimer(upcoming)
+        self._store(state, fired)
+        return iter(())
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        state, fired = self._load()
+        watermark = timerValues.getCurrentWatermarkInMs()
+        state, out = window_slices.fire(self.plan, state, fired, watermark)
+        if state is not None:
+            self.handle.registerTimer(window_slices.next_end(self.plan, state, watermark))
+        self._store(state, watermark)
+        if len(out):
+            yield out
+
+    def _load(self):
+        stored = self.state.get()
+        if stored is None:
+            return None, window_slices.NEVER
+        state_layouts._check_buckets(stored[0], self.plan)
+        return accumulate.decode(stored[2:]), stored[1]
+
+    def _store(self, state, fired: int) -> None:
+        if state is None:
+            self.state.clear()
+        else:
+            self.state.update((self.plan["buckets"], int(fired), *accumulate.encode(state)))
+
+    def close(self) -> None:
+        pass
 
 
 def slice_end(kind: str, parameters: dict, time: str, start: str, end: str) -> "F.Column":
@@ -159,4 +252,4 @@ class WindowAggregateProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, sys.modules[__name__])
+    ship_by_value(accumulate, state_layouts, window_slices, sys.modules[__name__])

@@ -57,5 +57,34 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
         raise _Unsupported()  # Flink groups a window aggregate by both bounds
     time = exp.Anonymous(this="UNIX_MILLIS", expressions=[exp.column(window.time_column, alias)])
     split.input_query.set("expressions", [*split.input_query.expressions, exp.alias_(time, EVENT_TIME)])
-    return WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
-                                start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)
+    stage = WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
+                                 start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)
+    _slice(stage, window, alias)
+    return stage
+
+
+def _slice(stage: WindowAggregateStage, window: WindowRelation, alias: str) -> None:
+    """Read the window's input rows instead of its windows' when the query reads window
+    columns only as grouping keys: the operator then folds each row into one slice."""
+    from streamsql.spark.stateful.window_slices import sliceable
+
+    if not sliceable({"kind": window.kind, **window.parameters}):
+        return
+    query = stage.split.input_query
+    bounds, kept = {}, []
+    for projection in query.expressions:
+        column = projection.unalias()
+        if isinstance(column, exp.Column) and column.table in ("", alias) and column.name in _BOUNDS:
+            bounds[projection.alias_or_name] = _BOUNDS[column.name]
+        else:
+            kept.append(projection)
+    sliced = query.copy()
+    sliced.set("expressions", kept)
+    if any(c.name in _BOUNDS and c.table in ("", alias) for c in sliced.find_all(exp.Column)):
+        return  # a window column in WHERE, an argument or an expression: the window relation's rows
+    (table,) = [t for t in sliced.find_all(exp.Table) if t.name == window.name]
+    table.set("this", exp.to_identifier(window.input_name))
+    stage.split.input_query, stage.bounds = sliced, bounds
+
+
+_BOUNDS = {"window_start": "start", "window_end": "end", "window_time": "time"}
