@@ -10,6 +10,15 @@ def group_aggregate(*args, **kwargs):
     return build(*args, **kwargs)
 
 
+BUCKETS_PER_PARTITION = 4
+
+
+def default_buckets(frame) -> int:
+    """How many buckets an operator hashes its keys into: a few per shuffle partition, so
+    every core stays busy and a bucket's state (rewritten whole when touched) stays small."""
+    return BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+
+
 def ship_by_value(*modules) -> None:
     """Python workers may import another copy of streamsql (or none, on a cluster): an
     operator's processor and its pandas core travel pickled by value."""
@@ -22,4 +31,4 @@ def ship_by_value(*modules) -> None:
             pass
 
 
-__all__ = ["AggSpec", "group_aggregate", "ship_by_value"]
+__all__ = ["AggSpec", "default_buckets", "group_aggregate", "ship_by_value"]

@@ -169,9 +169,9 @@ class _Compiler:
             return None
         if query.args.get("with_"):
             raise _Unsupported()
-        from streamsql.spark.stateful.window_cut import cut_window_aggregate, reads_window
+        from streamsql.spark.stateful.window_cut import cut_window_aggregate, window_tables
 
-        if reads_window(self, query):
+        if window_tables(self, query):
             return cut_window_aggregate(self, query)
         pattern = _rank_pattern(query, self._view_query)
         if pattern is not None:

@@ -32,12 +32,11 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, state_layouts
+from streamsql.spark.stateful import accumulate, default_buckets, state_layouts
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
-BUCKETS_PER_PARTITION = 4
 
 
 def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
@@ -49,8 +48,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     is stored (``state_layouts``: 'blob' or 'rows'); with ``ttl_ms`` a key's state expires that
     long after its last change (accumulate.fold)."""
     if buckets is None:
-        partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
-        buckets = BUCKETS_PER_PARTITION * partitions
+        buckets = default_buckets(frame)
     if buckets < 1:
         raise ValueError("buckets must be at least 1")
     keys = list(keys)
@@ -64,18 +62,28 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
         raise ValueError(f"layout must be 'blob' or 'rows', not {layout!r}")
     plan["layout"] = layout
     plan["ttl_ms"] = ttl_ms if layout == "blob" else None  # the typed 'rows' layout keeps no change times
-    columns = [ROWKIND_COLUMN] if plan["rowkind"] else []
-    for name in keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
-        if name is not None and name not in columns:
-            columns.append(name)
-    plan["columns"] = columns + [BUCKET]
-    bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
-        BUCKET, F.pmod(F.xxhash64(*[F.col(f"`{k}`") for k in keys]), F.lit(buckets)).cast("int"))
+    first = [ROWKIND_COLUMN] if plan["rowkind"] else []
+    bucketed, plan["columns"] = bucketed_input(frame, first + keys, aggregates, keys, buckets)
     _ship_by_value()
     result = bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=GroupAggregateProcessor(plan), outputStructType=output,
         outputMode="Append", timeMode="None")
     return result.drop(GLOBAL_KEY) if drop else result
+
+
+def bucketed_input(frame: DataFrame, leading: list[str], aggregates: list[AggSpec], hashed: list[str],
+                   buckets: int, trailing: list[str] = ()) -> tuple[DataFrame, list[str]]:
+    """The columns an aggregate reads, once each — ``leading`` (row kind, keys), the calls'
+    arguments and FILTER columns, ``trailing`` — then ``BUCKET``, the hash of ``hashed``
+    modulo ``buckets``; and those columns' names, in the order the processor gets them."""
+    columns: list[str] = []
+    for name in [*leading, *[a.column for a in aggregates], *[a.filter_column for a in aggregates], *trailing]:
+        if name is not None and name not in columns:
+            columns.append(name)
+    hashes = [F.col(f"`{k}`") for k in hashed] or [F.lit(0)]
+    bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
+        BUCKET, F.pmod(F.xxhash64(*hashes), F.lit(buckets)).cast("int"))
+    return bucketed, columns + [BUCKET]
 
 
 def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec]) -> tuple[dict, T.StructType]:

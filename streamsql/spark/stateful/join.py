@@ -20,11 +20,10 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, joining
+from streamsql.spark.stateful import accumulate, default_buckets, joining
 from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
-BUCKETS_PER_PARTITION = 4
 JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
 
 
@@ -35,7 +34,7 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
     if buckets is None:
-        buckets = BUCKETS_PER_PARTITION * int(left.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+        buckets = default_buckets(left)
     sides = []
     for frame in (left, right):
         fields = [f for f in frame.schema.fields if f.name != ROWKIND_COLUMN]

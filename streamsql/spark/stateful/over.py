@@ -20,11 +20,10 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, over_frames
+from streamsql.spark.stateful import accumulate, default_buckets, over_frames
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
-BUCKETS_PER_PARTITION = 4
 
 
 def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit: str, preceding: int | None,
@@ -36,7 +35,7 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
     if unit not in ("ROWS", "RANGE"):
         raise ValueError(f"an OVER frame is ROWS or RANGE, not {unit!r}")
     if buckets is None:
-        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+        buckets = default_buckets(frame)
     fields = {f.name: f for f in frame.schema.fields}
     columns = list(fields)
     aggs, out = [], [T.StructField(ROWKIND_COLUMN, T.StringType(), False)]

@@ -18,10 +18,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, ranking
+from streamsql.spark.stateful import accumulate, default_buckets, ranking
 
 BUCKET = "__bucket"
-BUCKETS_PER_PARTITION = 4
 
 
 def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
@@ -38,7 +37,7 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     if limit < 1:
         raise ValueError("a Top-N needs N >= 1")
     if buckets is None:
-        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+        buckets = default_buckets(frame)
     fields = {f.name: f for f in frame.schema.fields}
     plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
             "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,

@@ -50,7 +50,6 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = N
     """The changelog DataFrame of a split GROUP BY: ``__rowkind`` first, then its columns."""
     from streamsql.spark.stateful.group_aggregate import group_aggregate
 
-
     source = spark.sql(to_sql(split.input_query))
     aggregated = group_aggregate(source, split.keys, _specs(split), ttl_ms=ttl_ms)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
@@ -66,10 +65,9 @@ def window_frame(spark, stage: WindowAggregateStage, to_sql):
         window = {"kind": stage.kind, **stage.parameters}
         keys = [k for k in split.keys if k not in stage.bounds]
         aggregated = sliced_window_aggregate(source, keys, _specs(split), window, stage.time, stage.bounds, split.keys)
-        return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
-    ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
-    aggregated = window_aggregate(source, split.keys, _specs(split),
-                                  stage.end_key, ends)
+    else:
+        ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
+        aggregated = window_aggregate(source, split.keys, _specs(split), stage.end_key, ends)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
 
 

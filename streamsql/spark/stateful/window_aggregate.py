@@ -31,11 +31,10 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, state_layouts, window_slices
-from streamsql.spark.stateful.group_aggregate import BUCKETS_PER_PARTITION, build_plan
+from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, window_slices
+from streamsql.spark.stateful.group_aggregate import BUCKET, bucketed_input, build_plan
 from streamsql.spark.stateful.specs import AggSpec
 
-BUCKET = "__bucket"
 WINDOW_END_MS = "__wem"  # a group key: the window's end in epoch ms (when it fires)
 SLICE_END_MS = "__sem"  # the end of the earliest window the row belongs to (when it is late)
 
@@ -46,20 +45,12 @@ def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec
     watermark passes its end: ``__rowkind`` (+I), the keys, the aggregates. ``frame`` holds
     insert-only rows assigned to windows; ``keys`` include the window's bounds, ``end_key``
     its end; ``slice_end`` is the row's slice end in epoch ms (a Column over ``frame``)."""
-    if buckets is None:
-        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    buckets = default_buckets(frame) if buckets is None else buckets
     keyed = frame.withColumn(WINDOW_END_MS, F.unix_millis(F.col(f"`{end_key}`"))).withColumn(SLICE_END_MS, slice_end)
     all_keys = list(keys) + [WINDOW_END_MS]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
     plan.update(buckets=buckets, layout="blob", ttl_ms=None, out_keys=list(keys))
-    columns = []
-    for name in all_keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates] + [SLICE_END_MS]:
-        if name is not None and name not in columns:
-            columns.append(name)
-    plan["columns"] = columns + [BUCKET]
-    hashed = [F.col(f"`{k}`") for k in all_keys]
-    bucketed = keyed.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
-        BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, all_keys, buckets, [SLICE_END_MS])
     schema = T.StructType([f for f in output.fields if f.name != WINDOW_END_MS])
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
@@ -74,21 +65,13 @@ def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[
     (``window_slices``): ``frame`` holds each input row once, with its event time in epoch ms
     (``time``); ``keys`` are the group keys besides the window's; ``bounds`` names the key
     columns that hold the window's start, end or time (``key_order``: all keys, in order)."""
-    if buckets is None:
-        buckets = BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    buckets = default_buckets(frame) if buckets is None else buckets
     ts, step = F.col(f"`{time}`"), F.lit(window_slices.width(window))
     keyed = frame.withColumn(window_slices.SLICE, ts - F.pmod(ts - F.lit(window.get("OFFSET", 0)), step) + step)
     all_keys = list(keys) + [window_slices.SLICE]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
     plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window))
-    columns = []
-    for name in all_keys + [a.column for a in aggregates] + [a.filter_column for a in aggregates]:
-        if name is not None and name not in columns:
-            columns.append(name)
-    plan["columns"] = columns + [BUCKET]
-    hashed = [F.col(f"`{k}`") for k in keys] or [F.lit(0)]
-    bucketed = keyed.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
-        BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, keys, buckets)
     fields = {f.name: f for f in output.fields}
     schema = T.StructType([fields[ROWKIND_COLUMN]] + [fields[k] for k in keys]
                           + [T.StructField(window_slices.START, T.LongType()), T.StructField(window_slices.END, T.LongType())]

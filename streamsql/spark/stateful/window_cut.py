@@ -33,10 +33,6 @@ def window_tables(compiler, select: exp.Select) -> list[tuple[exp.Table, WindowR
     return found
 
 
-def reads_window(compiler, select: exp.Select) -> bool:
-    return bool(window_tables(compiler, select))
-
-
 def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     """The stage of a window aggregate; anything else reading a window relation is refused."""
     tables = window_tables(compiler, select)
