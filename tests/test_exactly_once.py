@@ -201,6 +201,35 @@ def jvm_of(pid: int) -> int | None:
     return children[0].pid if children else None
 
 
+def killed_then_drained(run, tmp_path, ddl: str, query: str, sink, part, waiting: int, resumed: int,
+                        more: int) -> tuple[list[str], list[str]]:
+    """A continuous INSERT over a watched directory that ``part(n)`` feeds: after part 0 it
+    writes output before the input ends (fewer than ``waiting`` lines: the rest waits for
+    the watermark); a kill -9 of its driver, part 1 and a restart (more than ``resumed``
+    lines), part 2 (more than ``more``), then a drain. Returns (the lines it wrote, the lines
+    batch mode writes for the same query)."""
+    script = write(tmp_path / "job.sql", ddl + query + ";")
+    part(0)
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        assert len(lines(sink)) < waiting  # what the watermark has not passed waits
+        kill_9(job, "driver")
+        part(1)
+        job = start(tmp_path, script)
+        assert wait_for(lambda: len(lines(sink)) > resumed or job.poll() is not None, 180)
+        part(2)
+        assert wait_for(lambda: len(lines(sink)) > more or job.poll() is not None, 180)
+        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
+    finally:
+        reap(job)
+    batch_sink = tmp_path / "batch"
+    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
+             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
+    return lines(sink), lines(batch_sink)
+
+
 def kill_9(job: subprocess.Popen, which: str) -> None:
     """kill -9 the job's driver JVM ('jvm') or its Python process, then whatever is left of it."""
     jvm = jvm_of(job.pid)

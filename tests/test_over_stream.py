@@ -106,8 +106,7 @@ def test_unbounded_over_emits_as_the_watermark_passes_survives_kill_9_and_drains
     a kill -9 and a restart resume from the checkpoint (frames span the restart), and a
     drain writes the rest; together, the batch result, each row once."""
 
-    from tests.conftest import wait_for
-    from tests.test_exactly_once import finish, kill_9, lines, reap, start
+    from tests.test_exactly_once import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 
@@ -125,27 +124,8 @@ CREATE TABLE out (id BIGINT, k STRING, s INT, n BIGINT, top INT)
     query = ("INSERT INTO out SELECT id, k, SUM(v) OVER w, COUNT(*) OVER w, MAX(v) OVER (PARTITION BY k ORDER BY ts"
              " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM src WINDOW w AS (PARTITION BY k ORDER BY ts"
              " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)")
-    script = write(tmp_path / "job.sql", ddl + query + ";")
-    part(0)
-    job = start(tmp_path, script)
-    try:
-        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
-        assert job.poll() is None, job.stderr.read()
-        assert len(lines(sink)) < 30  # the rows the watermark has not passed wait
-        kill_9(job, "driver")
-        part(1)
-        job = start(tmp_path, script)
-        assert wait_for(lambda: len(lines(sink)) > 30 or job.poll() is not None, 180)
-        part(2)
-        assert wait_for(lambda: len(lines(sink)) > 60 or job.poll() is not None, 180)
-        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
-    finally:
-        reap(job)
-    streamed = lines(sink)
-    batch_sink = tmp_path / "batch"
-    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
-             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
-    assert len(streamed) == 90 and streamed == lines(batch_sink)
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=30, resumed=30, more=60)
+    assert len(streamed) == 90 and streamed == batch
 
 
 def test_over_a_changelog_is_not_streamed_even_ordered_by_a_time_attribute():

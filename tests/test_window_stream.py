@@ -181,8 +181,7 @@ def test_unbounded_cumulate_emits_as_the_watermark_passes_survives_kill_9_and_dr
     """A continuous INSERT over a watched directory: windows are written while the job
     runs, a kill -9 and a restart resume from the checkpoint (windows span the restart),
     and a drain fires the rest; together, the batch result, each window once."""
-    from tests.conftest import wait_for
-    from tests.test_exactly_once import finish, kill_9, lines, reap, start
+    from tests.test_exactly_once import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 
@@ -200,27 +199,8 @@ CREATE TABLE out (k STRING, ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT, d BIGINT
     query = ("INSERT INTO out SELECT k, window_start, window_end, COUNT(*), COUNT(DISTINCT v) FROM TABLE(CUMULATE("
              "TABLE src, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '20' SECOND)) GROUP BY k, window_start,"
              " window_end")
-    script = write(tmp_path / "job.sql", ddl + query + ";")
-    part(0)
-    job = start(tmp_path, script)
-    try:
-        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
-        assert job.poll() is None, job.stderr.read()
-        assert len(lines(sink)) < 24  # the windows the watermark has not passed wait
-        kill_9(job, "driver")
-        part(1)
-        job = start(tmp_path, script)
-        assert wait_for(lambda: len(lines(sink)) > 18 or job.poll() is not None, 180)
-        part(2)
-        assert wait_for(lambda: len(lines(sink)) > 30 or job.poll() is not None, 180)
-        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
-    finally:
-        reap(job)
-    streamed = lines(sink)
-    batch_sink = tmp_path / "batch"
-    run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
-             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
-    assert len(streamed) == len(set(streamed)) == 60 and streamed == lines(batch_sink)
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=24, resumed=18, more=30)
+    assert len(streamed) == len(set(streamed)) == 60 and streamed == batch
 
 
 @pytest.mark.spark
