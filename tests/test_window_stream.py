@@ -225,6 +225,25 @@ def test_a_late_row_is_dropped_from_every_window_it_would_have_joined(run, tmp_p
         ["k1", "2026-01-01 00:00:12.000", "7"]]
 
 
+@pytest.mark.spark
+def test_files_written_within_one_clock_tick_are_streamed_in_name_order(run, tmp_path):
+    """Eight part files with one modification time (a directory filled by one program):
+    Spark would take them in the file system's order (hash order on ext4), and a later
+    part's watermark would make an earlier part's rows late. Read by name, nothing is
+    late, and the streamed windows are the batch result."""
+    folder, stamp = tmp_path / "parts", time.time() - 100
+    for i in range(8):
+        rows = "".join(f"k{j % 3},{j},2026-01-01 00:{i:02d}:{j * 6:02d}\n" for j in range(10))
+        os.utime(write(folder / f"part-{i:05d}.csv", rows), (stamp, stamp))
+    write(folder / ".hidden.csv", "k9,9,2026-01-01 00:00:00\n")  # left out, as Spark leaves it out
+    run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
+               f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    final, ops, expected = streamed_and_batch(run, "SELECT k, window_start, COUNT(*) AS n, SUM(v) AS s FROM TABLE("
+                                                   "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '30' SECOND))"
+                                                   " GROUP BY k, window_start, window_end")
+    assert final == expected and len(expected) == 48 and "k9" not in {row[0] for row in final}
+
+
 # -- slices (window_slices), without Spark -----------------------------------------------------------
 
 

@@ -68,13 +68,30 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     if path.is_file():
         # A streaming file source watches a directory: read the file's folder, only that file.
         frame = reader().option("pathGlobFilter", globlib.escape(path.name)).load(str(path.parent))
+    elif pattern:
+        frame = reader().option("recursiveFileLookup", "true").load(str(path))
     else:
-        frame = (reader().option("recursiveFileLookup", "true") if pattern else reader()).load(str(path))
+        frame = reader().load(_in_name_order(path) if streaming else str(path))
     if pattern:
         frame = frame.filter(_path_matches(pattern, F))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
     return _with_computed_columns(frame, table, streaming, drains)
+
+
+def _in_name_order(directory: Path) -> str:
+    """The path a stream reads a directory's files by: Spark takes them oldest first, and
+    files written within the same clock tick (a directory filled by one program) in the
+    order the file system lists them, hash order on ext4 — part-2 before part-1, so the
+    watermark of part-2 made part-1's rows late. A glob over the directory's entries
+    (Hadoop sorts glob results, and Spark globs the path again every micro-batch, so new
+    files are still picked up) breaks those ties by name. Hidden entries ('.', '_') stay
+    out as Spark leaves them out of a directory; a directory with subdirectories, or a
+    path with glob characters of its own, is read as it is."""
+    if any(c in str(directory) for c in "*?[]{}\\") or any(
+            child.is_dir() and not child.name.startswith((".", "_")) for child in directory.iterdir()):
+        return str(directory)
+    return f"{directory}/[!._]*"
 
 
 def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
