@@ -90,10 +90,10 @@ def test_query_window_and_view_window_both_apply(run, tmp_path):
 # -- 3. FOR SYSTEM_TIME AS OF -----------------------------------------------------------------
 
 
-def test_event_time_temporal_join_is_refused_at_the_clause(plan):
+def test_event_time_temporal_join_into_a_table_without_a_key_is_refused_at_the_clause(plan):
     with pytest.raises(ValidationError) as caught:
         plan("SELECT b.price, a.seller FROM bid b\n  JOIN auction FOR SYSTEM_TIME AS OF b.ts AS a ON a.id = b.auction")
-    assert caught.value.message.startswith("Temporal joins (FOR SYSTEM_TIME AS OF) are not supported yet: an event-time")
+    assert caught.value.message.startswith("Temporal Table Join requires primary key in versioned table 'auction'")
     assert caught.value.position == Position(line(2), 38)
 
 

@@ -81,9 +81,9 @@ def test_window_top_n_over_a_window_aggregate_ranks_each_window_once():
 
 
 @pytest.mark.parametrize("sql", [
-    # a window Top-N of a window TVF's rows (no aggregate): its rows would have to wait for the window's end
-    f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rn"
-    f" FROM {HOP}) WHERE rn <= 3;",
+    # a window Top-N of a SESSION TVF's rows: Flink's window Top-N takes TUMBLE, HOP and CUMULATE
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rn"
+    " FROM TABLE(SESSION(TABLE bid PARTITION BY auction, DESCRIPTOR(ts), INTERVAL '5' SECOND))) WHERE rn <= 3;",
     # a window join under an aggregate: window relations outside a window aggregate are not cut
     f"SELECT a.auction, COUNT(*) FROM (SELECT * FROM {HOP}) a JOIN (SELECT * FROM {HOP}) b ON a.auction = b.auction"
     " AND a.window_start = b.window_start AND a.window_end = b.window_end GROUP BY a.auction;",
@@ -93,6 +93,18 @@ def test_window_top_n_over_a_window_aggregate_ranks_each_window_once():
 ])
 def test_window_shapes_not_cut(sql):
     assert stages(sql) is None
+
+
+@pytest.mark.parametrize("window", [HOP, CUMULATE])
+def test_window_top_n_and_deduplication_over_a_tvf_s_rows_read_each_window_s_end(window):
+    stage = stages(f"SELECT auction, price, window_end, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY"
+                   f" window_start, window_end, auction ORDER BY price DESC) AS rn FROM {window}) WHERE rn <= 2;")
+    assert isinstance(stage, RankStage) and inserts_only(stage) and not stage.per_window
+    assert (stage.partition, stage.order, stage.limit, stage.rank_column, stage.window_end) == (
+        ["window_start", "window_end", "auction"], [("price", True)], 2, "rn", "__wend_ms")
+    assert "UNIX_MILLIS(`bid`.`window_end`) AS `__wend_ms` FROM `__window_1`" in _sql(stage.input_query)
+    assert runs_on_stateful_operators(build(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY"
+                                            f" window_start, window_end ORDER BY ts) AS rn FROM {window}) WHERE rn = 1;"))
 
 
 def _sql(query):
@@ -160,6 +172,15 @@ QUERIES = {
     "max_of_windows": "SELECT k, MAX(n) AS top, COUNT(*) AS windows FROM (SELECT k, window_start, window_end,"
                       " COUNT(*) AS n FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND))"
                       " GROUP BY k, window_start, window_end) GROUP BY k",
+    "tvf_top2": "SELECT k, v, ts, window_start, window_end, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY"
+                " window_start, window_end ORDER BY v DESC, ts) AS rn FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts),"
+                " INTERVAL '5' SECOND, INTERVAL '10' SECOND))) WHERE rn <= 2",
+    "tvf_top3_per_key": "SELECT k, v, window_end FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
+                        " window_end, k ORDER BY v, ts DESC) AS rn FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts),"
+                        " INTERVAL '6' SECOND)) WHERE v > 0) WHERE rn <= 3",
+    "tvf_dedup": "SELECT k, v, ts, window_end FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
+                 " window_end, k ORDER BY ts DESC) AS rn FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4'"
+                 " SECOND, INTERVAL '12' SECOND))) WHERE rn = 1",
 }
 
 
@@ -173,7 +194,7 @@ def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
         final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
         if name != "max_of_windows":
-            assert set(ops) == {"+I"}, f"{name}: a window aggregate emits each window once"
+            assert set(ops) == {"+I"}, f"{name}: a window operator emits each window once"
 
 
 @pytest.mark.spark
@@ -242,6 +263,52 @@ def test_files_written_within_one_clock_tick_are_streamed_in_name_order(run, tmp
                                                    "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '30' SECOND))"
                                                    " GROUP BY k, window_start, window_end")
     assert final == expected and len(expected) == 48 and "k9" not in {row[0] for row in final}
+
+
+# -- window Top-N over a TVF's rows (window_rank), without Spark ----------------------------------
+
+
+def _rank_plan(limit: int, rank: str | None = "rn"):
+    return {"partition": ["we", "k"], "order": [("v", True)], "limit": limit, "rank": rank, "data": ["k", "v", "we"],
+            "later_wins": False, "buckets": 1, "window_end": "__wend_ms", "columns": ["k", "v", "we", "__wend_ms",
+                                                                                      "__bucket"]}
+
+
+def _window_rows(*rows):
+    """(key, v, window end s)."""
+    return pd.DataFrame([{"k": k, "v": v, "we": pd.Timestamp(end * 1000, unit="ms"), "__wend_ms": end * 1000,
+                          "__bucket": 0} for k, v, end in rows])
+
+
+def test_window_rank_keeps_each_partition_s_top_n_and_fires_each_window_once():
+    from streamsql.spark.stateful import window_rank as wr
+
+    plan = _rank_plan(2)
+    state, seq = wr.accept(plan, None, 0, _window_rows(("a", 1, 10), ("a", 5, 10), ("a", 3, 10), ("b", 2, 10),
+                                                       ("a", 7, 20)), watermark=0)
+    assert seq == 5 and sorted(state["v"]) == [2, 3, 5, 7]  # a's 1 in [0, 10) can never rise
+    state, seq = wr.accept(plan, state, seq, _window_rows(("a", 4, 10), ("a", 9, 10), ("b", 6, 20)), watermark=0)
+    assert wr.next_end(state, plan) == 10_000
+    state, out = wr.fire(plan, state, 10_000)
+    assert out.values.tolist() == [["+I", "a", 9, pd.Timestamp("1970-01-01 00:00:10"), 1],
+                                   ["+I", "a", 5, pd.Timestamp("1970-01-01 00:00:10"), 2],
+                                   ["+I", "b", 2, pd.Timestamp("1970-01-01 00:00:10"), 1]]
+    state, seq = wr.accept(plan, state, seq, _window_rows(("a", 99, 10), ("a", 8, 20)), watermark=10_000)
+    assert sorted(state["v"]) == [6, 7, 8]  # the row for the fired window is late: dropped
+    state, out = wr.fire(plan, state, 19_999)
+    assert out.empty and wr.next_end(state, plan) == 20_000
+    state, out = wr.fire(plan, state, 20_000)
+    assert state is None and [r[1:3] for r in out.values.tolist()] == [["a", 8], ["a", 7], ["b", 6]]
+
+
+def test_window_rank_ties_go_to_the_earlier_row_and_the_rank_may_be_left_out():
+    from streamsql.spark.stateful import window_rank as wr
+
+    plan = _rank_plan(1, rank=None)
+    state, seq = wr.accept(plan, None, 0, _window_rows(("a", 5, 10), ("a", 5, 10)), watermark=0)
+    state, seq = wr.accept(plan, state, seq, _window_rows(("a", 5, 10)), watermark=0)
+    _, out = wr.fire(plan, state, 10_000)
+    assert list(out.columns) == ["__rowkind", "k", "v", "we"] and len(out) == 1
 
 
 # -- slices (window_slices), without Spark -----------------------------------------------------------

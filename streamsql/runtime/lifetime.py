@@ -104,6 +104,9 @@ STARTUP_CHATTER = re.compile(
     r"^(?:WARNING: Using incubator modules|Setting default log level|To adjust logging level use sc\.setLogLevel"
     r"|NOTE: SPARK_PREPEND_CLASSES is set)"
 )
+# What Spark's transformWithStateInPandas workers print as they start and finish each call
+# of a stateful operator (each line followed by a blank one): also shown with --verbose only.
+WORKER_CHATTER = re.compile(r"^(?:Starting )?Streaming TransformWithStateInPandas Python worker")
 
 
 def forward_stderr(pipe, fd: int = 2) -> threading.Thread:
@@ -112,8 +115,13 @@ def forward_stderr(pipe, fd: int = 2) -> threading.Thread:
     verbose = bool(os.environ.get("STREAMSQL_VERBOSE"))
 
     def copy() -> None:
+        after_chatter = False
         for raw in iter(pipe.readline, b""):
-            if verbose or not STARTUP_CHATTER.match(raw.decode("utf-8", "replace")):
+            line = raw.decode("utf-8", "replace")
+            chatter = bool(STARTUP_CHATTER.match(line) or WORKER_CHATTER.match(line))
+            blank_after = after_chatter and not line.strip()
+            after_chatter = chatter
+            if verbose or not (chatter or blank_after):
                 try:
                     os.write(fd, raw)
                 except OSError:  # our stderr is gone: keep draining, so the JVM never blocks

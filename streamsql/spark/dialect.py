@@ -144,7 +144,13 @@ class SparkTarget(Spark):
 
 
 def to_spark_sql(node: exp.Expression) -> str:
-    """Spark SQL for a planned (qualified, typed) Flink expression."""
+    """Spark SQL for a planned (qualified, typed) Flink expression. An event-time temporal
+    join reads its versions as validity intervals (spark.temporal_joins): a stream never
+    gets here with one, it runs on streamsql's temporal join operator."""
+    from streamsql.spark.temporal_joins import has_temporal_join, versions_as_intervals
+
+    if isinstance(node, exp.Query) and has_temporal_join(node):
+        node = versions_as_intervals(node)
     return node.sql(dialect=SparkTarget, identify=True, unsupported_level=ErrorLevel.RAISE)
 
 

@@ -8,17 +8,18 @@ session_window. The others — aggregates that update, Top-N,
 deduplication, OVER, outer joins, CUMULATE windows, COUNT DISTINCT in a
 window, windows over the output of another stateful operator — have no append-mode
 operator in Spark; they need streamsql's stateful operators (spark.stateful): GroupAggregate,
-Rank (Top-N), Deduplicate, OverAggregate, regular joins (outer, or of a changelog) and
-window aggregates (CUMULATE, DISTINCT, or inside a chain of stateful operators) run there;
-a CUMULATE window's rows are assigned statelessly for them (spark.windows.window_sql). A query needing another one is computed as one
-bounded computation over bounded input (Flink's final result), and over unbounded input
-it is refused at plan time, naming the operator.
+Rank (Top-N), Deduplicate, OverAggregate, regular joins (outer, or of a changelog),
+window aggregates (CUMULATE, DISTINCT, or inside a chain of stateful operators), window
+Top-N, window deduplication and event-time temporal joins run there; a CUMULATE window's rows are assigned
+statelessly for them (spark.windows.window_sql). A query needing another one is computed
+as one bounded computation over bounded input (Flink's final result), and over unbounded
+input it is refused at plan time, naming the operator.
 """
 
 from __future__ import annotations
 
-from streamsql.plan.aggregate_operators import GroupAggregate, WindowAggregate
-from streamsql.plan.join_operators import Join
+from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
+from streamsql.plan.join_operators import Join, TemporalJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
@@ -35,13 +36,15 @@ def needs_stateful_operator(root: Operator) -> Operator | None:
 def stateful_operators(root: Operator) -> list[Operator]:
     """Every operator Spark cannot stream natively (sources first)."""
     aggregates = [node for node in walk(root) if isinstance(node, WindowAggregate)]
+    ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate))]
     direct = {id(child) for node in aggregates for child in node.inputs}
-    through = {id(below) for node in aggregates for below in _fed(node)}
+    through = {id(below) for node in aggregates + ranks for below in _fed(node)}
     return [node for node in reversed(list(walk(root)))
             if not _native(node, id(node) in direct, id(node) in through)]
 
 
-STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank")  # streamsql's own stateful operators
+STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
+                  "WindowDeduplicate", "TemporalJoin")  # streamsql's own stateful operators
 
 
 def runs_on_stateful_operators(root: Operator) -> bool:
@@ -67,7 +70,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
     if isinstance(node, WindowAssign):
         # A SESSION window's rows only as a window aggregate's direct input (Spark's sessions
         # are built from the rows it aggregates); a CUMULATE window's rows, assigned row by row,
-        # also through projections and filters into one (streamsql's window operator).
+        # also through projections and filters into one, or into a window Top-N or
+        # deduplication (streamsql's window operators).
         window = node.window
         kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ()) + (
             ("CUMULATE",) if aggregated or filtered_into_aggregate else ())
@@ -81,6 +85,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
                 and (window.kind in NATIVE_WINDOWS or _native_session(node)))
     if isinstance(node, MatchRecognize):  # spark.match_stream over unbounded input
         return not node.bounded and not _stateful_below(node)
+    if isinstance(node, TemporalJoin) and node.rowtime:  # versions by event time: streamsql's operator
+        return False
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False

@@ -78,6 +78,7 @@ class RankStage(Stage):
     rank_column: str | None = None
     later_wins: bool = False
     per_window: bool = False  # a window Top-N over a window aggregate's rows: each window ranked once
+    window_end: str | None = None  # a window Top-N over a window TVF's rows: the column with the window's end (ms)
     output_query: exp.Select | None = None  # reads RANKED: __rowkind, then the outer projections
 
 
@@ -99,6 +100,7 @@ class JoinStage(Stage):
     right_query: exp.Select | None = None  # [__rowkind,] __rk<i>, __r<j>
     keys: int = 0
     join_type: str = "InnerJoin"
+    temporal: bool = False  # an event-time temporal join: __lt, __rt after the keys (temporal_join)
 
 
 @dataclass
@@ -111,9 +113,11 @@ class _Unsupported(Exception):
 
 
 def inserts_only(stage: Stage) -> bool:
-    """Whether a stage's changelog holds only +I rows (an OVER, and projections of one)."""
-    if isinstance(stage, (OverStage, WindowAggregateStage)) or getattr(stage, "per_window", False):
-        return True
+    """Whether a stage's changelog holds only +I rows (an OVER, a window operator, a
+    temporal join, and projections of them)."""
+    if isinstance(stage, (OverStage, WindowAggregateStage)) or any(
+            getattr(stage, flag, None) for flag in ("per_window", "window_end", "temporal")):
+        return True  # a temporal join's left side is insert-only (join_cut)
     return isinstance(stage, CalcStage) and all(inserts_only(child) for _, child in stage.inputs)
 
 
@@ -135,8 +139,9 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
 def _reads_windows_elsewhere(stage: Stage, windows: set[str]) -> bool:
     """Whether SQL outside a window aggregate's input reads a window relation (a window join,
     or a TVF in a subquery of WHERE): not cut yet."""
-    queries = [getattr(stage, name, None) for name in ("input_query", "output_query", "query", "left_query",
-                                                        "right_query")]
+    names = ("output_query", "query", "left_query", "right_query") + (
+        () if getattr(stage, "window_end", None) else ("input_query",))  # a window Top-N reads its window's rows
+    queries = [getattr(stage, name, None) for name in names]
     split = getattr(stage, "split", None)
     if split is not None:
         queries += [split.output_query] + ([] if isinstance(stage, WindowAggregateStage) else [split.input_query])
@@ -181,7 +186,7 @@ class _Compiler:
 
         join = regular_join_of(self, query)
         inputs, changelogs = self._inputs(query)
-        if join is not None and (changelogs or join.join_type != "InnerJoin"):
+        if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin"):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
@@ -246,8 +251,11 @@ class _Compiler:
         inner = inner.copy()
         inputs, changelogs = self._inputs(inner)
         per_window = getattr(node, "window", None) is not None
+        window_end = None
         if per_window and not _over_window_aggregate(inner, inputs):
-            raise _Unsupported()  # window Top-N over a window TVF's rows: not yet
+            from streamsql.spark.stateful.window_cut import window_rows_end
+
+            window_end, per_window = window_rows_end(self, inner), False
         if inner.args.get("group") or _aggregates(inner) or inner.args.get("distinct"):
             raise _Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
         call = next(p for p in inner.expressions if p.alias_or_name == name)
@@ -274,6 +282,9 @@ class _Compiler:
         # processing time orders rows as they arrive: the Rank's own arrival order
         order_names = [] if proctime else [(key_column(o.this, f"__o{i}"), bool(o.args.get("desc")))
                                            for i, o in enumerate(order)]
+        if window_end is not None:
+            selects.append(window_end)
+            window_end = window_end.alias_or_name
         inner.set("expressions", selects)
         if changelogs:
             _carry_rowkind(inner, changelogs)
@@ -288,7 +299,7 @@ class _Compiler:
             inputs=inputs, input_query=inner, data=[p.alias_or_name for p in others],
             partition=partition_names, order=order_names,
             limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, per_window=per_window,
-            output_query=output)
+            window_end=window_end, output_query=output)
 
 
 def _over_window_aggregate(select: exp.Select, inputs: list) -> bool:

@@ -33,6 +33,15 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     ``right``. Either side may carry ``__rowkind`` first (a changelog) or not (inserts)."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
+    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
+    _ship_by_value()
+    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+
+
+def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None):
+    """(both sides in one frame, hashed into buckets by their keys; the plan for the pandas
+    core; the output schema): the rows of a join operator's input, as ``regular_join`` says."""
     if buckets is None:
         buckets = default_buckets(left)
     sides = []
@@ -62,9 +71,7 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*[F.col(k) for k in key_names]), F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
                        + [T.StructField(n, types[n], True) for n in left_names + right_names])
-    _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+    return bucketed, plan, out
 
 
 def _kind(data_type: T.DataType) -> str:

@@ -5,6 +5,8 @@ equi-join keys ``__lk<i>``/``__rk<i>`` first, then the columns the query uses fr
 read the join's changelog as one input, ``__joined``. Conditions that are not key
 equalities stay a filter after an inner join; an outer join needs keys only (a residual
 ON condition decides which rows are partners there, which the join does not evaluate yet).
+An event-time temporal join is cut the same way, each side's time in epoch ms after its
+keys (``__lt``, ``__rt``), for streamsql's temporal join operator (``temporal_join``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported
 
 JOINED = "__joined"
@@ -23,13 +26,16 @@ _VIEWS = itertools.count(1)
 
 def regular_join_of(compiler, select: exp.Select):
     """The regular Join operator of this SELECT's own JOIN, or None (no join, or an
-    interval, window or temporal join)."""
-    from streamsql.plan.join_operators import Join
+    interval, window or lookup join). An event-time temporal join is returned too: it
+    is cut the same way, for streamsql's temporal join operator."""
+    from streamsql.plan.join_operators import Join, TemporalJoin
     from streamsql.plan.operators import walk
 
     if len(select.args.get("joins") or []) != 1:
         return None
     node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
+    if isinstance(node, TemporalJoin) and node.rowtime:
+        return node
     return node if node is not None and type(node) is Join else None
 
 
@@ -42,6 +48,9 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         raise _Unsupported()
     left_item, right_item = select.args["from_"].this, join.this
     left, right = left_item.alias_or_name, right_item.alias_or_name
+    temporal = right_item.meta.get(TEMPORAL) if isinstance(right_item, exp.Table) else None
+    if temporal is not None and (changelogs or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
+        raise _Unsupported()  # a temporal join of a changelog: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
     for condition in _conjuncts(join.args.get("on")):
@@ -54,6 +63,9 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         (keys.append(pair) if pair else kept_where.append(condition))
     if not keys or (residual and not inner):
         raise _Unsupported()
+    times = ()
+    if temporal is not None:  # each side's time in epoch ms, after its keys (temporal_join)
+        times = (_millis(temporal["as_of"]), _millis(exp.column(temporal["time"], right)))
 
     # The columns the query uses from each side; one used only in a key equality travels
     # as the key alone.
@@ -66,10 +78,14 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     queries = []
     for alias, item, prefix, index in ((left, left_item, "__lk", 0), (right, right_item, "__rk", 1)):
         columns = [exp.alias_(pair[index].copy(), f"{prefix}{i}") for i, pair in enumerate(keys)]
+        if times:
+            columns.append(exp.alias_(times[index], TIMES[index]))
         columns += [exp.alias_(exp.column(name, alias), own) for (table, name), own in names.items() if table == alias]
         if alias in changelogs:
             columns.insert(0, exp.column(ROWKIND_COLUMN, alias))
-        queries.append(exp.select(*columns).from_(item.copy()))
+        item = item.copy()
+        item.meta.pop(TEMPORAL, None)  # each side is read as it is; the operator picks the versions
+        queries.append(exp.select(*columns).from_(item))
 
     for column in list(select.find_all(exp.Column)):
         if (column.table, column.name) in names:
@@ -81,8 +97,15 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view),
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
-                      join_type=node.join_type)
+                      join_type=node.join_type, temporal=temporal is not None)
     return [(view, stage)], [JOINED]
+
+
+TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, epoch ms
+
+
+def _millis(expression: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="UNIX_MILLIS", expressions=[expression.copy()])
 
 
 def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:

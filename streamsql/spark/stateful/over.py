@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, over_frames
+from streamsql.spark.stateful import accumulate, default_buckets, over_frames, state_layouts
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -68,9 +68,7 @@ class OverProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("bucket", T.StructType([
-            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
-            T.StructField("pending", T.BinaryType(), True), T.StructField("history", T.BinaryType(), True)]))
+        self.state = state_layouts.Tables(handle, self.plan, ["pending", "history"], "OVER")
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
@@ -99,24 +97,11 @@ class OverProcessor(StatefulProcessor):
             yield out
 
     def _load(self):
-        stored = self.state.get()
-        if stored is None:
-            return None, None, 0
-        if stored[0] != self.plan["buckets"]:
-            raise ValueError(f"This checkpoint's OVER state has {stored[0]} buckets, the query asks for "
-                             f"{self.plan['buckets']}: restart with the same count")
-        decode = accumulate._from_bytes
-        return (decode(stored[2]) if stored[2] is not None else None,
-                decode(stored[3]) if stored[3] is not None else None, stored[1])
+        next_seq, (pending, history) = self.state.load()
+        return pending, history, next_seq
 
     def _store(self, pending, history, next_seq) -> None:
-        if pending is None and history is None:
-            self.state.clear()
-            return
-        encode = accumulate._to_bytes
-        self.state.update((self.plan["buckets"], int(next_seq),
-                           encode(pending) if pending is not None else None,
-                           encode(history) if history is not None else None))
+        self.state.store(next_seq, [pending, history])
 
     def close(self) -> None:
         pass
@@ -125,4 +110,4 @@ class OverProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, over_frames, sys.modules[__name__])
+    ship_by_value(accumulate, state_layouts, over_frames, sys.modules[__name__])

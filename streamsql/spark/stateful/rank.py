@@ -25,7 +25,7 @@ BUCKET = "__bucket"
 
 def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
          rank_column: str | None, later_wins: bool = False, buckets: int | None = None,
-         ttl_ms: int | None = None, per_batch: bool = False) -> DataFrame:
+         ttl_ms: int | None = None, per_batch: bool = False, window_end: str | None = None) -> DataFrame:
     """The changelog of ``SELECT data[, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY
     order) AS rank_column] ... WHERE rank_column <= limit`` over ``frame`` (insert-only, or a
     changelog with ``__rowkind``): ``__rowkind``, the ``data`` columns, then the rank number
@@ -33,7 +33,9 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     ``ttl_ms`` a partition's rows expire that long after it last changed (ranking.fold).
     ``per_batch``: every partition's rows arrive in one micro-batch (a window Top-N over a
     window aggregate's output: all of a window's rows fire with the same watermark), so each
-    batch is ranked on its own, its top N emitted once (+I) and nothing kept."""
+    batch is ranked on its own, its top N emitted once (+I) and nothing kept. ``window_end``:
+    a window Top-N over a window TVF's rows (insert-only), each window ranked once the
+    watermark passes its end, this column in epoch ms (``window_rank``)."""
     if limit < 1:
         raise ValueError("a Top-N needs N >= 1")
     if buckets is None:
@@ -44,6 +46,9 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
             "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms, "per_batch": bool(per_batch)}
     stored = ranking._stored_columns(plan)
     columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
+    if window_end is not None:
+        plan["window_end"] = window_end
+        columns += [] if window_end in columns else [window_end]
     missing = [c for c in columns if c not in fields]
     if missing:
         raise ValueError(f"Columns {missing} are not in the input ({', '.join(fields)})")
@@ -56,6 +61,13 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
         BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     _ship_by_value()
+    if window_end is not None:
+        from streamsql.spark.stateful.window_rank import WindowRankProcessor, ship
+
+        ship()
+        return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+            statefulProcessor=WindowRankProcessor(plan), outputStructType=T.StructType(out),
+            outputMode="Append", timeMode="EventTime")
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=RankProcessor(plan), outputStructType=T.StructType(out),
         outputMode="Append", timeMode="None")

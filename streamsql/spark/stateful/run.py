@@ -28,7 +28,7 @@ def stage_frame(spark, stage: Stage, to_sql):
     if isinstance(stage, RankStage):
         source = spark.sql(to_sql(stage.input_query))
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
-                      stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window)
+                      stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window, window_end=stage.window_end)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
     if isinstance(stage, OverStage):
         from streamsql.spark.stateful.over import over
@@ -38,9 +38,10 @@ def stage_frame(spark, stage: Stage, to_sql):
         return _read_through(spark, overed, OVERED, stage.output_query, to_sql)
     if isinstance(stage, JoinStage):
         from streamsql.spark.stateful.join import regular_join
+        from streamsql.spark.stateful.temporal_join import temporal_join
 
         left, right = spark.sql(to_sql(stage.left_query)), spark.sql(to_sql(stage.right_query))
-        return regular_join(left, right, stage.keys, stage.join_type)
+        return (temporal_join if stage.temporal else regular_join)(left, right, stage.keys, stage.join_type)
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")

@@ -20,6 +20,36 @@ from pyspark.sql import types as T
 from streamsql.spark.stateful import accumulate
 
 
+class Tables:
+    """A bucket's state for the operators that keep rows (OVER, window Top-N, temporal
+    join): one ValueState holding the bucket count, an arrival counter and each table as
+    Arrow IPC bytes (NULL for none). ``load`` gives (next_seq, tables), ``store`` takes them;
+    a bucket with no table left is cleared."""
+
+    def __init__(self, handle, plan: dict, names: list[str], operator: str):
+        self.plan, self.operator = plan, operator
+        self.state = handle.getValueState("bucket", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
+            *[T.StructField(name, T.BinaryType(), True) for name in names]]))
+        self.count = len(names)
+
+    def load(self) -> tuple[int, list]:
+        stored = self.state.get()
+        if stored is None:
+            return 0, [None] * self.count
+        if stored[0] != self.plan["buckets"]:
+            raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks for "
+                             f"{self.plan['buckets']}: restart with the same count")
+        return stored[1], [accumulate._from_bytes(b) if b is not None else None for b in stored[2:]]
+
+    def store(self, next_seq: int, tables: list) -> None:
+        if all(t is None for t in tables):
+            self.state.clear()
+        else:
+            self.state.update((self.plan["buckets"], int(next_seq),
+                               *[accumulate._to_bytes(t) if t is not None else None for t in tables]))
+
+
 def make(handle, plan: dict):
     return (RowsLayout if plan.get("layout") == "rows" else BlobLayout)(handle, plan)
 

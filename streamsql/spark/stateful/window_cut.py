@@ -5,8 +5,10 @@
 GROUP BY split as a GroupAggregate's (``split``), its input reading the window relation
 (one row per window a row belongs to) plus the row's event time, and the window operator
 (``window_aggregate``). Inside a chain every window aggregate runs there, TUMBLE and HOP
-too, so a stateful operator can read its rows; any other use of a window relation in a
-chain (a window join, window Top-N, a bare TVF) is not cut yet.
+too, so a stateful operator can read its rows. A window Top-N or deduplication over a
+TVF's rows reads them with their window's end (``window_rows_end``) for the window rank
+operator (``window_rank``); any other use of a window relation in a chain (a window join,
+a bare TVF) is not cut yet.
 """
 
 from __future__ import annotations
@@ -57,6 +59,30 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
                                  start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)
     _slice(stage, window, alias)
     return stage
+
+
+def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
+    """For a window Top-N or deduplication reading a window TVF's rows (its SELECT's only
+    FROM item, partitioned by both window bounds): the projection of the window's end in
+    epoch ms, which the window rank operator fires by (``window_rank``)."""
+    tables = window_tables(compiler, select)
+    if len(tables) != 1 or select.args.get("joins") or select.args.get("where") is not None and any(
+            isinstance(n, (exp.Subquery, exp.Exists)) for n in select.args["where"].walk()):
+        raise _Unsupported()
+    table, window = tables[0]
+    if window.kind not in KINDS or window.proctime:
+        raise _Unsupported()
+    alias = table.alias_or_name
+    over = next(select.find_all(exp.Window))
+    bounds = {p.name for p in over.args.get("partition_by") or []
+              if isinstance(p, exp.Column) and p.table in ("", alias) and p.name in ("window_start", "window_end")}
+    if bounds != {"window_start", "window_end"}:
+        raise _Unsupported()  # Flink's window Top-N partitions by both bounds
+    end = exp.Anonymous(this="UNIX_MILLIS", expressions=[exp.column("window_end", alias)])
+    return exp.alias_(end, WINDOW_END)
+
+
+WINDOW_END = "__wend_ms"
 
 
 def _slice(stage: WindowAggregateStage, window: WindowRelation, alias: str) -> None:

@@ -1,0 +1,207 @@
+"""Event-time temporal joins (FOR SYSTEM_TIME AS OF a rowtime): the plan's checks, the
+batch form (versions as validity intervals) and the cut, without Spark; the operator's
+pandas core, without Spark; then bounded input streamed file by file against batch mode
+and against the versions worked out by hand, and a continuous job that survives a kill -9."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+
+import pandas as pd
+import pytest
+
+from streamsql.errors import ValidationError
+from streamsql.spark.dialect import to_spark_sql
+from streamsql.spark.physical import runs_on_stateful_operators
+from streamsql.spark.stateful import temporal_join as tj
+from streamsql.spark.stateful.chain import JoinStage, inserts_only
+from tests.conftest import write
+from tests.test_operator_plan import DDL, build_operator_plan, is_bounded, steps
+
+RATES = """
+CREATE TEMPORARY TABLE rates (cur BIGINT, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND,
+  PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');
+CREATE TEMPORARY TABLE keyless (cur BIGINT, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');
+"""
+JOIN = "SELECT b.auction, b.price * r.rate AS v, r.ts FROM bid b {} JOIN rates FOR SYSTEM_TIME AS OF b.ts AS r ON {};"
+
+
+def _plan(sql: str):
+    return steps(sql, DDL + RATES)[-1].plan
+
+
+# -- the plan, the batch form and the cut, without Spark -------------------------------------------
+
+
+def test_an_event_time_temporal_join_reads_versions_valid_at_the_row_s_time_in_batch():
+    plan = _plan(JOIN.format("LEFT", "b.bidder = r.cur"))
+    root = build_operator_plan(plan, is_bounded, None)
+    assert "TemporalJoin(joinType=[LeftOuterJoin]" in "\n".join(root.explain())
+    assert runs_on_stateful_operators(root)
+    sql = to_spark_sql(plan.query)
+    assert ("LEFT JOIN (SELECT *, LEAD(`ts`) OVER (PARTITION BY `cur` ORDER BY `ts` NULLS LAST) AS `__valid_to`"
+            " FROM `rates`) AS `r` ON `b`.`bidder` = `r`.`cur` AND (`r`.`ts` <= `b`.`ts` AND (`r`.`__valid_to` IS"
+            " NULL OR `b`.`ts` < `r`.`__valid_to`))") in sql
+
+
+@pytest.mark.parametrize("sql, message", [
+    (JOIN.format("", "b.bidder = r.rate"), "Temporal table's primary key [cur] must be included in the equivalence"),
+    (JOIN.format("RIGHT", "b.bidder = r.cur"), "Temporal joins support INNER and LEFT joins, not RIGHT JOIN"),
+    (JOIN.format("", "b.bidder = r.cur").replace("rates", "keyless"), "requires primary key in versioned table 'keyless'"),
+    ("SELECT * FROM bid b JOIN users FOR SYSTEM_TIME AS OF b.ts AS u ON u.id = b.bidder;",
+     "requires both primary key and row time attribute in versioned table 'users'"),
+])
+def test_a_temporal_join_flink_would_refuse_is_refused_with_its_position(sql, message):
+    with pytest.raises(ValidationError) as caught:
+        _plan(sql)
+    assert message in caught.value.message and caught.value.position is not None
+
+
+def test_a_stream_cuts_the_temporal_join_with_each_side_s_time():
+    from streamsql.spark.stateful.chain import compile_query
+
+    plan = _plan(JOIN.format("", "b.bidder = r.cur AND r.rate > 2"))
+    stage = compile_query(plan, is_bounded)
+    (_, join), = stage.inputs
+    assert isinstance(join, JoinStage) and join.temporal and inserts_only(stage)
+    assert "`b`.`bidder` AS `__lk0`, UNIX_MILLIS(`b`.`ts`) AS `__lt`" in to_spark_sql(join.left_query)
+    right = to_spark_sql(join.right_query)
+    assert "`r`.`cur` AS `__rk0`, UNIX_MILLIS(`r`.`ts`) AS `__rt`" in right and "LEAD" not in right
+    assert "`__joined`.`__r" in to_spark_sql(stage.query) and "> 2" in to_spark_sql(stage.query)
+
+
+# -- the pandas core, without Spark ----------------------------------------------------------------
+
+
+def _core(join_type="InnerJoin"):
+    return {"keys": ["__k0"], "left": ["__lt", "__l0"], "right": ["__rt", "__r0"], "join_type": join_type,
+            "kinds": {"__k0": "object", "__lt": "int", "__l0": "int", "__rt": "int", "__r0": "int"},
+            "columns": ["__side", "__rowkind", "__k0", "__lt", "__l0", "__rt", "__r0"], "buckets": 1,
+            "left_time": "__lt", "right_time": "__rt"}
+
+
+def _batch(*rows):
+    """('L', key, time s, value) or ('R', key, time s, value)."""
+    out = []
+    for side, key, t, value in rows:
+        left = side == "L"
+        out.append({"__side": 0 if left else 1, "__rowkind": "+I", "__k0": key, "__lt": t * 1000 if left else None,
+                    "__l0": value if left else None, "__rt": None if left else t * 1000,
+                    "__r0": None if left else value})
+    return pd.DataFrame(out)
+
+
+def _pairs(out):
+    return [(left, None if pd.isna(right) else right) for left, right in out[["__l0", "__r0"]].values.tolist()]
+
+
+def test_each_row_joins_the_version_valid_at_its_time_once_the_watermark_passes_it():
+    plan = _core("LeftOuterJoin")
+    rows, versions, seq = tj.accept(plan, None, None, 0, _batch(
+        ("R", "eur", 0, 10), ("R", "eur", 5, 11), ("L", "eur", 4, 1), ("L", "eur", 5, 2), ("L", "usd", 3, 3),
+        ("L", "eur", 9, 4), ("R", "eur", 5, 12), ("L", None, 1, 5)))
+    assert tj.next_time(plan, rows) == 1001
+    rows, versions, out = tj.fire(plan, rows, versions, 5_000)  # 5 s is due once Spark's watermark passes it
+    assert _pairs(out) == [(1, 10), (3, None), (5, None)]
+    rows, versions, out = tj.fire(plan, rows, versions, 9_001)
+    # the later of two versions with one time wins; the version at 0 s can match nothing to come
+    assert _pairs(out) == [(2, 12), (4, 12)] and rows is None
+    assert sorted(versions["__r0"]) == [12]
+
+
+def test_an_inner_join_drops_rows_with_no_version_yet():
+    plan = _core()
+    rows, versions, seq = tj.accept(plan, None, None, 0, _batch(("L", "eur", 1, 1), ("R", "eur", 2, 10)))
+    rows, versions, out = tj.fire(plan, rows, versions, 3_000)
+    assert out.empty and rows is None and len(versions) == 1
+
+
+# -- streamed for real -----------------------------------------------------------------------------
+
+
+def _rates_and_orders(tmp_path, rng):
+    """Rates: versions of three currencies (one before any order, some at an order's own
+    time, one currency with no version); orders: ~40 rows; both in four files in time order."""
+    rates, orders = tmp_path / "rates", tmp_path / "orders"
+    versions = [(c, rng.randint(1, 99), s) for s in range(3, 40, 3) for c in ("1", "2") if rng.random() < 0.7]
+    versions += [("1", 7, 0), ("2", 8, 0)]
+    rows = [(i, rng.choice("1233"), rng.randint(1, 9), rng.choice([s, s + 0.5])) for i, s in enumerate(range(1, 41))]
+    stamp = time.time() - 100
+    for part in range(4):
+        low, high = part * 10, part * 10 + 10
+        text = "".join(f"{c},{r},2026-01-01 00:00:{s:02d}\n" for c, r, s in sorted(versions, key=lambda v: v[2])
+                       if low <= s < high)
+        os.utime(write(rates / f"part-{part}.csv", text), (stamp + part,) * 2)
+        text = "".join(f"{i},{c},{a},2026-01-01 00:00:{int(s):02d}.{int(s % 1 * 10)}00\n" for i, c, a, s in rows
+                       if min(int(s) // 10, 3) == part)
+        os.utime(write(orders / f"part-{part}.csv", text), (stamp + part,) * 2)
+    ddl = (f"CREATE TEMPORARY TABLE rates (cur STRING, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts -"
+           f" INTERVAL '1' SECOND, PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'filesystem', 'path' ="
+           f" '{rates}', 'format' = 'csv');"
+           f"CREATE TEMPORARY TABLE orders (id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts"
+           f" AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{orders}', 'format' = 'csv');")
+    return ddl, versions, rows
+
+
+def _by_hand(versions, rows, left: bool):
+    """Each order with its currency's version of the latest time not after the order's."""
+    out = []
+    for i, c, a, s in rows:
+        valid = [v for v in versions if v[0] == c and v[2] <= s]
+        if valid:
+            rate = max(valid, key=lambda v: v[2])[1]  # one version per currency and time here
+            out.append((str(i), str(a * rate)))
+        elif left:
+            out.append((str(i), ""))
+    return sorted(out)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("join", ["", "LEFT"])
+def test_streamed_temporal_join_joins_each_order_with_the_rate_of_its_time(run, tmp_path, join):
+    import random
+
+    from tests.test_stateful_chain import streamed_and_batch
+
+    ddl, versions, rows = _rates_and_orders(tmp_path, random.Random(5))
+    run.output(ddl)
+    final, ops, expected = streamed_and_batch(
+        run, f"SELECT o.id, o.amount * r.rate AS total FROM orders o {join} JOIN rates FOR SYSTEM_TIME AS OF o.ts"
+             f" AS r ON o.cur = r.cur")
+    assert [tuple(r) for r in final] == [tuple(r) for r in expected] == _by_hand(versions, rows, left=join == "LEFT")
+    assert set(ops) == {"+I"}
+
+
+@pytest.mark.spark
+def test_a_continuous_temporal_join_survives_kill_9_and_drains(run, tmp_path):
+    """A continuous INSERT: orders wait for the watermark, a kill -9 and a restart resume
+    from the checkpoint (rows and versions waiting in state), and a drain joins the rest."""
+    from tests.test_exactly_once import killed_then_drained
+
+    source, rates, sink = tmp_path / "in", tmp_path / "rates", tmp_path / "out"
+
+    def part(n: int) -> None:
+        text = "".join(f"{i},{'xy'[i % 2]},{i % 5},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                       for i in range(n * 30, n * 30 + 30))
+        os.utime(write(source / f"part-{n}.csv", text), (time.time() - 100 + n,) * 2)
+        text = "".join(f"{c},{n * 10 + j},2026-01-01 00:{(n * 30 + j * 7) // 60:02d}:{(n * 30 + j * 7) % 60:02d}\n"
+                       for j in range(4) for c in "xy")
+        os.utime(write(rates / f"part-{n}.csv", text), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (id BIGINT, cur STRING, amount INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE rates (cur STRING, rate INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND,
+  PRIMARY KEY (cur) NOT ENFORCED)
+  WITH ('connector' = 'filesystem', 'path' = '{rates}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (id BIGINT, total INT, rate_ts TIMESTAMP(3))
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = ("INSERT INTO out SELECT s.id, s.amount * r.rate, r.ts FROM src s LEFT JOIN rates FOR SYSTEM_TIME AS OF"
+             " s.ts AS r ON s.cur = r.cur")
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=24, resumed=18, more=30)
+    assert len(streamed) == len(set(streamed)) == 90 and streamed == batch
