@@ -61,6 +61,15 @@ def test_a_temporal_join_flink_would_refuse_is_refused_with_its_position(sql, me
     assert message in caught.value.message and caught.value.position is not None
 
 
+def test_a_key_declared_beside_like_over_a_nullable_column_is_refused_as_flink_refuses_it():
+    with pytest.raises(ValidationError) as caught:
+        steps("CREATE TEMPORARY TABLE versions (PRIMARY KEY (id) NOT ENFORCED) LIKE auction;", DDL)
+    assert caught.value.message.startswith("Invalid primary key 'PK_id'. Column 'id' is nullable")
+    assert caught.value.position is not None
+    table = steps("CREATE TEMPORARY TABLE v2 (pk BIGINT, PRIMARY KEY (pk) NOT ENFORCED) LIKE auction;", DDL)[-1]
+    assert table is not None  # a key over a column the table declares itself is NOT NULL
+
+
 def test_a_stream_cuts_the_temporal_join_with_each_side_s_time():
     from streamsql.spark.stateful.chain import compile_query
 

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from streamsql.dialect.flink import Flink
 from streamsql.errors import ValidationError
-from streamsql.plan.objects import Column, TableDef
+from streamsql.plan.objects import Column, TableDef, identifier_position
 
 _LIKE_OPTIONS = re.compile(r"(INCLUDING|EXCLUDING|OVERWRITING)\s+(ALL|OPTIONS|WATERMARKS|GENERATED|CONSTRAINTS|PARTITIONS)", re.I)
 
@@ -52,6 +52,7 @@ def resolve_like(create: exp.Create, source: TableDef) -> exp.Create:
         if isinstance(item, exp.ColumnDef) and item.find(exp.ComputedColumnConstraint) and "GENERATED" in excluded:
             continue
         items.append(item.copy())
+    _check_inherited_key(own, source)
     items += [item.copy() for item in own]
     options = {} if "OPTIONS" in excluded else dict(source.options)
     options.update(_own_options(create))
@@ -59,6 +60,23 @@ def resolve_like(create: exp.Create, source: TableDef) -> exp.Create:
     merged = exp.Create(this=exp.Schema(this=table.copy(), expressions=items), kind="TABLE", exists=create.args.get("exists"),
                         replace=create.args.get("replace"), properties=_non_like_properties(create))
     return with_options(merged, options)
+
+
+def _check_inherited_key(own: list, source: TableDef) -> None:
+    """A PRIMARY KEY declared beside LIKE over the source's columns: Flink makes the key
+    columns a table declares itself NOT NULL, not the ones it takes from the source, and
+    refuses a key over a nullable one."""
+    key = next((item for item in own if isinstance(item, exp.PrimaryKey)), None)
+    if key is None:
+        return
+    declared = {item.name for item in own if isinstance(item, exp.ColumnDef)}
+    for column in key.expressions:
+        inherited = next((c for c in source.columns if c.name == column.name), None)
+        if column.name not in declared and inherited is not None and not inherited.not_null:
+            name = "_".join(c.name for c in key.expressions)
+            raise ValidationError(f"Invalid primary key 'PK_{name}'. Column '{column.name}' is nullable"
+                                  f" (declare it NOT NULL in '{source.name.name}', or declare the key there)",
+                                  identifier_position(column if isinstance(column, exp.Identifier) else column.this))
 
 
 def table_as_select(create: exp.Create, columns: list[Column]) -> exp.Create:
