@@ -61,6 +61,36 @@ def test_a_temporal_join_flink_would_refuse_is_refused_with_its_position(sql, me
     assert message in caught.value.message and caught.value.position is not None
 
 
+VERSIONED = ("CREATE TEMPORARY VIEW latest AS SELECT cur, rate, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY"
+             " cur ORDER BY ts DESC) AS rn FROM keyless) WHERE rn = 1;")
+
+
+def test_a_versioned_view_s_versions_are_the_rows_it_deduplicates():
+    from streamsql.spark.stateful.chain import compile_query
+
+    plan = steps(VERSIONED + "SELECT b.auction, r.rate FROM bid b JOIN latest FOR SYSTEM_TIME AS OF b.ts AS r"
+                             " ON b.bidder = r.cur;", DDL + RATES)[-1].plan
+    sql = to_spark_sql(plan.query)
+    assert "JOIN (SELECT *, LEAD(`ts`) OVER (PARTITION BY `cur` ORDER BY `ts` NULLS LAST) AS `__valid_to` FROM" in sql
+    assert "FROM `keyless`" in sql and "ROW_NUMBER" not in sql  # every row a version, none filtered out
+    stage = compile_query(plan, is_bounded)
+    (_, join), = stage.inputs
+    right = to_spark_sql(join.right_query)
+    assert join.temporal and "FROM `keyless`" in right and "ROW_NUMBER" not in right and "__valid_to" not in right
+
+
+@pytest.mark.parametrize("view", [
+    VERSIONED.replace("ts DESC", "ts"),  # keeps the first row: not a version history
+    VERSIONED.replace("rn = 1", "rn <= 2"),
+    "CREATE TEMPORARY VIEW latest AS SELECT * FROM keyless WHERE rate > 0;",
+])
+def test_a_view_that_is_not_versioned_is_refused(view):
+    with pytest.raises(ValidationError) as caught:
+        steps(view + "SELECT b.auction FROM bid b JOIN latest FOR SYSTEM_TIME AS OF b.ts AS r ON b.bidder = r.cur;",
+              DDL + RATES)
+    assert "requires primary key in versioned table 'latest'" in caught.value.message
+
+
 def test_a_key_declared_beside_like_over_a_nullable_column_is_refused_as_flink_refuses_it():
     with pytest.raises(ValidationError) as caught:
         steps("CREATE TEMPORARY TABLE versions (PRIMARY KEY (id) NOT ENFORCED) LIKE auction;", DDL)
@@ -170,17 +200,18 @@ def _by_hand(versions, rows, left: bool):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("join", ["", "LEFT"])
-def test_streamed_temporal_join_joins_each_order_with_the_rate_of_its_time(run, tmp_path, join):
+@pytest.mark.parametrize("join, versioned", [("", "rates"), ("LEFT", "rates"), ("LEFT", "latest")])
+def test_streamed_temporal_join_joins_each_order_with_the_rate_of_its_time(run, tmp_path, join, versioned):
     import random
 
     from tests.test_stateful_chain import streamed_and_batch
 
     ddl, versions, rows = _rates_and_orders(tmp_path, random.Random(5))
-    run.output(ddl)
+    run.output(ddl + "CREATE TEMPORARY VIEW latest AS SELECT cur, rate, ts FROM (SELECT *, ROW_NUMBER() OVER"
+                     " (PARTITION BY cur ORDER BY ts DESC) AS rn FROM rates) WHERE rn = 1;")
     final, ops, expected = streamed_and_batch(
-        run, f"SELECT o.id, o.amount * r.rate AS total FROM orders o {join} JOIN rates FOR SYSTEM_TIME AS OF o.ts"
-             f" AS r ON o.cur = r.cur")
+        run, f"SELECT o.id, o.amount * r.rate AS total FROM orders o {join} JOIN {versioned} FOR SYSTEM_TIME AS OF"
+             f" o.ts AS r ON o.cur = r.cur")
     assert [tuple(r) for r in final] == [tuple(r) for r in expected] == _by_hand(versions, rows, left=join == "LEFT")
     assert set(ops) == {"+I"}
 

@@ -222,7 +222,7 @@ class Planner:
         except OptimizeError as error:
             raise _resolution_error(error) from None
         _group_window_time(qualified)
-        check_temporal_joins(qualified, versioned, relations)
+        check_temporal_joins(qualified, versioned, relations, plan.derived)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         check_types(typed)
         check_functions(typed, self.catalog.current_database)

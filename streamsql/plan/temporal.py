@@ -6,7 +6,9 @@ changes has one content, so it is a plain join over that table. That is Nexmark 
 An event-time temporal join (AS OF a rowtime column) joins each row with the version of
 a *versioned table* valid at the row's time: the table's row for the key with the latest
 time not after the row's. The table needs a PRIMARY KEY, a rowtime attribute (its
-WATERMARK) and the key in the join's equalities, as Flink's does; INNER and LEFT joins.
+WATERMARK) and the key in the join's equalities, as Flink's does; INNER and LEFT joins. A
+versioned view (a deduplication keeping each key's last row by event time) is one too:
+its versions are the rows it deduplicates (``versions``).
 Its FROM item keeps what the Spark side needs in ``meta["temporal"]`` (``TEMPORAL``): the
 AS OF expression, the table's time column and its key. In batch, a version is valid from
 its time until the key's next version (``spark.temporal_joins``); on a stream,
@@ -27,9 +29,10 @@ UNSUPPORTED = "Temporal joins (FOR SYSTEM_TIME AS OF) are not supported yet: "
 
 
 def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | ViewDef],
-                         relations: dict[str, list[Column]]) -> None:
+                         relations: dict[str, list[Column]], derived: dict | None = None) -> None:
     """Check every `t FOR SYSTEM_TIME AS OF x` in a qualified query, then drop the clause
-    (a lookup join is a plain join). ``versioned`` maps id() of the FROM item to what it reads."""
+    (a lookup join is a plain join). ``versioned`` maps id() of the FROM item to what it
+    reads; ``derived`` holds the planned queries of the views it reads (plan.derived)."""
     for table in list(query.find_all(exp.Table)):
         version = table.args.get("version")
         if version is None:
@@ -44,9 +47,12 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
                 position,
             )
         if time_attribute == "rowtime":
-            _check_versioned(table, target, version.expression, position)
-            table.meta[TEMPORAL] = {"as_of": version.expression.copy(), "time": target.watermark.column,
-                                    "key": list(target.primary_key)}
+            view = (derived or {}).get(table.name) if isinstance(target, ViewDef) else None
+            temporal = _versioned_view(table, target, view, relations, position) if view is not None else None
+            _check_versioned(table, target, version.expression, position, temporal)
+            if temporal is None:
+                temporal = {"time": target.watermark.column, "key": list(target.primary_key)}
+            table.meta[TEMPORAL] = {"as_of": version.expression.copy(), **temporal}
             table.meta["version"] = version  # the operator plan's TemporalJoin (plan.logical_from)
             table.set("version", None)
             continue
@@ -63,25 +69,26 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
 TEMPORAL = "temporal"
 
 
-def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position) -> None:
-    """An event-time temporal join: a versioned table on the right of an INNER or LEFT join
-    whose equalities cover its primary key (Flink's rules, in Flink's words where it has some)."""
+def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, view: dict | None) -> None:
+    """An event-time temporal join: a versioned table (or view) on the right of an INNER or
+    LEFT join whose equalities cover its primary key (Flink's rules, in Flink's words where
+    it has some)."""
     join = table.parent
-    name = target.name.name if isinstance(target, TableDef) else table.name
-    if not isinstance(target, TableDef):
-        what = "a view" if isinstance(target, ViewDef) else "a WITH query"
-        raise ValidationError(UNSUPPORTED + f"an event-time temporal join into {what} ('{name}'); join a table with"
-                              " a PRIMARY KEY and a WATERMARK", position)
+    name = target.name.name if isinstance(target, (TableDef, ViewDef)) else table.name
+    if not isinstance(target, TableDef) and view is None:
+        raise ValidationError(UNSUPPORTED + f"an event-time temporal join into a WITH query ('{name}'); join a"
+                              " table with a PRIMARY KEY and a WATERMARK, or a versioned view", position)
     if not isinstance(join, exp.Join) or join.this is not table:
         raise ValidationError("FOR SYSTEM_TIME AS OF belongs to the right side of a JOIN", position)
     side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
     if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER"):
         raise ValidationError(f"Temporal joins support INNER and LEFT joins, not {(side or kind).upper()} JOIN",
                               position)
-    if not target.primary_key:
+    key = view["key"] if view is not None else target.primary_key
+    if view is None and not target.primary_key:
         raise ValidationError(f"Temporal Table Join requires primary key in versioned table '{name}', but no"
                               " primary key can be found (declare PRIMARY KEY (...) NOT ENFORCED)", position)
-    if target.watermark is None:
+    if view is None and target.watermark is None:
         raise ValidationError(f"Event-Time Temporal Table Join requires both primary key and row time attribute in"
                               f" versioned table '{name}', but no row time attribute can be found (declare a"
                               " WATERMARK)", position)
@@ -94,11 +101,43 @@ def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position) 
                 others = {c.table for c in other.find_all(exp.Column)}
                 if isinstance(mine, exp.Column) and mine.table == alias and others and alias not in others:
                     equal.add(mine.name.lower())
-    if not {k.lower() for k in target.primary_key} <= equal:
+    if not {k.lower() for k in key} <= equal:
         raise ValidationError(
-            f"Temporal table's primary key [{', '.join(target.primary_key)}] must be included in the equivalence"
+            f"Temporal table's primary key [{', '.join(key)}] must be included in the equivalence"
             f" condition of temporal join, but current temporal join condition is [{on.sql() if on else ''}]",
             position)
+
+
+def _versioned_view(table: exp.Table, target: ViewDef, query, relations: dict, position) -> dict:
+    """A versioned view, as Flink defines one: a deduplication keeping each key's last row by
+    event time (``SELECT .. FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t
+    DESC) AS rn FROM s) WHERE rn = 1``). Its key is k, its version time t, and its versions
+    are the rows it deduplicates: the view's query without the ROW_NUMBER and its filter."""
+    from streamsql.plan.logical import _rank_pattern
+
+    refused = ValidationError(
+        f"Temporal Table Join requires primary key in versioned table '{target.name.name}', but no primary key can"
+        " be found: a view is versioned when it keeps each key's last row by event time (ROW_NUMBER() OVER"
+        " (PARTITION BY key ORDER BY rowtime DESC) = 1 over an append-only input)", position)
+    pattern = _rank_pattern(query, lambda t: None) if isinstance(query, exp.Select) else None
+    if pattern is None:
+        raise refused
+    inner, name, limit, rest = pattern
+    call = next(p for p in inner.expressions if p.alias_or_name == name).unalias()
+    order = call.args["order"].expressions if call.args.get("order") else []
+    keys = [p for p in call.args.get("partition_by") or []]
+    columns = {c.name: c for c in relations.get(table.alias_or_name, [])}
+    if (limit != 1 or rest or len(order) != 1 or not order[0].args.get("desc") or not keys
+            or not all(isinstance(k, exp.Column) and k.name in columns for k in keys)
+            or not isinstance(order[0].this, exp.Column) or order[0].this.name not in columns
+            or columns[order[0].this.name].type.this not in (exp.DType.TIMESTAMP, exp.DType.TIMESTAMPLTZ)
+            or any(c.name == name for p in query.expressions for c in p.find_all(exp.Column))):
+        raise refused
+    versions = query.copy()
+    versions.set("where", None)
+    body = versions.args["from_"].this.this
+    body.set("expressions", [p for p in body.expressions if p.alias_or_name != name])
+    return {"time": order[0].this.name, "key": [k.name for k in keys], "versions": versions}
 
 
 def _time_attribute(expression: exp.Expression, select: exp.Select | None,

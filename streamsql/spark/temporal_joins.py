@@ -5,7 +5,8 @@ of ``r`` for its key with the latest time not after ``l.t`` (plan.temporal). Ove
 input every version is known, so a version is valid from its own time until its key's
 next version's (``LEAD`` over the key, by time), and the temporal join is a plain join
 with the row's time inside that interval. Versions with one time share an empty
-interval but the last, so one wins, as the latest-arriving version does in Flink.
+interval but the last, so one wins, as the latest-arriving version does in Flink. A
+versioned view's versions are the rows it deduplicates (plan.temporal).
 A stream runs streamsql's temporal join operator instead (spark.stateful.temporal_join).
 """
 
@@ -34,7 +35,10 @@ def versions_as_intervals(query: exp.Expression) -> exp.Expression:
             this=exp.Anonymous(this="LEAD", expressions=[exp.column(temporal["time"])]),
             partition_by=[exp.column(k) for k in temporal["key"]],
             order=exp.Order(expressions=[exp.Ordered(this=exp.column(temporal["time"]))]))
-        plain = exp.Table(this=table.this.copy(), db=table.args.get("db"), catalog=table.args.get("catalog"))
+        if "versions" in temporal:  # a versioned view: the rows it deduplicates
+            plain = exp.Subquery(this=temporal["versions"].copy(), alias=exp.TableAlias(this=exp.to_identifier("__v")))
+        else:
+            plain = exp.Table(this=table.this.copy(), db=table.args.get("db"), catalog=table.args.get("catalog"))
         versions = exp.select(exp.Star(), exp.alias_(following, VALID_TO)).from_(plain)
         table.replace(exp.Subquery(this=versions, alias=exp.TableAlias(this=exp.to_identifier(alias))))
         as_of, valid_to = temporal["as_of"], exp.column(VALID_TO, alias)

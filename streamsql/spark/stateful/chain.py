@@ -185,6 +185,10 @@ class _Compiler:
         from streamsql.spark.stateful.join_cut import cut_join, regular_join_of
 
         join = regular_join_of(self, query)
+        if join is not None and join.kind == "TemporalJoin":
+            from streamsql.spark.stateful.join_cut import read_versions
+
+            read_versions(query)
         inputs, changelogs = self._inputs(query)
         if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin"):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)

@@ -39,6 +39,20 @@ def regular_join_of(compiler, select: exp.Select):
     return node if node is not None and type(node) is Join else None
 
 
+def read_versions(select: exp.Select) -> None:
+    """A temporal join into a versioned view reads the rows the view deduplicates, each a
+    version, in place of the view (whose own rows are a changelog): in place, before the
+    SELECT's inputs are cut."""
+    for join in select.args.get("joins") or []:
+        item = join.this
+        temporal = item.meta.get(TEMPORAL) if isinstance(item, exp.Table) else None
+        if temporal is not None and "versions" in temporal:
+            versions = exp.Subquery(this=temporal["versions"].copy(), alias=exp.TableAlias(
+                this=exp.to_identifier(item.alias_or_name)))
+            versions.meta[TEMPORAL] = temporal
+            item.replace(versions)
+
+
 def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     """Rewrite ``select`` in place to read the join's stage; (its inputs, its changelog aliases)."""
     if node.join_type not in JOIN_TYPES:
@@ -48,7 +62,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         raise _Unsupported()
     left_item, right_item = select.args["from_"].this, join.this
     left, right = left_item.alias_or_name, right_item.alias_or_name
-    temporal = right_item.meta.get(TEMPORAL) if isinstance(right_item, exp.Table) else None
+    temporal = right_item.meta.get(TEMPORAL)
     if temporal is not None and (changelogs or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
         raise _Unsupported()  # a temporal join of a changelog: not yet
     inner = node.join_type == "InnerJoin"
