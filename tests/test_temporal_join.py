@@ -91,6 +91,16 @@ def test_a_view_that_is_not_versioned_is_refused(view):
     assert "requires primary key in versioned table 'latest'" in caught.value.message
 
 
+def test_versions_are_kept_per_on_key_and_a_where_equality_filters_the_version_picked():
+    from streamsql.spark.stateful.chain import compile_query
+
+    plan = _plan(JOIN.format("", "b.bidder = r.cur AND b.auction = r.rate").replace(";", " WHERE b.price = r.rate;"))
+    assert "LEAD(`ts`) OVER (PARTITION BY `cur`, `rate` ORDER BY" in to_spark_sql(plan.query)
+    stage = compile_query(plan, is_bounded)
+    (_, join), = stage.inputs
+    assert join.keys == 2 and "`__joined`.`__r" in to_spark_sql(stage.query).split("WHERE")[1]
+
+
 def test_a_key_declared_beside_like_over_a_nullable_column_is_refused_as_flink_refuses_it():
     with pytest.raises(ValidationError) as caught:
         steps("CREATE TEMPORARY TABLE versions (PRIMARY KEY (id) NOT ENFORCED) LIKE auction;", DDL)

@@ -49,10 +49,12 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
         if time_attribute == "rowtime":
             view = (derived or {}).get(table.name) if isinstance(target, ViewDef) else None
             temporal = _versioned_view(table, target, view, relations, position) if view is not None else None
-            _check_versioned(table, target, version.expression, position, temporal)
+            keys = _check_versioned(table, target, version.expression, position, temporal)
             if temporal is None:
-                temporal = {"time": target.watermark.column, "key": list(target.primary_key)}
-            table.meta[TEMPORAL] = {"as_of": version.expression.copy(), **temporal}
+                temporal = {"time": target.watermark.column}
+            # Versions are kept per join key, as Flink keys its state: the primary key, and
+            # any other column the ON equalities name.
+            table.meta[TEMPORAL] = {"as_of": version.expression.copy(), **temporal, "key": keys}
             table.meta["version"] = version  # the operator plan's TemporalJoin (plan.logical_from)
             table.set("version", None)
             continue
@@ -69,10 +71,10 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
 TEMPORAL = "temporal"
 
 
-def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, view: dict | None) -> None:
+def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, view: dict | None) -> list[str]:
     """An event-time temporal join: a versioned table (or view) on the right of an INNER or
     LEFT join whose equalities cover its primary key (Flink's rules, in Flink's words where
-    it has some)."""
+    it has some). The right side's columns in those equalities, in order."""
     join = table.parent
     name = target.name.name if isinstance(target, (TableDef, ViewDef)) else table.name
     if not isinstance(target, TableDef) and view is None:
@@ -93,19 +95,20 @@ def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, 
                               f" versioned table '{name}', but no row time attribute can be found (declare a"
                               " WATERMARK)", position)
     alias = table.alias_or_name
-    equal = set()
+    equal: dict[str, str] = {}
     on = join.args.get("on")
     for condition in (on.flatten() if isinstance(on, exp.And) else [on] if on is not None else []):
         if isinstance(condition, exp.EQ):
             for mine, other in ((condition.this, condition.expression), (condition.expression, condition.this)):
                 others = {c.table for c in other.find_all(exp.Column)}
                 if isinstance(mine, exp.Column) and mine.table == alias and others and alias not in others:
-                    equal.add(mine.name.lower())
-    if not {k.lower() for k in key} <= equal:
+                    equal.setdefault(mine.name.lower(), mine.name)
+    if not {k.lower() for k in key} <= set(equal):
         raise ValidationError(
             f"Temporal table's primary key [{', '.join(key)}] must be included in the equivalence"
             f" condition of temporal join, but current temporal join condition is [{on.sql() if on else ''}]",
             position)
+    return list(equal.values())
 
 
 def _versioned_view(table: exp.Table, target: ViewDef, query, relations: dict, position) -> dict:

@@ -73,7 +73,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     where = select.args.get("where")
     kept_where = []
     for condition in _conjuncts(where.this if where is not None else None):
-        pair = _key_pair(condition, left, right) if inner else None
+        # A temporal join picks a version by its ON keys; WHERE filters the pair it picked.
+        pair = _key_pair(condition, left, right) if inner and temporal is None else None
         (keys.append(pair) if pair else kept_where.append(condition))
     if not keys or (residual and not inner):
         raise _Unsupported()
