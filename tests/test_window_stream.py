@@ -301,6 +301,18 @@ def test_window_rank_keeps_each_partition_s_top_n_and_fires_each_window_once():
     assert state is None and [r[1:3] for r in out.values.tolist()] == [["a", 8], ["a", 7], ["b", 6]]
 
 
+def test_each_batch_keeps_only_its_partitions_top_n_before_the_window_operator():
+    from streamsql.spark.stateful import window_rank as wr
+
+    plan = _rank_plan(2)
+    batch = _window_rows(("a", 1, 10), ("a", 5, 10), ("b", 2, 10), ("a", 3, 10), ("a", 7, 20), ("a", 5, 10))
+    (kept,) = wr.local_top(plan)(iter([batch]))
+    # a's 1 and 3 in [0, 10) are below the batch's top 2 there (5 and 5): they can never rise
+    assert kept[["k", "v", "__wend_ms"]].values.tolist() == [["a", 5, 10_000], ["b", 2, 10_000], ["a", 7, 20_000],
+                                                             ["a", 5, 10_000]]
+    assert list(kept.columns) == plan["columns"]
+
+
 def test_window_rank_ties_go_to_the_earlier_row_and_the_rank_may_be_left_out():
     from streamsql.spark.stateful import window_rank as wr
 

@@ -62,9 +62,12 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
         BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     _ship_by_value()
     if window_end is not None:
-        from streamsql.spark.stateful.window_rank import WindowRankProcessor, ship
+        from streamsql.spark.stateful.window_rank import WindowRankProcessor, local_top, ship
 
         ship()
+        # Each Arrow batch's own top N per partition first, where the rows are read: only
+        # those can be in a window's top N, and few rows then travel to the window operator.
+        bucketed = bucketed.mapInPandas(local_top(plan), schema=bucketed.schema)
         return bucketed.groupBy(BUCKET).transformWithStateInPandas(
             statefulProcessor=WindowRankProcessor(plan), outputStructType=T.StructType(out),
             outputMode="Append", timeMode="EventTime")

@@ -29,6 +29,18 @@ from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, ranking, state_layouts
 
 
+def local_top(plan: dict):
+    """A ``mapInPandas`` function: each batch of rows less those below their partition's top N
+    within the batch (the input being insert-only, they can never rise into the window's)."""
+    def top(batches):
+        for batch in batches:
+            batch.columns = plan["columns"]  # names with a leading '_' arrive renamed
+            ranked = ranking._ranked(plan, batch.assign(**{ranking.SEQ: np.arange(len(batch), dtype="int64")}))
+            yield ranked.sort_values(ranking.SEQ, kind="stable")[plan["columns"]]
+
+    return top
+
+
 def accept(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFrame, watermark: int):
     """(the bucket's candidates with the batch's on-time rows among them, next_seq)."""
     ends = batch[plan["window_end"]].to_numpy(dtype="float64", na_value=np.nan)
