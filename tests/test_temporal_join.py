@@ -5,8 +5,6 @@ and against the versions worked out by hand, and a continuous job that survives 
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import time
 
