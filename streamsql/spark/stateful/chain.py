@@ -182,9 +182,9 @@ class _Compiler:
         if pattern is not None:
             return self._rank(query, pattern)
         query = query.copy()
-        from streamsql.spark.stateful.join_cut import cut_join, regular_join_of
+        from streamsql.spark.stateful.join_cut import cut_join, stateful_join_of
 
-        join = regular_join_of(self, query)
+        join = stateful_join_of(self, query)
         if join is not None and join.kind == "TemporalJoin":
             from streamsql.spark.stateful.join_cut import read_versions
 
@@ -338,6 +338,11 @@ def _aggregates(select: exp.Select) -> bool:
 
 def _stateful_inside(query: exp.Expression) -> bool:
     return any(isinstance(n, (exp.AggFunc, exp.Window, exp.Group)) for n in query.walk())
+
+
+def epoch_millis(expression: exp.Expression) -> exp.Expression:
+    """``UNIX_MILLIS(expression)``: a time as the operators hold it (epoch ms)."""
+    return exp.Anonymous(this="UNIX_MILLIS", expressions=[expression.copy()])
 
 
 def _has_subquery(node: exp.Expression) -> bool:

@@ -17,17 +17,17 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.temporal import TEMPORAL
-from streamsql.spark.stateful.chain import JoinStage, _Unsupported
+from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
 
 JOINED = "__joined"
 JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
 _VIEWS = itertools.count(1)
 
 
-def regular_join_of(compiler, select: exp.Select):
-    """The regular Join operator of this SELECT's own JOIN, or None (no join, or an
-    interval, window or lookup join). An event-time temporal join is returned too: it
-    is cut the same way, for streamsql's temporal join operator."""
+def stateful_join_of(compiler, select: exp.Select):
+    """The Join operator of this SELECT's own JOIN when streamsql's join operators can run
+    it — a regular join, or an event-time temporal join (cut the same way) — or None (no
+    join, or an interval, window or lookup join)."""
     from streamsql.plan.join_operators import Join, TemporalJoin
     from streamsql.plan.operators import walk
 
@@ -80,7 +80,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         raise _Unsupported()
     times = ()
     if temporal is not None:  # each side's time in epoch ms, after its keys (temporal_join)
-        times = (_millis(temporal["as_of"]), _millis(exp.column(temporal["time"], right)))
+        times = (epoch_millis(temporal["as_of"]), epoch_millis(exp.column(temporal["time"], right)))
 
     # The columns the query uses from each side; one used only in a key equality travels
     # as the key alone.
@@ -117,10 +117,6 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, epoch ms
-
-
-def _millis(expression: exp.Expression) -> exp.Expression:
-    return exp.Anonymous(this="UNIX_MILLIS", expressions=[expression.copy()])
 
 
 def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:

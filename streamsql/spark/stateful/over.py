@@ -73,35 +73,28 @@ class OverProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        pending, history, next_seq = self._load()
+        next_seq, (pending, history) = self.state.load()
         watermark = timerValues.getCurrentWatermarkInMs() if self.plan["rowtime"] else 0
         pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq)
         if self.plan["rowtime"]:
             if pending is not None and len(pending):
                 self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
-            self._store(pending, history, next_seq)
+            self.state.store(next_seq, [pending, history])
             return
         yield from self._fire(pending, history, next_seq, None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        pending, history, next_seq = self._load()
+        next_seq, (pending, history) = self.state.load()
         yield from self._fire(pending, history, next_seq, timerValues.getCurrentWatermarkInMs())
 
     def _fire(self, pending, history, next_seq, watermark):
         pending, history, out = over_frames.fire(self.plan, pending, history, watermark)
         if self.plan["rowtime"] and pending is not None and len(pending):
             self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
-        self._store(pending, history, next_seq)
+        self.state.store(next_seq, [pending, history])
         if len(out):
             out.insert(0, ROWKIND_COLUMN, "+I")
             yield out
-
-    def _load(self):
-        next_seq, (pending, history) = self.state.load()
-        return pending, history, next_seq
-
-    def _store(self, pending, history, next_seq) -> None:
-        self.state.store(next_seq, [pending, history])
 
     def close(self) -> None:
         pass

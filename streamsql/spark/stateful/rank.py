@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, ranking
+from streamsql.spark.stateful import accumulate, default_buckets, ranking, state_layouts
 
 BUCKET = "__bucket"
 
@@ -83,9 +83,7 @@ class RankProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("bucket", T.StructType([
-            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
-            T.StructField("rows", T.BinaryType(), True)]))
+        self.state = state_layouts.Tables(handle, self.plan, ["rows"], "Rank")
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
@@ -95,16 +93,9 @@ class RankProcessor(StatefulProcessor):
             if len(out):
                 yield out
             return
-        stored = self.state.get()
-        state, next_seq = None, 0
-        if stored is not None:
-            if stored[0] != self.plan["buckets"]:
-                raise ValueError(f"This checkpoint's Rank state has {stored[0]} buckets, the query asks for "
-                                 f"{self.plan['buckets']}: restart with the same count")
-            next_seq = stored[1]
-            state = accumulate._from_bytes(stored[2]) if stored[2] is not None else None
+        next_seq, (state,) = self.state.load()
         state, next_seq, out = ranking.fold(self.plan, state, next_seq, batch)
-        self.state.update((self.plan["buckets"], next_seq, accumulate._to_bytes(state) if state is not None else None))
+        self.state.store(next_seq, [state])
         if len(out):
             yield out
 
@@ -115,4 +106,4 @@ class RankProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, ranking, sys.modules[__name__])
+    ship_by_value(accumulate, state_layouts, ranking, sys.modules[__name__])

@@ -68,14 +68,13 @@ def fire(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, w
     """(rows still waiting, versions kept, the joined rows of every row whose time the
     watermark passed)."""
     left_time = plan["left_time"]
-    columns = [ROWKIND] + plan["left"] + plan["right"]
     if rows is None:
-        return None, _prune(plan, versions, watermark), pd.DataFrame({c: [] for c in columns})
+        return None, _prune(plan, versions, watermark), _none(plan)
     # Flink's watermark trails Spark's by 1 ms: a row is due once Flink's reaches its time.
     ready = rows[left_time].to_numpy(dtype="float64") < watermark
     waiting = rows.loc[~ready].reset_index(drop=True)
     due = rows.loc[ready].reset_index(drop=True)
-    out = _match(plan, due, versions) if len(due) else pd.DataFrame({c: [] for c in columns})
+    out = _match(plan, due, versions) if len(due) else _none(plan)
     return (waiting if len(waiting) else None), _prune(plan, versions, watermark), out
 
 
@@ -105,7 +104,7 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
     else:
         parts = [matched] if matched is not None and len(matched) else []
     if not parts:
-        return pd.DataFrame({c: [] for c in [ROWKIND] + plan["left"] + plan["right"]})
+        return _none(plan)
     with warnings.catch_warnings():  # all-NULL padding: its dtype is set just below
         warnings.simplefilter("ignore", FutureWarning)
         out = pd.concat(parts, ignore_index=True).sort_values("__order", kind="stable").reset_index(drop=True)
@@ -113,6 +112,11 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
         out[name] = joining._canonical(out[name], plan["kinds"][name])
     out.insert(0, ROWKIND, "+I")
     return out[[ROWKIND] + plan["left"] + plan["right"]]
+
+
+def _none(plan: dict) -> pd.DataFrame:
+    """No joined rows, in the output's columns."""
+    return pd.DataFrame({c: [] for c in [ROWKIND] + plan["left"] + plan["right"]})
 
 
 def _prune(plan: dict, versions: pd.DataFrame | None, watermark: int) -> pd.DataFrame | None:
@@ -151,7 +155,7 @@ class TemporalJoinProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        waiting, versions, next_seq = self._load()
+        next_seq, (waiting, versions) = self.state.load()
         before = next_time(self.plan, waiting)
         waiting, versions, next_seq = accept(self.plan, waiting, versions, next_seq, batch)
         # Rows the watermark already passed (late ones) join at once, with the versions there are.
@@ -159,25 +163,18 @@ class TemporalJoinProcessor(StatefulProcessor):
         upcoming = next_time(self.plan, waiting)
         if upcoming is not None and (before is None or upcoming < before):
             self.handle.registerTimer(upcoming)
-        self._store(waiting, versions, next_seq)
+        self.state.store(next_seq, [waiting, versions])
         if len(out):
             yield out
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        waiting, versions, next_seq = self._load()
+        next_seq, (waiting, versions) = self.state.load()
         waiting, versions, out = fire(self.plan, waiting, versions, timerValues.getCurrentWatermarkInMs())
         if waiting is not None:
             self.handle.registerTimer(next_time(self.plan, waiting))
-        self._store(waiting, versions, next_seq)
+        self.state.store(next_seq, [waiting, versions])
         if len(out):
             yield out
-
-    def _load(self):
-        next_seq, (waiting, versions) = self.state.load()
-        return waiting, versions, next_seq
-
-    def _store(self, waiting, versions, next_seq: int) -> None:
-        self.state.store(next_seq, [waiting, versions])
 
     def close(self) -> None:
         pass

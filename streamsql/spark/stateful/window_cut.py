@@ -16,7 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.plan.windows import WindowRelation
-from streamsql.spark.stateful.chain import WindowAggregateStage, _Unsupported
+from streamsql.spark.stateful.chain import WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = ("TUMBLE", "HOP", "CUMULATE")
@@ -35,14 +35,23 @@ def window_tables(compiler, select: exp.Select) -> list[tuple[exp.Table, WindowR
     return found
 
 
-def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
-    """The stage of a window aggregate; anything else reading a window relation is refused."""
+def _one_window(compiler, select: exp.Select) -> tuple[exp.Table, WindowRelation]:
+    """The one window relation a SELECT reads, alone (no join), of a kind the window
+    operators take; anything else is refused."""
     tables = window_tables(compiler, select)
-    if len(tables) != 1 or select.args.get("joins") or not select.args.get("group"):
+    if len(tables) != 1 or select.args.get("joins"):
         raise _Unsupported()
     table, window = tables[0]
     if window.kind not in KINDS or window.proctime:
         raise _Unsupported()
+    return table, window
+
+
+def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
+    """The stage of a window aggregate; anything else reading a window relation is refused."""
+    if not select.args.get("group"):
+        raise _Unsupported()
+    table, window = _one_window(compiler, select)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
     if split is None:
@@ -53,7 +62,7 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
             bounds.setdefault(key.name, name)
     if set(bounds) != {"window_start", "window_end"}:
         raise _Unsupported()  # Flink groups a window aggregate by both bounds
-    time = exp.Anonymous(this="UNIX_MILLIS", expressions=[exp.column(window.time_column, alias)])
+    time = epoch_millis(exp.column(window.time_column, alias))
     split.input_query.set("expressions", [*split.input_query.expressions, exp.alias_(time, EVENT_TIME)])
     stage = WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
                                  start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)
@@ -65,21 +74,17 @@ def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
     """For a window Top-N or deduplication reading a window TVF's rows (its SELECT's only
     FROM item, partitioned by both window bounds): the projection of the window's end in
     epoch ms, which the window rank operator fires by (``window_rank``)."""
-    tables = window_tables(compiler, select)
-    if len(tables) != 1 or select.args.get("joins") or select.args.get("where") is not None and any(
-            isinstance(n, (exp.Subquery, exp.Exists)) for n in select.args["where"].walk()):
+    where = select.args.get("where")
+    if where is not None and _has_subquery(where):
         raise _Unsupported()
-    table, window = tables[0]
-    if window.kind not in KINDS or window.proctime:
-        raise _Unsupported()
+    table, window = _one_window(compiler, select)
     alias = table.alias_or_name
     over = next(select.find_all(exp.Window))
     bounds = {p.name for p in over.args.get("partition_by") or []
               if isinstance(p, exp.Column) and p.table in ("", alias) and p.name in ("window_start", "window_end")}
     if bounds != {"window_start", "window_end"}:
         raise _Unsupported()  # Flink's window Top-N partitions by both bounds
-    end = exp.Anonymous(this="UNIX_MILLIS", expressions=[exp.column("window_end", alias)])
-    return exp.alias_(end, WINDOW_END)
+    return exp.alias_(epoch_millis(exp.column("window_end", alias)), WINDOW_END)
 
 
 WINDOW_END = "__wend_ms"

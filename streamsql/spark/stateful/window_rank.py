@@ -85,28 +85,21 @@ class WindowRankProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
-        before, next_seq = self._load()
+        next_seq, (before,) = self.state.load()
         state, next_seq = accept(self.plan, before, next_seq, batch, timerValues.getCurrentWatermarkInMs())
         if state is not None and (before is None or next_end(state, self.plan) < next_end(before, self.plan)):
             self.handle.registerTimer(next_end(state, self.plan))
-        self._store(state, next_seq)
+        self.state.store(next_seq, [state])
         return iter(())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state, next_seq = self._load()
+        next_seq, (state,) = self.state.load()
         state, out = fire(self.plan, state, timerValues.getCurrentWatermarkInMs())
         if state is not None:
             self.handle.registerTimer(next_end(state, self.plan))
-        self._store(state, next_seq)
+        self.state.store(next_seq, [state])
         if len(out):
             yield out
-
-    def _load(self):
-        next_seq, (state,) = self.state.load()
-        return state, next_seq
-
-    def _store(self, state: pd.DataFrame | None, next_seq: int) -> None:
-        self.state.store(next_seq, [state])
 
     def close(self) -> None:
         pass
