@@ -16,21 +16,42 @@ from streamsql.spark.stateful import joining
 KINDS = {"__k0": "object", "__l0": "int", "__l1": "object", "__r0": "int"}
 
 
-def _plan(join_type):
-    return {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": KINDS, "join_type": join_type}
+# Residual ON conditions beyond the key, as join_cut compiles them, and the same in Python
+# (None where SQL's answer is UNKNOWN: only TRUE makes a pair).
+RESIDUALS = {
+    "none": (None, lambda l0, l1, r0: True),
+    "l0 <= r0": (("cmp", "<=", ("col", "__l0"), ("col", "__r0")),
+                 lambda l0, l1, r0: None if None in (l0, r0) else l0 <= r0),
+    "l0 + 1 > r0 OR l1 IS NULL": (
+        ("or", ("cmp", ">", ("arith", "+", ("col", "__l0"), ("lit", 1)), ("col", "__r0")),
+         ("isnull", ("col", "__l1"))),
+        lambda l0, l1, r0: True if l1 is None else (None if None in (l0, r0) else l0 + 1 > r0)),
+    "NOT (r0 = 2) AND l1 <> 'y'": (
+        ("and", ("not", ("cmp", "=", ("col", "__r0"), ("lit", 2))), ("cmp", "<>", ("col", "__l1"), ("lit", "y"))),
+        lambda l0, l1, r0: False if (r0 == 2 or l1 == "y") else (None if None in (r0, l1) else True)),
+}
 
 
-def _reference(left: Counter, right: Counter, join_type: str) -> Counter:
+def _plan(join_type, residual="none"):
+    return {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": KINDS, "join_type": join_type,
+            "residual": RESIDUALS[residual][0]}
+
+
+def _reference(left: Counter, right: Counter, join_type: str, residual="none") -> Counter:
+    holds = RESIDUALS[residual][1]
     out: Counter = Counter()
+    matched_right = set()
     for (lk, l0, l1), ln in left.items():
-        partners = [(rk, r0, rn) for (rk, r0), rn in right.items() if lk is not None and rk == lk]
-        for _, r0, rn in partners:
+        partners = [(rk, r0, rn) for (rk, r0), rn in right.items()
+                    if lk is not None and rk == lk and holds(l0, l1, r0) is True]
+        for rk, r0, rn in partners:
             out[(l0, l1, r0)] += ln * rn
+            matched_right.add((rk, r0))
         if not partners and join_type in ("LeftOuterJoin", "FullOuterJoin"):
             out[(l0, l1, None)] += ln
     if join_type in ("RightOuterJoin", "FullOuterJoin"):
         for (rk, r0), rn in right.items():
-            if not any(lk == rk and rk is not None for (lk, _, _) in left):
+            if (rk, r0) not in matched_right:
                 out[(None, None, r0)] += rn
     return +out
 
@@ -40,11 +61,12 @@ def _plain(value):
         value.item() if hasattr(value, "item") else value)
 
 
+@pytest.mark.parametrize("residual", list(RESIDUALS))
 @pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin"])
 @pytest.mark.parametrize("seed", range(4))
-def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed):
+def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed, residual):
     rng = random.Random(seed)
-    plan = _plan(join_type)
+    plan = _plan(join_type, residual)
     left_state = right_state = None
     left, right, applied = Counter(), Counter(), Counter()
     for _ in range(8):
@@ -57,7 +79,7 @@ def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed):
                 row = rng.choice(live)
                 kind = rng.choice(["-D", "-U"])
             else:
-                row = (key, rng.randint(0, 3), rng.choice(["x", None])) if side == 0 else (key, rng.randint(0, 3))
+                row = (key, rng.randint(0, 3), rng.choice(["x", "y", None])) if side == 0 else (key, rng.choice([0, 1, 2, 3, None]))
                 kind = rng.choice(["+I", "+U"])
             (left if side == 0 else right)[row] += 1 if kind in ("+I", "+U") else -1
             if rng.random() < 0.1:  # a retraction of a row nobody holds changes nothing
@@ -77,7 +99,7 @@ def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed):
                 assert applied[row] > 0, f"{kind} {row} retracts a row not in the result"
                 applied[row] -= 1
         applied = +applied
-        assert applied == _reference(left, right, join_type)
+        assert applied == _reference(left, right, join_type, residual)
 
 
 def test_retractions_come_before_insertions():
@@ -107,3 +129,44 @@ def test_timestamps_merge_with_the_state_arrow_gave_back():
     left, right, out = joining.fold(plan, left, right, second)
     assert list(out["__rowkind"]) == ["-D", "-D"] and out["__r0"].isna().all()  # both padded rows go
     assert left is None and len(right) == 1
+
+
+def _rows(*rows):
+    """Batch rows: (side, kind, key, value) with the value in __l0 (left) or __r0 (right)."""
+    return pd.DataFrame([{"__side": side, "__rowkind": kind, "__k0": key, "__l0": value if side == 0 else None,
+                          "__l1": None, "__r0": value if side == 1 else None} for side, kind, key, value in rows])
+
+
+def _changes(out):
+    return [(kind, _plain(l0), _plain(r0)) for kind, l0, _, r0 in out.itertuples(index=False)]
+
+
+def test_expired_rows_go_without_output_and_padding_follows_what_was_emitted():
+    """'table.exec.state.ttl' per side: a row expires that long after it was last written.
+    The right row R expires; the left row it joined keeps its partner count (Flink's
+    association count), so R's expiry retracts nothing and a new partner pads nothing
+    back; a new left row finds no partner and is padded."""
+    plan = {**_plan("LeftOuterJoin"), "ttl_ms": (1000, 100)}
+    left, right, out = joining.fold(plan, None, None, _rows((1, "+I", "a", 7)), now_ms=0)
+    assert out.empty
+    left, right, out = joining.fold(plan, left, right, _rows((0, "+I", "a", 1)), now_ms=10)
+    assert _changes(out) == [("+I", 1, 7)]
+    left, right, out = joining.fold(plan, left, right, _rows((0, "+I", "a", 2)), now_ms=200)  # R is gone
+    assert _changes(out) == [("+I", 2, None)] and right is None
+    left, right, out = joining.fold(plan, left, right, _rows((1, "+I", "a", 8)), now_ms=210)
+    assert Counter(_changes(out)) == Counter([("+I", 1, 8), ("+I", 2, 8), ("-D", 2, None)])
+    # left rows live 1000 ms after their last write: at 1500 both have expired
+    left, right, out = joining.fold(plan, left, right, _rows((1, "+I", "a", 9)), now_ms=1500)
+    assert out.empty and left is None
+
+
+def test_a_state_stored_without_partner_counts_gets_them():
+    """Checkpoints written before outer sides kept their partner counts resume exactly."""
+    plan = _plan("FullOuterJoin")
+    first = _rows((0, "+I", "a", 1), (0, "+I", "b", 2), (1, "+I", "a", 5), (1, "+I", "c", 6))
+    left, right, _ = joining.fold(plan, None, None, first)
+    second = _rows((1, "-D", "a", 5), (0, "+I", "c", 3))
+    _, _, expected = joining.fold(plan, left, right, second)
+    _, _, out = joining.fold(plan, left.drop(columns=["__a"]), right.drop(columns=["__a"]), second)
+    assert Counter(_changes(out)) == Counter(_changes(expected)) == Counter([
+        ("+I", 1, None), ("+I", 3, 6), ("-D", 1, 5), ("-D", None, 6)])

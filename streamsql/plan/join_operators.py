@@ -24,8 +24,16 @@ class Join(Operator):
 
     join_type: str = "InnerJoin"
     condition: str = ""
+    side_ttls: tuple = (None, None)  # each side's STATE_TTL hint (a duration), before state_ttl
     kind: ClassVar[str] = "Join"
     keeps_state: ClassVar[str] = "per key"
+
+    @property
+    def state(self) -> str:
+        if not any(self.side_ttls):
+            return super().state
+        sides = [f"TTL {ttl}" if (ttl := hinted or self.state_ttl) else "unbounded" for hinted in self.side_ttls]
+        return f"left {sides[0]}, right {sides[1]}"
 
     def provides(self) -> ChangelogMode:
         if self.join_type in ("InnerJoin", "LeftSemiJoin"):

@@ -28,6 +28,7 @@ from sqlglot import exp
 from streamsql.dialect.functions import Proctime
 from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text
 from streamsql.plan.objects import TableDef, uniquify_names
+from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.aggregate_operators import (
     Deduplicate, GroupAggregate, OverAggregate, Rank, WindowAggregate, WindowDeduplicate, WindowRank,
 )
@@ -40,7 +41,7 @@ def build_operator_plan(plan, bounded: Callable[[TableDef], bool], state_ttl: st
     root = Builder(plan, bounded).query(plan.query)
     if state_ttl:
         for node in walk(root):
-            node.state_ttl = state_ttl
+            node.state_ttl = node.state_ttl or state_ttl  # a STATE_TTL hint comes first
     return root
 
 
@@ -137,6 +138,8 @@ class Builder:
             op: Operator = WindowAggregate(**common, window=spec, upsert_keys=[tuple(key_names + bounds)] if unique else [])
         else:
             op = GroupAggregate(**common, upsert_keys=[tuple(key_names)] if unique and key_names else [])
+            hinted = hinted_ttl(select, select.args["from_"].this) if select.args.get("from_") else None
+            op.state_ttl = hinted[0] if hinted else None
         having = select.args.get("having")
         if having is not None:
             op = Calc(inputs=[op], fields=op.fields, upsert_keys=op.upsert_keys, projections=op.names,

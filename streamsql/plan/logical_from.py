@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRelation, match_operator
+from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.operators import (
     Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
 )
@@ -92,6 +93,7 @@ def from_clause(builder, select: exp.Select) -> tuple[Operator, Scope, list[exp.
     if source is None:
         return Values(inputs=[], fields=[], rows=1), Scope(), remaining
     op, scope = relation(builder, source.this)
+    left_item = source.this  # a join's left input as the query names it (the first join's only)
     for join in select.args.get("joins") or []:
         if isinstance(join.this, (exp.Unnest, exp.Lateral)):
             op, scope = _correlate(op, scope, join.this)
@@ -108,6 +110,9 @@ def from_clause(builder, select: exp.Select) -> tuple[Operator, Scope, list[exp.
         op, scope = _join(join, join_type, op, scope, right, right_scope, conditions)
         if type(op) is Join:
             builder.regular_joins.add(id(join))
+            op.side_ttls = tuple(None if item is None or (ttl := hinted_ttl(select, item)) is None else ttl[0]
+                                 for item in (left_item, join.this))
+        left_item = None
     return op, scope, remaining
 
 

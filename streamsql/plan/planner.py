@@ -50,6 +50,7 @@ from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps 
     StopJobStep,
     spark_name,
 )
+from streamsql.plan.state_ttl import read_hints
 from streamsql.plan.temporal import check_temporal_joins
 from streamsql.plan.typecheck import check_types
 from streamsql.plan.udfs import load_function
@@ -212,6 +213,7 @@ class Planner:
             if (table.name in ctes and not table.db) or table.name in plan.derived:
                 continue
             self._bind_relation(table, plan, schema, relations, versioned)
+        read_hints(query)
         self._bind_functions(query, plan)
         labels = _name_projections(query)
         try:

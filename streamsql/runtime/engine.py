@@ -196,9 +196,10 @@ class Engine:
         self.settings.set(step.key, step.value)
         writer.info(RESET_ALL if step.key == "__all__" else SET_DONE if step.value is not None else RESET_DONE)
         if step.key == "table.exec.state.ttl" and step.value is not None:
-            self.log("Note: 'table.exec.state.ttl' applies to streamsql's stateful operators (GroupAggregate,"
-                     " Rank, Deduplicate): a key's state expires that long after its last change. Spark's own"
-                     " operators (windows, joins) keep theirs until the watermark passes it, or for the job's life.")
+            self.log("Note: 'table.exec.state.ttl' applies to GroupAggregate, Rank, Deduplicate and regular"
+                     " joins (all on streamsql's operators then): a row's or key's state expires that long after"
+                     " its last change. Windows, interval and temporal joins keep theirs until the watermark"
+                     " passes it.")
         if self._spark is not None:
             for key, value in self.settings.spark_conf().items():
                 if key.startswith("spark.sql.") and self._spark.conf.get(key, None) != value:

@@ -87,6 +87,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         return not node.bounded and not _stateful_below(node)
     if isinstance(node, TemporalJoin) and node.rowtime:  # versions by event time: streamsql's operator
         return False
+    if type(node) is Join and (node.state_ttl or any(node.side_ttls)):
+        return False  # a regular join with a state TTL: Spark's stream-stream join has none
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False

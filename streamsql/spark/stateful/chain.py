@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.spark.regular_joins import hide_join_times
 from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
 
@@ -101,6 +102,13 @@ class JoinStage(Stage):
     keys: int = 0
     join_type: str = "InnerJoin"
     temporal: bool = False  # an event-time temporal join: __lt, __rt after the keys (temporal_join)
+    residual: tuple | None = None  # an outer join's ON condition beyond its keys (predicates)
+    side_ttl_ms: tuple = (None, None)  # each side's STATE_TTL hint, before ttl_ms
+
+    def side_ttls(self) -> tuple[int | None, int | None] | None:
+        """Each side's state TTL: its hint, else 'table.exec.state.ttl' (None: neither)."""
+        ttls = tuple(self.ttl_ms if hinted is None else hinted for hinted in self.side_ttl_ms)
+        return ttls if any(ttls) else None
 
 
 @dataclass
@@ -126,7 +134,7 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
     None when a shape is not one streamsql can stream (or nothing stateful is needed).
     ``ttl_ms`` ('table.exec.state.ttl') goes to every stage's operator."""
     try:
-        stage = _Compiler(plan, bounded).query(hide_join_times(plan.query, plan, bounded))
+        stage = _Compiler(plan, bounded, ttl_ms).query(hide_join_times(plan.query, plan, bounded))
     except _Unsupported:
         return None
     if stage is not None and _reads_windows_elsewhere(stage, {w.name for w in plan.windows}):
@@ -151,17 +159,19 @@ def _reads_windows_elsewhere(stage: Stage, windows: set[str]) -> bool:
 
 
 def _set_ttl(stage: Stage, ttl_ms: int) -> None:
-    stage.ttl_ms = ttl_ms
+    if stage.ttl_ms is None:  # a STATE_TTL hint comes first
+        stage.ttl_ms = ttl_ms
     for _, child in stage.inputs:
         _set_ttl(child, ttl_ms)
 
 
 class _Compiler:
-    def __init__(self, plan, bounded):
+    def __init__(self, plan, bounded, ttl_ms: int | None = None):
         from streamsql.plan.logical import Builder
 
         self.plan = plan
         self.bounded = bounded
+        self.ttl_ms = ttl_ms
         self.builder = Builder(plan, bounded)
 
     def query(self, query: exp.Expression) -> Stage | None:
@@ -190,7 +200,10 @@ class _Compiler:
 
             read_versions(query)
         inputs, changelogs = self._inputs(query)
-        if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin"):
+        # streamsql's join operator: Spark's stream-stream join takes inserts only, has no
+        # outer join that retracts, and no state TTL
+        ttl = join is not None and join.kind == "Join" and (self.ttl_ms or any(join.side_ttls))
+        if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
@@ -198,7 +211,8 @@ class _Compiler:
                 raise _Unsupported()
             if changelogs:
                 _carry_rowkind(split.input_query, changelogs)
-            return AggregateStage(inputs=inputs, split=split)
+            hinted = hinted_ttl(query, query.args["from_"].this) if query.args.get("from_") else None
+            return AggregateStage(inputs=inputs, split=split, ttl_ms=hinted[1] if hinted else None)
         if any(w.find_ancestor(exp.Select) is query for w in query.find_all(exp.Window)):
             from streamsql.spark.stateful.over_cut import cut_over
 

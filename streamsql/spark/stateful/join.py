@@ -20,20 +20,24 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, joining
+from streamsql.spark.stateful import accumulate, default_buckets, joining, predicates
 from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
 JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
 
 
-def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None) -> DataFrame:
+def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
+                 residual: tuple | None = None, ttl_ms: tuple | None = None) -> DataFrame:
     """The changelog of ``left JOIN right`` on their first ``keys`` columns (pairwise equal,
-    NULL never matching): ``__rowkind``, then every other column of ``left``, then of
-    ``right``. Either side may carry ``__rowkind`` first (a changelog) or not (inserts)."""
+    NULL never matching) and the ``residual`` condition (``predicates``, over the two sides'
+    other columns): ``__rowkind``, then every other column of ``left``, then of ``right``.
+    Either side may carry ``__rowkind`` first (a changelog) or not (inserts). ``ttl_ms``:
+    (left, right), how long a side's row lives after its last write (None: for ever)."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
     bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
+    plan.update(residual=residual, ttl_ms=ttl_ms)
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
@@ -117,4 +121,4 @@ class JoinProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, joining, sys.modules[__name__])
+    ship_by_value(accumulate, joining, predicates, sys.modules[__name__])

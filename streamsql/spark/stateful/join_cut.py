@@ -16,6 +16,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
 
@@ -76,8 +77,13 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         # A temporal join picks a version by its ON keys; WHERE filters the pair it picked.
         pair = _key_pair(condition, left, right) if inner and temporal is None else None
         (keys.append(pair) if pair else kept_where.append(condition))
-    if not keys or (residual and not inner):
+    if not keys:
         raise _Unsupported()
+    pushed: dict[str, list[exp.Expression]] = {left: [], right: []}
+    if not inner:  # a residual ON condition of one side moves into that side's query
+        for condition in [c for c in residual if _side(c, left, right) is not None]:
+            pushed[_side(condition, left, right)].append(condition)
+            residual.remove(condition)
     times = ()
     if temporal is not None:  # each side's time in epoch ms, after its keys (temporal_join)
         times = (epoch_millis(temporal["as_of"]), epoch_millis(exp.column(temporal["time"], right)))
@@ -85,14 +91,20 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     # The columns the query uses from each side; one used only in a key equality travels
     # as the key alone.
     in_keys = {id(c) for pair in keys for side in pair for c in side.find_all(exp.Column)}
+    in_keys |= {id(c) for conditions in pushed.values() for condition in conditions
+                for c in condition.find_all(exp.Column)}
     names: dict[tuple[str, str], str] = {}
     for column in select.find_all(exp.Column):
         side = {left: "__l", right: "__r"}.get(column.table)
         if side is not None and id(column) not in in_keys and (column.table, column.name) not in names:
             names[(column.table, column.name)] = f"{side}{sum(1 for t, _ in names if t == column.table)}"
+    # Outer join: the residual beyond the keys and one side's conditions decides the
+    # pairs inside the operator.
+    compiled = None if inner or not residual else residual_tree(exp.and_(*residual), names)
     queries = []
     for alias, item, prefix, index in ((left, left_item, "__lk", 0), (right, right_item, "__rk", 1)):
-        columns = [exp.alias_(pair[index].copy(), f"{prefix}{i}") for i, pair in enumerate(keys)]
+        columns = [exp.alias_(_only_when(pair[index], pushed[alias], node.join_type, index), f"{prefix}{i}")
+                   for i, pair in enumerate(keys)]
         if times:
             columns.append(exp.alias_(times[index], TIMES[index]))
         columns += [exp.alias_(exp.column(name, alias), own) for (table, name), own in names.items() if table == alias]
@@ -100,23 +112,81 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
             columns.insert(0, exp.column(ROWKIND_COLUMN, alias))
         item = item.copy()
         item.meta.pop(TEMPORAL, None)  # each side is read as it is; the operator picks the versions
-        queries.append(exp.select(*columns).from_(item))
+        query = exp.select(*columns).from_(item)
+        if pushed[alias] and not _preserved(node.join_type, index):
+            query = query.where(exp.and_(*[c.copy() for c in pushed[alias]]))
+        queries.append(query)
 
     for column in list(select.find_all(exp.Column)):
         if (column.table, column.name) in names:
             column.replace(exp.column(names[(column.table, column.name)], JOINED))
-    filters = [c for c in kept_where + residual]
+    filters = kept_where + (residual if inner else [])
     select.set("joins", None)
     select.set("where", exp.Where(this=exp.and_(*filters)) if filters else None)
     view = f"__join_{next(_VIEWS)}"
     select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view),
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
-                      join_type=node.join_type, temporal=temporal is not None)
+                      join_type=node.join_type, temporal=temporal is not None, residual=compiled,
+                      side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, epoch ms
+
+
+def _preserved(join_type: str, index: int) -> bool:
+    """Whether an outer join keeps the rows of its side ``index`` (0 left, 1 right) without a partner."""
+    return join_type == "FullOuterJoin" or join_type == ("LeftOuterJoin", "RightOuterJoin")[index]
+
+
+def _only_when(key: exp.Expression, conditions: list[exp.Expression], join_type: str, index: int) -> exp.Expression:
+    """A preserved side's key, NULL where its own ON conditions are not TRUE: such a row has
+    no partner (NULL matches nothing) and stays null-padded, as SQL's outer join says. A
+    side that is not preserved has its conditions as a filter instead."""
+    if not conditions or not _preserved(join_type, index):
+        return key.copy()
+    return exp.Case(ifs=[exp.If(this=exp.and_(*[c.copy() for c in conditions]), true=key.copy())])
+
+
+_COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
+
+
+def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
+    """An ON condition as ``predicates`` evaluates it in the join operator (columns by their
+    ``__l<j>``/``__r<j>`` names); a shape it does not evaluate raises _Unsupported."""
+    def tree(node: exp.Expression):
+        if isinstance(node, exp.Paren):
+            return tree(node.this)
+        if isinstance(node, exp.Column) and (node.table, node.name) in names:
+            return ("col", names[(node.table, node.name)])
+        if isinstance(node, exp.Boolean):
+            return ("lit", bool(node.this))
+        if isinstance(node, exp.Null):
+            return ("lit", None)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return ("lit", node.this)
+            return ("lit", float(node.this) if any(c in node.this for c in ".eE") else int(node.this))
+        if type(node) in _COMPARISONS:
+            return ("cmp", _COMPARISONS[type(node)], tree(node.this), tree(node.expression))
+        if type(node) in _ARITHMETIC:
+            return ("arith", _ARITHMETIC[type(node)], tree(node.this), tree(node.expression))
+        if isinstance(node, exp.Neg):
+            return ("neg", tree(node.this))
+        if isinstance(node, (exp.And, exp.Or)):
+            return ("and" if isinstance(node, exp.And) else "or", tree(node.this), tree(node.expression))
+        if isinstance(node, exp.Not):
+            return ("not", tree(node.this))
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return ("isnull", tree(node.this))
+        if isinstance(node, exp.Between):
+            value = tree(node.this)
+            return ("and", ("cmp", ">=", value, tree(node.args["low"])), ("cmp", "<=", value, tree(node.args["high"])))
+        raise _Unsupported()  # an outer join's ON condition the operator does not evaluate yet
+
+    return tree(condition)
 
 
 def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:

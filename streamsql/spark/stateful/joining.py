@@ -1,41 +1,49 @@
 """A regular join of two changelogs for one bucket of join keys, with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas, numpy and ``accumulate`` and takes its configuration as a plain dict, the
-*plan* (built by ``join.regular_join``):
+so it imports only pandas, numpy, ``accumulate`` and ``predicates`` and takes its configuration
+as a plain dict, the *plan* (built by ``join.regular_join``):
 
     keys:       [column]           the equi-join key columns (``__k<i>``), on both sides
     left:       [column]           the left side's columns (``__l<j>``)
     right:      [column]           the right side's columns (``__r<j>``)
     kinds:      {column: kind}     how each column is held in pandas
     join_type:  InnerJoin | LeftOuterJoin | RightOuterJoin | FullOuterJoin
+    residual:   the ON condition beyond the keys, as ``predicates`` evaluates it (or None)
+    ttl_ms:     (left, right): how long each side's rows live after their last write (or None)
 
 A bucket's state is each side's live rows, identical rows folded into one with a count
 ``__n``. ``fold`` takes a micro-batch (rows of both sides, ``__side`` 0 or 1, each with its
 row kind) and emits the change of the join's result as Flink's join does, with the
 mini-batch's changes folded: with L and R the sides before the batch and dL, dR their
-changes, the joined rows change by dL ⋈ R + (L + dL) ⋈ dR (counts signed). An outer side's
-row is null-padded while its key has no partner: when a key gains its first partner the
-padded rows are retracted (``-D``), when it loses its last they come back (``+I``). A NULL
-key never matches. Retractions come before insertions in the output, so a sink keyed by
-an upsert key sees a row's old version deleted before its new one is written.
+changes, the joined rows change by dL ⋈ R + (L + dL) ⋈ dR (counts signed), pairs being
+rows with equal keys for which the residual condition is TRUE. An outer side's row keeps
+how many partners it has (``__a``, Flink's association count) and is null-padded while it
+has none: when it gains its first partner its padded row is retracted (``-D``), when it
+loses its last the padded row comes back (``+I``). A NULL key never matches. Retractions
+come before insertions in the output, so a sink keyed by an upsert key sees a row's old
+version deleted before its new one is written.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, predicates
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 SIDE, COUNT = "__side", "__n"
+ASSOC = "__a"  # an outer side's row: how many partners it has (Flink's association count)
+TOUCHED = "__t"  # when a row was last written (epoch ms), kept with a state TTL
 
 
-def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batch: pd.DataFrame):
+def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batch: pd.DataFrame,
+         now_ms: int | None = None):
     """(left state, right state, changes: ``__rowkind`` then the left and right columns)."""
     keys = plan["keys"]
     batch = batch.reset_index(drop=True)
@@ -45,18 +53,57 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
     side = batch[SIDE].to_numpy()
     left_cols, right_cols = keys + plan["left"], keys + plan["right"]
     kinds = plan["kinds"]
+    ttl = plan.get("ttl_ms") or (None, None)
+    if any(ttl):
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        left, right = _expire(left, ttl[0], now_ms), _expire(right, ttl[1], now_ms)
+    join_type = plan["join_type"]
+    outer = (join_type in ("LeftOuterJoin", "FullOuterJoin"), join_type in ("RightOuterJoin", "FullOuterJoin"))
+    residual = plan.get("residual")
+    if outer[0]:
+        left = _associated(left, right, keys, left_cols, right_cols, residual)
+    if outer[1]:
+        right = _associated(right, left, keys, right_cols, left_cols, residual)
     left, d_left = _apply(left, _signed(batch.loc[side == 0, left_cols], sign[side == 0], kinds), left_cols)
     right, d_right = _apply(right, _signed(batch.loc[side == 1, right_cols], sign[side == 1], kinds), right_cols)
-    old_left, old_right = _before(left, d_left, left_cols), _before(right, d_right, right_cols)
+    old_left, old_right = _before(left, left_cols), _before(right, right_cols)
 
-    parts = [_join(d_left, old_right, keys), _join(left, d_right, keys)]
-    join_type = plan["join_type"]
-    if join_type in ("LeftOuterJoin", "FullOuterJoin"):
-        parts.append(_padded(old_left, left, d_left, old_right, right, d_right, keys, plan["right"]))
-    if join_type in ("RightOuterJoin", "FullOuterJoin"):
-        parts.append(_padded(old_right, right, d_right, old_left, left, d_left, keys, plan["left"]))
+    parts = [_join(d_left, old_right, keys, left_cols, right_cols, residual),
+             _join(left, d_right, keys, left_cols, right_cols, residual)]
+    if outer[0]:
+        left, padded = _padded(left, keys, left_cols, old_right, d_right, right_cols, residual)
+        parts.append(padded)
+    if outer[1]:
+        right, padded = _padded(right, keys, right_cols, old_left, d_left, left_cols, residual)
+        parts.append(padded)
     out = _changes(plan, [p for p in parts if p is not None and len(p)])
+    if any(ttl):
+        left, right = _touch(left, ttl[0], now_ms), _touch(right, ttl[1], now_ms)
     return _live(left), _live(right), out
+
+
+def _expire(state: pd.DataFrame | None, ttl_ms: int | None, now_ms: int) -> pd.DataFrame | None:
+    """The side without its rows last written more than ``ttl_ms`` ago ('table.exec.state.ttl'
+    or the STATE_TTL hint): they go without output, as Flink's expired state does. A row an
+    outer side keeps counts its partners as it last saw them, so the expiry of a partner
+    neither pads it nor retracts anything."""
+    if state is None or not ttl_ms or TOUCHED not in state.columns:
+        return state
+    kept = state.loc[state[TOUCHED].to_numpy(dtype="float64", na_value=now_ms) >= now_ms - ttl_ms]
+    return kept.reset_index(drop=True) if len(kept) else None
+
+
+def _touch(state: pd.DataFrame, ttl_ms: int | None, now_ms: int) -> pd.DataFrame:
+    """Rows written in this batch (their count or partner count changed) are stamped now."""
+    if not ttl_ms:
+        return state
+    written = state[COUNT].to_numpy() != state["__old"].to_numpy()
+    if ASSOC in state.columns:
+        written |= state[ASSOC].to_numpy(dtype="float64", na_value=-1) != state["__olda"].to_numpy(
+            dtype="float64", na_value=-1)
+    stamps = state[TOUCHED].to_numpy(dtype="float64", na_value=now_ms) if TOUCHED in state.columns else \
+        np.full(len(state), float(now_ms))
+    return state.assign(**{TOUCHED: np.where(written, now_ms, stamps).astype("int64")})
 
 
 def _canonical(series: pd.Series, kind: str) -> pd.Series:
@@ -99,13 +146,13 @@ def _apply(state: pd.DataFrame | None, delta: pd.DataFrame, columns: list[str]):
     return merged, effective.reset_index(drop=True)
 
 
-def _before(state: pd.DataFrame, delta: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+def _before(state: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """The side as it was before the batch (counts ``__old``)."""
     return state[columns].assign(**{COUNT: state["__old"].to_numpy()}).loc[state["__old"].to_numpy() > 0]
 
 
 def _live(state: pd.DataFrame) -> pd.DataFrame | None:
-    live = state.loc[state[COUNT].to_numpy() > 0].drop(columns=["__old"])
+    live = state.loc[state[COUNT].to_numpy() > 0].drop(columns=[c for c in ("__old", "__olda") if c in state])
     return live.reset_index(drop=True) if len(live) else None
 
 
@@ -117,61 +164,70 @@ def _matching(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return rows.loc[present]
 
 
-def _join(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
-    """a ⋈ b on the keys, counts multiplied (``a`` or ``b`` holds state counts ``__n``)."""
-    a, b = _matching(a, keys), _matching(b, keys)
-    a = a.loc[a[COUNT].to_numpy() != 0] if COUNT in a else a
-    b = b.loc[b[COUNT].to_numpy() != 0] if COUNT in b else b
+def _pairs(a: pd.DataFrame, b: pd.DataFrame | None, keys, a_columns, b_columns, residual) -> pd.DataFrame | None:
+    """The rows of ``a`` and ``b`` with equal keys for which the residual ON condition holds,
+    each with ``b``'s count (``__n``) and ``a``'s own columns as they are."""
+    if b is None or a.empty or b.empty:
+        return None
+    b = _matching(b[b_columns + [COUNT]], keys)
+    b = b.loc[b[COUNT].to_numpy() != 0]
+    a = _matching(a, keys)
     if a.empty or b.empty:
         return None
-    joined = a.drop(columns=[c for c in ("__old",) if c in a]).merge(
-        b.drop(columns=[c for c in ("__old",) if c in b]), on=keys, suffixes=("", "__b"))
-    joined[COUNT] = joined[COUNT].to_numpy() * joined[COUNT + "__b"].to_numpy()
-    return joined.drop(columns=[COUNT + "__b"])
+    pairs = a.merge(b, on=keys)
+    if residual is not None and len(pairs):
+        pairs = pairs.loc[predicates.holds(residual, pairs)]
+    return pairs
 
 
-def _partners(other: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per key, how many rows the other side holds (``__p``)."""
-    matching = _matching(other, keys)
-    return matching.groupby(keys, sort=False)[COUNT].sum().rename("__p").reset_index()
-
-
-def _padded(old_side, new_side, d_side, old_other, new_other, d_other, keys, other_columns):
-    """The change of an outer side's null-padded rows, for the keys the batch touched: a
-    key without a partner before and after pads the side's own change; a key that found
-    its first partner retracts its padded rows; one that lost its last brings them back."""
-    touched = pd.concat([d_side[keys], d_other[keys]], ignore_index=True).drop_duplicates()
-    if touched.empty:
+def _join(a, b, keys, a_columns, b_columns, residual) -> pd.DataFrame | None:
+    """a ⋈ b on the keys and the residual condition, counts multiplied."""
+    a = a[a_columns + [COUNT]]
+    a = a.loc[a[COUNT].to_numpy() != 0].rename(columns={COUNT: "__na"})
+    joined = _pairs(a, b, keys, a_columns, b_columns, residual)
+    if joined is None or joined.empty:
         return None
-    live = new_side.loc[new_side[COUNT].to_numpy() > 0, keys + [c for c in new_side.columns
-                                                                  if c not in keys and c not in (COUNT, "__old")] + [COUNT]]
-    live_other = new_other.loc[new_other[COUNT].to_numpy() > 0]
-    before = _has_partner(touched, old_other, keys)
-    after = _has_partner(touched, live_other, keys)
-    parts = [touched.loc[~before & ~after].merge(d_side, on=keys),
-             _negate(touched.loc[~before & after].merge(old_side, on=keys)),
-             touched.loc[before & ~after].merge(live, on=keys)]
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return None
-    rows = pd.concat(parts, ignore_index=True)
+    joined[COUNT] = joined[COUNT].to_numpy() * joined["__na"].to_numpy()
+    return joined.drop(columns=["__na"])
+
+
+def _matches(rows: pd.DataFrame, other, keys, columns, other_columns, residual) -> np.ndarray:
+    """Per row of ``rows``: how many rows of ``other`` are its partners (their counts summed)."""
+    out = np.zeros(len(rows), dtype="int64")
+    pairs = _pairs(rows[columns].assign(__rid=np.arange(len(rows))), other, keys, columns, other_columns, residual)
+    if pairs is not None and len(pairs):
+        sums = pairs.groupby("__rid")[COUNT].sum()
+        out[sums.index.to_numpy()] = sums.to_numpy()
+    return out
+
+
+def _associated(state, other, keys, columns, other_columns, residual) -> pd.DataFrame | None:
+    """An outer side's state with each row's partner count (``__a``), computed once for a
+    state stored before the count was kept."""
+    if state is None or ASSOC in state.columns:
+        return state
+    return state.assign(**{ASSOC: _matches(state, other, keys, columns, other_columns, residual)})
+
+
+def _padded(state, keys, columns, old_other, d_other, other_columns, residual):
+    """(the outer side's state with its partner counts brought up to date, the change of its
+    null-padded rows). A row is padded while it has no partner: its partner count comes from
+    the state (as Flink's outer join keeps it), or, for a row new to the state, from the
+    other side before the batch; the other side's changes in the batch then move it."""
+    n_new, n_old = state[COUNT].to_numpy(), state["__old"].to_numpy()
+    stored = (state[ASSOC].to_numpy(dtype="float64", na_value=np.nan) if ASSOC in state.columns
+              else np.full(len(state), np.nan))
+    fresh = n_old <= 0  # rows the state did not hold before this batch
+    a_old = np.where(fresh, 0, np.nan_to_num(stored)).astype("int64")
+    if fresh.any():
+        a_old[fresh] = _matches(state.loc[fresh], old_other, keys, columns, other_columns, residual)
+    a_new = np.maximum(a_old + _matches(state, d_other, keys, columns, other_columns, residual), 0)
+    change = np.where((n_new > 0) & (a_new == 0), n_new, 0) - np.where((n_old > 0) & (a_old == 0), n_old, 0)
+    padded = state.loc[change != 0, columns].assign(**{COUNT: change[change != 0]})
     for column in other_columns:
-        rows[column] = None
-    return rows
-
-
-def _has_partner(touched: pd.DataFrame, other: pd.DataFrame, keys: list[str]) -> np.ndarray:
-    """Per touched key: whether the other side holds a row with it (never for a NULL key)."""
-    counts = touched.merge(_partners(other, keys), on=keys, how="left")["__p"].fillna(0).to_numpy() > 0
-    for k in keys:
-        counts &= touched[k].notna().to_numpy()
-    return counts
-
-
-def _negate(rows: pd.DataFrame | None) -> pd.DataFrame | None:
-    if rows is None:
-        return None
-    return rows.assign(**{COUNT: -rows[COUNT].to_numpy()})
+        if column not in columns:
+            padded[column] = None
+    return state.assign(__olda=stored, **{ASSOC: a_new}), padded
 
 
 def _changes(plan, parts: list[pd.DataFrame]) -> pd.DataFrame:

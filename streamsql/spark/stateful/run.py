@@ -41,7 +41,10 @@ def stage_frame(spark, stage: Stage, to_sql):
         from streamsql.spark.stateful.temporal_join import temporal_join
 
         left, right = spark.sql(to_sql(stage.left_query)), spark.sql(to_sql(stage.right_query))
-        return (temporal_join if stage.temporal else regular_join)(left, right, stage.keys, stage.join_type)
+        if stage.temporal:
+            return temporal_join(left, right, stage.keys, stage.join_type)
+        return regular_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
+                            ttl_ms=stage.side_ttls())
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")

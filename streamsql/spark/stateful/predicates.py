@@ -1,0 +1,76 @@
+"""A join's residual ON condition, evaluated on joined pairs with SQL's three-valued logic.
+
+This module runs in Spark's Python workers and is shipped to them by value, so it imports
+only numpy and pandas; the condition comes as plain data (built by ``join_cut.residual``):
+
+    ("col", name) | ("lit", value) | ("cmp", op, a, b) | ("arith", op, a, b) | ("neg", a)
+    | ("and", a, b) | ("or", a, b) | ("not", a) | ("isnull", a)
+
+``op`` is one of = <> < <= > >= (cmp) or + - * (arith). A comparison with a NULL operand is
+UNKNOWN, and only TRUE selects a pair (an outer join's row whose condition is UNKNOWN for
+every partner is null-padded, as in SQL).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pandas as pd
+
+_COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+def holds(condition, frame: pd.DataFrame) -> np.ndarray:
+    """Per row of ``frame``: whether ``condition`` is TRUE."""
+    values, null = _eval(condition, frame, len(frame))
+    return np.asarray(values, dtype=bool) & ~null
+
+
+def _eval(node, frame: pd.DataFrame, n: int):
+    """(values, null mask): values are an object array (or a scalar for a literal)."""
+    tag = node[0]
+    if tag == "col":
+        series = frame[node[1]]
+        null = series.isna().to_numpy()
+        return series.to_numpy(dtype=object), null
+    if tag == "lit":
+        return node[1], np.full(n, node[1] is None)
+    if tag in ("cmp", "arith"):
+        a, a_null = _eval(node[2], frame, n)
+        b, b_null = _eval(node[3], frame, n)
+        null = a_null | b_null
+        function = _COMPARE[node[1]] if tag == "cmp" else _ARITH[node[1]]
+        out = np.zeros(n, dtype=bool) if tag == "cmp" else np.full(n, None, dtype=object)
+        present = ~null
+        if present.any():
+            result = function(_at(a, present), _at(b, present))
+            out[present] = np.asarray(result, dtype=bool if tag == "cmp" else object)
+        return out, null
+    if tag == "neg":
+        a, null = _eval(node[1], frame, n)
+        out = np.full(n, None, dtype=object)
+        out[~null] = -_at(a, ~null)
+        return out, null
+    if tag == "isnull":
+        _, null = _eval(node[1], frame, n)
+        return null.copy(), np.zeros(n, dtype=bool)
+    if tag == "not":
+        a, null = _eval(node[1], frame, n)
+        return ~np.asarray(a, dtype=bool), null
+    if tag in ("and", "or"):
+        a, a_null = _eval(node[1], frame, n)
+        b, b_null = _eval(node[2], frame, n)
+        a, b = np.asarray(a, dtype=bool) & ~a_null, np.asarray(b, dtype=bool) & ~b_null
+        if tag == "and":  # FALSE wins over UNKNOWN
+            false = (~a & ~a_null) | (~b & ~b_null)
+            return a & b, ~false & (a_null | b_null)
+        return a | b, ~(a | b) & (a_null | b_null)  # TRUE wins over UNKNOWN
+    raise ValueError(f"not a condition node: {tag!r}")
+
+
+def _at(values, mask: np.ndarray):
+    """The values where ``mask`` holds (a literal stays a scalar)."""
+    return values[mask] if isinstance(values, np.ndarray) else values
