@@ -41,6 +41,12 @@ def test_aggregate_over_an_outer_join():
     assert isinstance(stage, AggregateStage) and isinstance(stage.inputs[0][1], JoinStage)
 
 
+def test_keys_inside_parentheses_are_keys():
+    stage = stages("SELECT u.name, b.price FROM bid b LEFT JOIN users u ON (b.bidder = u.id AND b.auction = u.id);")
+    (_, join), = stage.inputs
+    assert join.keys == 2 and join.residual is None
+
+
 def test_outer_join_conditions_beyond_the_keys():
     """One side's condition: a filter of a side that is not preserved, or a preserved side's
     keys made NULL where it fails (the row then has no partner and stays padded); a

@@ -253,3 +253,13 @@ CREATE TABLE out (id BIGINT, total INT, rate_ts TIMESTAMP(3))
              " s.ts AS r ON s.cur = r.cur")
     streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=24, resumed=18, more=30)
     assert len(streamed) == len(set(streamed)) == 90 and streamed == batch
+
+
+def test_keys_in_a_parenthesised_on_condition_are_found():
+    """ON (a = b AND c) is split into its conjuncts as ON a = b AND c is (one helper for
+    the plan's check and the cut)."""
+    from streamsql.spark.stateful.chain import compile_query
+
+    plan = _plan(JOIN.format("LEFT", "(b.bidder = r.cur AND b.price > 0)"))
+    stage = compile_query(plan, is_bounded)
+    assert stage is not None and isinstance(stage.inputs[0][1], JoinStage) and stage.inputs[0][1].keys == 1

@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from streamsql.errors import ValidationError
 from streamsql.plan.connectors import is_bounded
+from streamsql.plan.logical_from import conjuncts
 from streamsql.plan.objects import Column, TableDef, ViewDef
 from streamsql.plan.positions import start_position
 
@@ -97,7 +98,7 @@ def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, 
     alias = table.alias_or_name
     equal: dict[str, str] = {}
     on = join.args.get("on")
-    for condition in (on.flatten() if isinstance(on, exp.And) else [on] if on is not None else []):
+    for condition in conjuncts(on):
         if isinstance(condition, exp.EQ):
             for mine, other in ((condition.this, condition.expression), (condition.expression, condition.this)):
                 others = {c.table for c in other.find_all(exp.Column)}

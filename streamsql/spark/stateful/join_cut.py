@@ -16,6 +16,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.logical_from import conjuncts
 from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
@@ -68,12 +69,12 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         raise _Unsupported()  # a temporal join of a changelog: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
-    for condition in _conjuncts(join.args.get("on")):
+    for condition in conjuncts(join.args.get("on")):
         pair = _key_pair(condition, left, right)
         (keys.append(pair) if pair else residual.append(condition))
     where = select.args.get("where")
     kept_where = []
-    for condition in _conjuncts(where.this if where is not None else None):
+    for condition in conjuncts(where.this if where is not None else None):
         # A temporal join picks a version by its ON keys; WHERE filters the pair it picked.
         pair = _key_pair(condition, left, right) if inner and temporal is None else None
         (keys.append(pair) if pair else kept_where.append(condition))
@@ -187,12 +188,6 @@ def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
         raise _Unsupported()  # an outer join's ON condition the operator does not evaluate yet
 
     return tree(condition)
-
-
-def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
-    if condition is None:
-        return []
-    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
 def _key_pair(condition: exp.Expression, left: str, right: str):
