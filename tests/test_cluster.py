@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
 import pytest
 

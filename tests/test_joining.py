@@ -33,8 +33,11 @@ RESIDUALS = {
 
 
 def _plan(join_type, residual="none"):
-    return {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": KINDS, "join_type": join_type,
+    plan = {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": KINDS, "join_type": join_type,
             "residual": RESIDUALS[residual][0]}
+    if join_type in ("LeftSemiJoin", "LeftAntiJoin"):
+        plan["output"] = ["__l0", "__l1"]
+    return plan
 
 
 def _reference(left: Counter, right: Counter, join_type: str, residual="none") -> Counter:
@@ -44,6 +47,10 @@ def _reference(left: Counter, right: Counter, join_type: str, residual="none") -
     for (lk, l0, l1), ln in left.items():
         partners = [(rk, r0, rn) for (rk, r0), rn in right.items()
                     if lk is not None and rk == lk and holds(l0, l1, r0) is True]
+        if join_type in ("LeftSemiJoin", "LeftAntiJoin"):
+            if bool(partners) == (join_type == "LeftSemiJoin"):
+                out[(l0, l1)] += ln
+            continue
         for rk, r0, rn in partners:
             out[(l0, l1, r0)] += ln * rn
             matched_right.add((rk, r0))
@@ -62,7 +69,8 @@ def _plain(value):
 
 
 @pytest.mark.parametrize("residual", list(RESIDUALS))
-@pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin"])
+@pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin",
+                                       "LeftSemiJoin", "LeftAntiJoin"])
 @pytest.mark.parametrize("seed", range(4))
 def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed, residual):
     rng = random.Random(seed)

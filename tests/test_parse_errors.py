@@ -9,7 +9,7 @@ import pytest
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
-from streamsql.errors import Position, SqlSyntaxError, StreamsqlError
+from streamsql.errors import SqlSyntaxError, StreamsqlError
 from streamsql.runtime.engine import Engine
 from tests.conftest import ROOT
 

@@ -4,7 +4,6 @@ the plan-time checks of issue #11 must not refuse valid Flink SQL."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 

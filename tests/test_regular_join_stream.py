@@ -41,6 +41,36 @@ def test_aggregate_over_an_outer_join():
     assert isinstance(stage, AggregateStage) and isinstance(stage.inputs[0][1], JoinStage)
 
 
+def test_in_and_exists_are_semi_and_anti_joins():
+    """Decorrelated: the subquery's conditions on the outer row go into the join's ON."""
+    stage = stages("SELECT b.auction FROM bid b WHERE b.price > 3 AND NOT EXISTS (SELECT * FROM users u WHERE"
+                   " u.id = b.bidder AND u.id < b.price AND u.name <> 'x');")
+    (_, join), = stage.inputs
+    assert (join.join_type, join.keys, join.residual) == ("LeftAntiJoin", 1, ("cmp", "<", ("col", "__r0"),
+                                                                               ("col", "__l1")))
+    assert to_spark_sql(join.right_query) == (
+        "SELECT `__sq1`.`__e0` AS `__rk0`, `__sq1`.`__e1` AS `__r0` FROM (SELECT `u`.`id` AS `__e0`, `u`.`id` AS"
+        " `__e1` FROM `users` AS `u` WHERE `u`.`name` <> 'x') AS `__sq1`".replace("__sq1", _sq(join)))
+    assert "WHERE `__joined`.`__l1` > 3" in to_spark_sql(stage.query)
+    # IN over an aggregate (a changelog): the aggregate is a stage feeding the join
+    stage = stages("SELECT auction FROM bid WHERE bidder IN (SELECT auction FROM bid GROUP BY auction"
+                   " HAVING COUNT(*) > 2);")
+    (_, join), = stage.inputs
+    assert join.join_type == "LeftSemiJoin" and isinstance(join.inputs[0][1], AggregateStage)
+
+
+def _sq(join) -> str:
+    return to_spark_sql(join.right_query).split(" AS `")[-1].rstrip("`")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT id FROM users);",  # NULL-aware
+    "SELECT b.auction FROM bid b WHERE EXISTS (SELECT COUNT(*) FROM users u WHERE u.id = b.bidder);",
+])
+def test_subqueries_not_made_joins(sql):
+    assert stages(sql) is None
+
+
 def test_keys_inside_parentheses_are_keys():
     stage = stages("SELECT u.name, b.price FROM bid b LEFT JOIN users u ON (b.bidder = u.id AND b.auction = u.id);")
     (_, join), = stage.inputs
@@ -99,6 +129,10 @@ QUERIES = {
     "full_on_each_side": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND t.v > 300 AND d.name <> 'one'",
     "right_on_both": "SELECT t.v, d.name, d.lim FROM t RIGHT JOIN d ON t.k = d.k AND (t.v BETWEEN d.lim - 400"
                      " AND d.lim OR d.lim IS NULL)",
+    # IN / EXISTS: semi and anti joins, of inserts and of a changelog
+    "in": "SELECT t.k, t.v FROM t WHERE t.v > 100 AND t.k IN (SELECT k FROM d WHERE name <> 'two')",
+    "not_exists": "SELECT t.k, t.v FROM t WHERE NOT EXISTS (SELECT * FROM d WHERE d.k = t.k AND d.lim > t.v)",
+    "in_changelog": "SELECT d.name, d.k FROM d WHERE d.k IN (SELECT k FROM t GROUP BY k HAVING MAX(v) < 900)",
 }
 
 
@@ -124,7 +158,7 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
-            "right_on_both"} <= retracted
+            "right_on_both", "not_exists", "in_changelog"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

@@ -217,7 +217,7 @@ def _statements(target: Target) -> dict:
         # the COPY path: the part's rows into a temporary table, then one upsert and one delete from it
         statements["stage"] = (f"CREATE TEMPORARY TABLE streamsql_stage ON COMMIT DROP AS SELECT NULL::text AS"
                                f" streamsql_kind, {columns} FROM {target.relation} WITH NO DATA")
-        statements["copy_stage"] = f"COPY streamsql_stage FROM STDIN (FORMAT csv)"
+        statements["copy_stage"] = "COPY streamsql_stage FROM STDIN (FORMAT csv)"
         statements["merge_upserts"] = (f"INSERT INTO {target.relation} ({columns}) SELECT {columns} FROM streamsql_stage"
                                        f" WHERE streamsql_kind <> '{DELETE}'" + on_conflict)
         statements["merge_deletes"] = (f"DELETE FROM {target.relation} AS t USING streamsql_stage AS s WHERE"

@@ -195,6 +195,10 @@ class _Compiler:
         from streamsql.spark.stateful.join_cut import cut_join, stateful_join_of
 
         join = stateful_join_of(self, query)
+        if join is None:  # IN / EXISTS in WHERE: a semi (anti) join, as Flink plans it
+            from streamsql.spark.stateful.semi_cut import subquery_join
+
+            join = subquery_join(query)
         if join is not None and join.kind == "TemporalJoin":
             from streamsql.spark.stateful.join_cut import read_versions
 

@@ -24,7 +24,8 @@ from streamsql.spark.stateful import accumulate, default_buckets, joining, predi
 from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", "LeftSemiJoin", "LeftAntiJoin")
+SEMI = ("LeftSemiJoin", "LeftAntiJoin")  # their output is the left side's columns
 
 
 def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
@@ -69,12 +70,13 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
         selected.append(frame.select(*columns))
     union = selected[0].unionByName(selected[1])  # Spark widens the key types to one
     types = {f.name: f.dataType for f in union.schema.fields}
-    plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type,
+    output = left_names if join_type in SEMI else left_names + right_names
+    plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type, "output": output,
             "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
             "columns": list(union.columns), "buckets": buckets}
     bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*[F.col(k) for k in key_names]), F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
-                       + [T.StructField(n, types[n], True) for n in left_names + right_names])
+                       + [T.StructField(n, types[n], True) for n in output])
     return bucketed, plan, out
 
 

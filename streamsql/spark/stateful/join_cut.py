@@ -22,7 +22,7 @@ from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
 
 JOINED = "__joined"
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", "LeftSemiJoin", "LeftAntiJoin")
 _VIEWS = itertools.count(1)
 
 
@@ -58,7 +58,7 @@ def read_versions(select: exp.Select) -> None:
 def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     """Rewrite ``select`` in place to read the join's stage; (its inputs, its changelog aliases)."""
     if node.join_type not in JOIN_TYPES:
-        raise _Unsupported()  # semi and anti joins (IN, EXISTS) over a changelog: not yet
+        raise _Unsupported()
     (join,) = select.args["joins"]
     if join.args.get("using") or join.args.get("method"):
         raise _Unsupported()
@@ -137,7 +137,10 @@ TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, epoch m
 
 
 def _preserved(join_type: str, index: int) -> bool:
-    """Whether an outer join keeps the rows of its side ``index`` (0 left, 1 right) without a partner."""
+    """Whether a join decides about each row of its side ``index`` (0 left, 1 right) without
+    a partner: an outer join keeps it padded, an anti join keeps it, a semi join drops it."""
+    if join_type in ("LeftSemiJoin", "LeftAntiJoin"):
+        return index == 0
     return join_type == "FullOuterJoin" or join_type == ("LeftOuterJoin", "RightOuterJoin")[index]
 
 

@@ -8,7 +8,8 @@ as a plain dict, the *plan* (built by ``join.regular_join``):
     left:       [column]           the left side's columns (``__l<j>``)
     right:      [column]           the right side's columns (``__r<j>``)
     kinds:      {column: kind}     how each column is held in pandas
-    join_type:  InnerJoin | LeftOuterJoin | RightOuterJoin | FullOuterJoin
+    join_type:  InnerJoin | LeftOuterJoin | RightOuterJoin | FullOuterJoin | LeftSemiJoin | LeftAntiJoin
+    output:     the columns emitted (a semi or anti join's: the left side's)
     residual:   the ON condition beyond the keys, as ``predicates`` evaluates it (or None)
     ttl_ms:     (left, right): how long each side's rows live after their last write (or None)
 
@@ -22,7 +23,8 @@ how many partners it has (``__a``, Flink's association count) and is null-padded
 has none: when it gains its first partner its padded row is retracted (``-D``), when it
 loses its last the padded row comes back (``+I``). A NULL key never matches. Retractions
 come before insertions in the output, so a sink keyed by an upsert key sees a row's old
-version deleted before its new one is written.
+version deleted before its new one is written. A semi (anti) join emits a left row while it
+has partners (none), from the same counts.
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         left, right = _expire(left, ttl[0], now_ms), _expire(right, ttl[1], now_ms)
     join_type = plan["join_type"]
-    outer = (join_type in ("LeftOuterJoin", "FullOuterJoin"), join_type in ("RightOuterJoin", "FullOuterJoin"))
+    semi = join_type in ("LeftSemiJoin", "LeftAntiJoin")
+    # the sides whose rows keep their partner counts: an outer side (padded while it has
+    # none), and a semi or anti join's left side (emitted while it has some, or none)
+    outer = (join_type in ("LeftOuterJoin", "FullOuterJoin") or semi, join_type in ("RightOuterJoin", "FullOuterJoin"))
     residual = plan.get("residual")
     if outer[0]:
         left = _associated(left, right, keys, left_cols, right_cols, residual)
@@ -68,10 +73,11 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
     right, d_right = _apply(right, _signed(batch.loc[side == 1, right_cols], sign[side == 1], kinds), right_cols)
     old_left, old_right = _before(left, left_cols), _before(right, right_cols)
 
-    parts = [_join(d_left, old_right, keys, left_cols, right_cols, residual),
-             _join(left, d_right, keys, left_cols, right_cols, residual)]
+    parts = [] if semi else [_join(d_left, old_right, keys, left_cols, right_cols, residual),
+                             _join(left, d_right, keys, left_cols, right_cols, residual)]
     if outer[0]:
-        left, padded = _padded(left, keys, left_cols, old_right, d_right, right_cols, residual)
+        left, padded = _padded(left, keys, left_cols, old_right, d_right, right_cols, residual,
+                               matched=join_type == "LeftSemiJoin")
         parts.append(padded)
     if outer[1]:
         right, padded = _padded(right, keys, right_cols, old_left, d_left, left_cols, residual)
@@ -209,11 +215,12 @@ def _associated(state, other, keys, columns, other_columns, residual) -> pd.Data
     return state.assign(**{ASSOC: _matches(state, other, keys, columns, other_columns, residual)})
 
 
-def _padded(state, keys, columns, old_other, d_other, other_columns, residual):
+def _padded(state, keys, columns, old_other, d_other, other_columns, residual, matched=False):
     """(the outer side's state with its partner counts brought up to date, the change of its
     null-padded rows). A row is padded while it has no partner: its partner count comes from
     the state (as Flink's outer join keeps it), or, for a row new to the state, from the
-    other side before the batch; the other side's changes in the batch then move it."""
+    other side before the batch; the other side's changes in the batch then move it.
+    ``matched``: the change of the rows that have a partner instead (a semi join's output)."""
     n_new, n_old = state[COUNT].to_numpy(), state["__old"].to_numpy()
     stored = (state[ASSOC].to_numpy(dtype="float64", na_value=np.nan) if ASSOC in state.columns
               else np.full(len(state), np.nan))
@@ -222,7 +229,8 @@ def _padded(state, keys, columns, old_other, d_other, other_columns, residual):
     if fresh.any():
         a_old[fresh] = _matches(state.loc[fresh], old_other, keys, columns, other_columns, residual)
     a_new = np.maximum(a_old + _matches(state, d_other, keys, columns, other_columns, residual), 0)
-    change = np.where((n_new > 0) & (a_new == 0), n_new, 0) - np.where((n_old > 0) & (a_old == 0), n_old, 0)
+    now, before = (a_new > 0, a_old > 0) if matched else (a_new == 0, a_old == 0)
+    change = np.where((n_new > 0) & now, n_new, 0) - np.where((n_old > 0) & before, n_old, 0)
     padded = state.loc[change != 0, columns].assign(**{COUNT: change[change != 0]})
     for column in other_columns:
         if column not in columns:
@@ -232,7 +240,7 @@ def _padded(state, keys, columns, old_other, d_other, other_columns, residual):
 
 def _changes(plan, parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Signed rows as Flink's changelog: ``-D`` per retracted copy, then ``+I`` per added one."""
-    columns = plan["left"] + plan["right"]
+    columns = plan["output"] if "output" in plan else plan["left"] + plan["right"]
     if not parts:
         return pd.DataFrame(columns=[ROWKIND] + columns)
     with warnings.catch_warnings():  # all-NULL padding columns: their type is set just below
@@ -240,7 +248,10 @@ def _changes(plan, parts: list[pd.DataFrame]) -> pd.DataFrame:
         rows = pd.concat([p[columns + [COUNT]] for p in parts], ignore_index=True)
     for name in columns:
         rows[name] = _canonical(rows[name], plan["kinds"].get(name, "object"))
-    rows = rows.groupby(columns, dropna=False, sort=False)[COUNT].sum().reset_index()
+    if not columns:  # no column emitted (SELECT COUNT(*) .. WHERE k IN ..): rows told apart by kind only
+        rows = pd.DataFrame({COUNT: [rows[COUNT].sum()]})
+    else:
+        rows = rows.groupby(columns, dropna=False, sort=False)[COUNT].sum().reset_index()
     rows = rows.loc[rows[COUNT].to_numpy() != 0]
     for name in columns:
         rows[name] = _canonical(rows[name], plan["kinds"].get(name, "object"))

@@ -1,0 +1,132 @@
+"""IN and EXISTS subqueries as semi and anti joins (no Spark here), so they stream on
+streamsql's join operator as Flink's planner runs them: a WHERE conjunct
+
+    a.k IN (SELECT b.x FROM b WHERE ...)          LeftSemiJoin on a.k = b.x
+    EXISTS (SELECT .. FROM b WHERE b.k = a.k ..)  LeftSemiJoin on a.k = b.k
+    NOT EXISTS (...)                              LeftAntiJoin
+
+becomes a join of the SELECT's FROM item with the subquery, decorrelated: each condition of
+the subquery's WHERE that reads the outer row moves into the join's ON (the subquery
+projects the inner columns it needs as ``__e<i>``), the others stay in the subquery.
+``join_cut.cut_join`` then cuts it like any join. NOT IN is not rewritten (a NULL on either
+side makes it UNKNOWN for every row, which an anti join on keys does not say).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from streamsql.plan.logical_from import conjuncts
+
+SUBQUERY = "__sq"  # the alias the joined subquery gets
+_NAMES = itertools.count(1)
+
+
+class SemiJoin:
+    """What ``cut_join`` reads of a join operator, for a rewritten subquery."""
+
+    kind = "Join"
+    side_ttls = (None, None)
+
+    def __init__(self, join_type: str):
+        self.join_type = join_type
+
+
+def subquery_join(select: exp.Select) -> SemiJoin | None:
+    """Rewrite ``select`` in place: its one IN / EXISTS / NOT EXISTS conjunct in WHERE as a
+    semi (anti) join of its single FROM item. None, untouched, when there is none or the
+    shape is one this does not rewrite."""
+    where = select.args.get("where")
+    if where is None or select.args.get("joins") or select.args.get("from_") is None:
+        return None
+    conditions = conjuncts(where)
+    found = [c for c in conditions if _subquery_of(c) is not None]
+    if len(found) != 1:
+        return None
+    condition = found[0]
+    negated, inner, query = _subquery_of(condition)
+    if isinstance(inner, exp.In) and negated:
+        return None  # NOT IN: NULL-aware, not an anti join on keys
+    outer = {select.args["from_"].this.alias_or_name}
+    if isinstance(inner, exp.In) and len(query.expressions) != 1:
+        return None
+    decorrelated = _decorrelate(query.copy(), outer)
+    if decorrelated is None:
+        return None
+    body, on = decorrelated
+    if isinstance(inner, exp.In):  # the value IN compares with, as one more key
+        first = body.expressions[0]
+        first.replace(exp.alias_(first.unalias().copy(), "__in"))
+        on.insert(0, exp.EQ(this=inner.this.copy(), expression=exp.column("__in", SUBQUERY)))
+    else:  # EXISTS: the subquery is a source of rows; only what ON reads is projected
+        body.set("expressions", [p for p in body.expressions if p.alias.startswith("__e")] or [exp.Literal.number(1)])
+    alias = f"{SUBQUERY}{next(_NAMES)}"
+    for column in (c for condition in on for c in condition.find_all(exp.Column)):
+        if column.table == SUBQUERY:
+            column.set("table", exp.to_identifier(alias))
+    join = exp.Join(this=exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))),
+                    on=exp.and_(*on))
+    select.set("joins", [join])
+    rest = [c for c in conditions if c is not condition]
+    select.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    return SemiJoin("LeftAntiJoin" if negated else "LeftSemiJoin")
+
+
+def _subquery_of(condition: exp.Expression):
+    """(negated, the IN or EXISTS node, its SELECT) of a conjunct that is one, else None."""
+    negated = isinstance(condition, exp.Not)
+    inner = condition.this if negated else condition
+    if isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.In) and inner.args.get("query") is not None:
+        query = inner.args["query"]
+    elif isinstance(inner, exp.Exists):
+        query = inner.this
+    else:
+        return None
+    query = query.this if isinstance(query, exp.Subquery) else query
+    return (negated, inner, query) if isinstance(query, exp.Select) else None
+
+
+def _decorrelate(body: exp.Select, outer: set[str]):
+    """(the subquery projecting, after its own columns, ``__e<i>`` for each inner expression a
+    correlated condition reads; those conditions, reading ``__sq.__e<i>``), or None when the
+    subquery is not a plain SELECT .. FROM .. WHERE."""
+    inner = {body.args["from_"].this.alias_or_name} if body.args.get("from_") else set()
+    inner |= {j.this.alias_or_name for j in body.args.get("joins") or []}
+    outer = outer - inner  # an inner name hides the outer one
+    if any(body.args.get(k) for k in ("group", "having", "order", "limit", "offset", "qualify", "distinct", "with_")) \
+            or any(isinstance(n, exp.AggFunc) for p in body.expressions for n in p.walk()):
+        if _reads(body, outer):
+            return None  # a correlated aggregate or limit: not a join on its rows
+        return body, []
+    kept, on, projected = [], [], []
+    for condition in conjuncts(body.args.get("where")):
+        if not _reads(condition, outer):
+            kept.append(condition)
+            continue
+        moved = condition.copy()
+        for column in list(moved.find_all(exp.Column)):
+            if column.table in inner:
+                name = f"__e{len(projected)}"
+                projected.append(exp.alias_(column.copy(), name))
+                column.replace(exp.column(name, SUBQUERY))
+            elif column.table not in outer:
+                return None
+        on.append(moved)
+    if any(_reads(p, outer) for p in body.expressions) or _reads_elsewhere(body, outer):
+        return None
+    body.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+    body.set("expressions", list(body.expressions) + projected)
+    return body, on
+
+
+def _reads(node: exp.Expression, outer: set[str]) -> bool:
+    return any(c.table in outer for c in node.find_all(exp.Column))
+
+
+def _reads_elsewhere(body: exp.Select, outer: set[str]) -> bool:
+    """Whether the outer row is read outside WHERE (a JOIN's ON, a nested subquery)."""
+    return any(_reads(j, outer) for j in body.args.get("joins") or [])
