@@ -168,3 +168,33 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('d' = '1 ms') */ t.v, d.name FROM t"
                                                    " LEFT JOIN d ON t.k = d.k")
     assert sum(name == "" for _, name in final) > sum(name == "" for _, name in expected)
+
+
+@pytest.mark.spark
+def test_a_continuous_semi_join_with_a_condition_survives_kill_9_and_drains(run, tmp_path):
+    """A continuous INSERT of the rows whose key is IN a watched dimension (with a condition
+    on both sides: the join operator evaluates it): rows are emitted as their partner
+    arrives, state (both sides, partner counts) survives a kill -9, and a drain ends it;
+    together, the batch result, each row once."""
+    from tests.test_exactly_once import killed_then_drained
+
+    source, dims, sink = tmp_path / "in", tmp_path / "dims", tmp_path / "out"
+
+    def part(n: int) -> None:
+        rows = "".join(f"{i},k{i * 7 % 9},{i * 13 % 100}\n" for i in range(n * 30, n * 30 + 30))
+        os.utime(write(source / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+        keys = "".join(f"k{k},{k * 10}\n" for k in range(n * 3, n * 3 + 3))  # k0-k2, then k3-k5, then k6-k8
+        os.utime(write(dims / f"part-{n}.csv", keys), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (id BIGINT, k STRING, v INT)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE dims (k STRING, floor INT)
+  WITH ('connector' = 'filesystem', 'path' = '{dims}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (id BIGINT, k STRING, v INT)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = ("INSERT INTO out SELECT id, k, v FROM src WHERE EXISTS (SELECT * FROM dims WHERE dims.k = src.k"
+             " AND dims.floor <= src.v)")
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=90, resumed=5, more=20)
+    assert len(batch) > 40 and sorted(streamed) == sorted(batch)

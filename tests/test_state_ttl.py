@@ -10,7 +10,7 @@ from streamsql.plan import operators as ops
 from streamsql.plan.aggregate_operators import GroupAggregate
 from streamsql.plan.join_operators import Join
 from streamsql.runtime.sources import is_bounded
-from streamsql.spark.stateful.chain import AggregateStage, compile_query
+from streamsql.spark.stateful.chain import AggregateStage, compile_query, inserts_only
 from tests.test_operator_plan import below, build, steps
 
 
@@ -95,3 +95,16 @@ def test_an_inner_join_of_inserts_with_a_ttl_runs_on_streamsql_s_join():
     assert runs_on_stateful_operators(build(sql.format(hint=""), ttl="1 h"))
     (_, join), = compile_query(steps(sql.format(hint="") + ";")[-1].plan, is_bounded, ttl_ms=1000).inputs
     assert join.side_ttls() == (1000, 1000)
+    assert inserts_only(join)  # an inner join of inserts emits inserts: it writes to any sink
+
+
+def test_which_joins_emit_inserts_only():
+    def stage(sql):
+        return compile_query(steps(sql + ";")[-1].plan, is_bounded)
+
+    assert inserts_only(stage("SELECT b.price FROM bid b WHERE b.bidder IN (SELECT id FROM users)"))
+    assert not inserts_only(stage("SELECT b.price FROM bid b WHERE NOT EXISTS (SELECT * FROM users u"
+                                  " WHERE u.id = b.bidder)"))
+    assert not inserts_only(stage("SELECT b.price, u.name FROM bid b LEFT JOIN users u ON b.bidder = u.id"))
+    assert not inserts_only(stage("SELECT b.price FROM bid b WHERE b.bidder IN (SELECT auction FROM bid"
+                                  " GROUP BY auction HAVING COUNT(*) > 1)"))
