@@ -181,6 +181,55 @@ def test_debezium_json_group_by_equals_the_inserts(run, broker):
     assert rows == same == [["Oslo", "1", "1"], ["Rome", "2", "13"]]
 
 
+def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tmp_path, monkeypatch):
+    """An unbounded debezium-json topic is a changelog: a continuous GROUP BY reads its row
+    kinds (an update moves a row from one city to another, a delete takes one back) and
+    keeps an upsert-kafka table equal to the topic's final table, read in batch."""
+    import os
+
+    from tests.test_jobs import start
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    source, out = topic(broker, 1), topic(broker, 1)
+    envelope = lambda op, before, after: json.dumps({"before": before, "after": after, "op": op})  # noqa: E731
+    row = lambda i, city, amount: {"id": i, "city": city, "amount": amount}  # noqa: E731
+    broker.produce(source, [(None, envelope("c", None, row(i, "Oslo" if i % 2 else "Rome", i))) for i in range(6)])
+    cdc = kafka("cdc", "id BIGINT, city STRING, amount BIGINT", broker, source,
+                ", 'scan.startup.mode' = 'earliest-offset'", fmt="'format' = 'debezium-json'")
+    totals = (f"CREATE TABLE totals (city STRING, n BIGINT, total BIGINT, PRIMARY KEY (city) NOT ENFORCED) WITH ("
+              f"'connector' = 'upsert-kafka', 'topic' = '{out}', 'properties.bootstrap.servers' = '{broker.bootstrap}',"
+              " 'key.format' = 'json', 'value.format' = 'json');")
+    script = tmp_path / "job.sql"
+    script.write_text(cdc + totals + "SET 'execution.checkpointing.interval' = '1 s';"
+                      "INSERT INTO totals SELECT city, COUNT(*), SUM(amount) FROM cdc GROUP BY city;")
+
+    def final() -> dict:
+        table = {}
+        for message in broker.read_all(out):
+            key = json.loads(message.key())["city"]
+            table[key] = None if message.value() is None else tuple(json.loads(message.value())[c] for c in ("n", "total"))
+        return {k: v for k, v in table.items() if v is not None}
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    job_id = launched.split()[1]
+    try:
+        assert wait_for(lambda: final() == {"Oslo": (3, 9), "Rome": (3, 6)}, 240), final()
+        broker.produce(source, [
+            (None, envelope("u", row(1, "Oslo", 1), row(1, "Rome", 10))),  # moves from Oslo to Rome
+            (None, envelope("d", row(3, "Oslo", 3), None)),
+            (None, envelope("d", row(5, "Oslo", 5), None)),  # Oslo is left empty: its key is deleted
+            (None, envelope("c", None, row(7, "Bern", 7))),
+        ])
+        assert wait_for(lambda: final() == {"Rome": (4, 16), "Bern": (1, 7)}, 240), final()
+    finally:
+        start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
+    bounded = cdc.replace("CREATE TABLE cdc", "CREATE TEMPORARY TABLE whole").replace(
+        "earliest-offset'", "earliest-offset', 'scan.bounded.mode' = 'latest-offset'")
+    batch, errors = start(tmp_path, "run", "--format", "csv", "-e", bounded + "SELECT city, COUNT(*), SUM(amount)"
+                          " FROM whole GROUP BY city;").communicate(timeout=180)
+    assert sorted(batch.splitlines()[1:]) == ["Bern,1,7", "Rome,4,16"], errors
+
+
 def test_exactly_once_sink_skips_a_replayed_micro_batch(spark, broker, tmp_path):
     """The micro-batch writer as Spark calls it: batch 0, batch 0 again (a replay after a
     crash), batch 1; each batch's records are in the topic once, in committed transactions."""

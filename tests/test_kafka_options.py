@@ -149,3 +149,32 @@ def test_timestamp_mode_takes_kafkas_answer_and_the_end_when_there_is_none():
     options = {"scan.startup.timestamp-millis": "1700000000000"}
     offsets = resolve(_Offsets(), options, {"t": [0, 1]}, "timestamp", "scan.startup", "k")
     assert offsets == {"t": {"0": 7, "1": 5}}  # partition 1 has no record that late: its end
+
+
+def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
+    """Unbounded, a debezium-json table's scan retracts: a GROUP BY over it reads its row
+    kinds, an append-only sink is refused at plan time; bounded, it is its final table.
+    An upsert-kafka source needs ChangelogNormalize (in the plan; not streamed yet)."""
+    from streamsql.plan.operators import ChangelogNormalize, Scan, short_mode, walk
+    from streamsql.spark.dialect import to_spark_sql
+    from streamsql.spark.physical import runs_on_stateful_operators
+    from streamsql.spark.stateful.chain import AggregateStage, compile_query
+    from tests.test_operator_plan import build_operator_plan, is_bounded, steps
+
+    cdc = (f"CREATE TEMPORARY TABLE cdc (id BIGINT, city STRING, amount BIGINT) WITH ({BASE},"
+           " 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');")
+    plan = steps("SELECT city, SUM(amount) FROM cdc GROUP BY city;", cdc)[-1].plan
+    root = build_operator_plan(plan, is_bounded, None)
+    scan = next(n for n in walk(root) if isinstance(n, Scan))
+    assert short_mode(scan.mode) == "I,UB,UA,D" and runs_on_stateful_operators(root)
+    stage = compile_query(plan, is_bounded)
+    assert isinstance(stage, AggregateStage) and "`cdc`.`__rowkind`" in to_spark_sql(stage.split.input_query)
+    bounded = cdc.replace("'debezium-json'", "'debezium-json', 'scan.bounded.mode' = 'latest-offset'")
+    root = build_operator_plan(steps("SELECT * FROM cdc;", bounded)[-1].plan, is_bounded, None)
+    assert root.mode.insert_only
+    upserts = ("CREATE TEMPORARY TABLE u (id BIGINT, n BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+               "'connector' = 'upsert-kafka', 'topic' = 'u', 'properties.bootstrap.servers' = 'h:1',"
+               " 'key.format' = 'json', 'value.format' = 'json');")
+    root = build_operator_plan(steps("SELECT * FROM u;", upserts)[-1].plan, is_bounded, None)
+    assert isinstance(root.inputs[0] if not isinstance(root, ChangelogNormalize) else root, ChangelogNormalize) \
+        and not runs_on_stateful_operators(root)

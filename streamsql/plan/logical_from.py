@@ -21,12 +21,14 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
+from streamsql.changelog import INSERT_ONLY, RETRACT
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
+from streamsql.plan.kafka_options import source_changelog
 from streamsql.plan.match_recognize import MatchRelation, match_operator
-from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.operators import (
-    Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
+    ChangelogNormalize, Correlate, Field, Operator, Scan, Unrecognized, Values, WindowAssign, WindowRole, WindowSpec,
 )
+from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.windows import WindowRelation, watermark_delay_ms
 
 
@@ -154,8 +156,14 @@ def named(builder, name: str, cte: bool = True) -> Operator:
         watermark = f"{table.watermark.column} - {watermark_delay_ms(table)} ms"
     fields = [Field(c.name, c.type, c.time_attribute) for c in table.columns]
     keys = [tuple(table.primary_key)] if table.primary_key else []
-    return Scan(inputs=[], fields=fields, upsert_keys=keys, bounded=builder.bounded(table),
-                table=str(table.name), watermark=watermark)
+    bounded = builder.bounded(table)
+    # A changelog topic read as a stream; bounded, it is read as its final table (inserts).
+    changelog = INSERT_ONLY if bounded else source_changelog(table)
+    scan = Scan(inputs=[], fields=fields, upsert_keys=keys, bounded=bounded, table=str(table.name),
+                watermark=watermark, changelog=changelog)
+    if changelog.insert_only or changelog == RETRACT:
+        return scan
+    return ChangelogNormalize(inputs=[scan], fields=fields, upsert_keys=keys, key=list(table.primary_key))
 
 
 def window_assign(builder, window: WindowRelation) -> WindowAssign:

@@ -161,16 +161,34 @@ class Scan(Operator):
 
     table: str = ""  # default_catalog.db.name
     watermark: str | None = None
+    changelog: ChangelogMode = INSERT_ONLY  # read as a stream: a debezium-json topic retracts, upsert-kafka upserts
     kind: ClassVar[str] = "TableSourceScan"
 
     def provides(self) -> ChangelogMode:
-        return INSERT_ONLY  # all of streamsql's sources are insert-only (no CDC formats yet)
+        return self.changelog
 
     def attributes(self):
         parts = [("table", f"[{', '.join(self.table.split('.'))}]"), ("fields", ", ".join(self.names))]
         if self.watermark:
             parts.append(("watermark", self.watermark))
         return parts
+
+
+@dataclass(eq=False)
+class ChangelogNormalize(Operator):
+    """An upsert source's records made a changelog, as Flink's operator does: per key, the
+    first record +I, a later one -U (the row it replaces) and +U, a tombstone -D. Keeps the
+    latest row of every key (TTL or unbounded)."""
+
+    key: list[str] = field(default_factory=list)
+    kind: ClassVar[str] = "ChangelogNormalize"
+    keeps_state: ClassVar[str] = "per key"
+
+    def provides(self) -> ChangelogMode:
+        return ALL_CHANGES
+
+    def attributes(self):
+        return [("key", keys_text(self.key))]
 
 
 @dataclass(eq=False)

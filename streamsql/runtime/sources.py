@@ -11,6 +11,7 @@ import glob as globlib
 import itertools
 from pathlib import Path
 
+from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
 from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_separator, is_bounded, is_true
 from streamsql.plan.objects import TableDef
@@ -99,6 +100,8 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
     from pyspark.sql import functions as F
 
     columns = [f"`{c.name}`" for c in table.columns if not c.is_computed]  # physical and metadata
+    if ROWKIND_COLUMN in frame.columns:  # a changelog source read as a stream: each row's kind first
+        columns.insert(0, f"`{ROWKIND_COLUMN}`")
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     from_files = not streaming and table.watermark is not None and "path" in table.options
     if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)

@@ -18,6 +18,7 @@ input it is refused at plan time, naming the operator.
 
 from __future__ import annotations
 
+from streamsql.changelog import RETRACT
 from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
 from streamsql.plan.join_operators import Join, TemporalJoin
 from streamsql.plan.match_recognize import MatchRecognize
@@ -47,13 +48,19 @@ STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Joi
                   "WindowDeduplicate", "TemporalJoin")  # streamsql's own stateful operators
 
 
+def changelog_scan(node: Operator) -> bool:
+    """A source read as a changelog (a debezium-json topic): its rows carry their kinds
+    into streamsql's operators, never into Spark's (which would take them as inserts)."""
+    return isinstance(node, Scan) and not node.mode.insert_only and node.mode == RETRACT
+
+
 def runs_on_stateful_operators(root: Operator) -> bool:
     """Whether every operator Spark lacks is one streamsql's stateful operators run: a
     GroupAggregate, a Top-N (Rank), a Deduplicate, an OverAggregate, a regular Join or a
     WindowAggregate (spark.stateful.chain then cuts the
     query around them; a shape it cannot cut is still refused there)."""
     missing = stateful_operators(root)
-    return bool(missing) and all(node.kind in STATEFUL_KINDS for node in missing)
+    return bool(missing) and all(node.kind in STATEFUL_KINDS or changelog_scan(node) for node in missing)
 
 
 def _fed(node: Operator) -> list[Operator]:
@@ -76,6 +83,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ()) + (
             ("CUMULATE",) if aggregated or filtered_into_aggregate else ())
         return window is not None and window.kind in kinds and not window.proctime and not _stateful_below(node)
+    if isinstance(node, Scan) and not node.mode.insert_only:
+        return False  # a changelog source
     if isinstance(node, _STATELESS):
         return True
     if isinstance(node, WindowAggregate):
@@ -104,4 +113,5 @@ def _native_session(node: WindowAggregate) -> bool:
 def _stateful_below(node: Operator) -> bool:
     """Whether a stateful operator feeds this one: Spark's append mode cannot chain them
     with Flink's results (a window over a window aggregate, a join of two aggregates)."""
-    return any(not isinstance(below, _STATELESS) for child in node.inputs for below in walk(child))
+    return any(not isinstance(below, _STATELESS) or not below.mode.insert_only
+               for child in node.inputs for below in walk(child))

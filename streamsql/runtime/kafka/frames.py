@@ -5,15 +5,16 @@ Append-only topics (json, csv, raw) stream or read in batches alike. A changelog
 changelog leaves, which is what a bounded read gives (batch mode, or a bounded table
 under a query computed as one batch): upsert-kafka keeps the latest record per key and
 drops keys whose latest record is a tombstone; debezium-json applies +I/+U as additions
-and -U/-D as retractions of equal rows. Streaming such a topic as a changelog needs the
-operator plan to take changelog sources, which it does not yet (its scans are
-insert-only): that is refused with what to do instead.
+and -U/-D as retractions of equal rows. Streamed, a debezium-json topic is the changelog
+itself (``__rowkind`` first) for streamsql's operators; streaming an upsert-kafka table
+needs ChangelogNormalize, which streamsql does not have yet: refused with what to do.
 """
 
 from __future__ import annotations
 
+from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
-from streamsql.plan.kafka_options import source_changelog, value_format
+from streamsql.plan.kafka_options import is_bounded_kafka, value_format
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns, key_struct
 
@@ -21,12 +22,11 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 def kafka_frame(spark, table: TableDef, streaming: bool):
     from streamsql.runtime.kafka.datasource import check_readable, register
 
-    if streaming and not source_changelog(table).insert_only:
-        what = "an 'upsert-kafka' table" if table.options["connector"] == "upsert-kafka" else "a 'debezium-json' topic"
+    if streaming and table.options["connector"] == "upsert-kafka":
         raise ConnectorError(
-            f"Table '{table.name.name}' is {what}: a changelog, which streamsql reads as its final table only"
-            " (the operator plan has no changelog sources yet). Set 'scan.bounded.mode' (e.g. 'latest-offset')"
-            " and aggregate it, or read it in batch mode (SET 'execution.runtime-mode' = 'batch').")
+            f"Table '{table.name.name}' is an 'upsert-kafka' table: a changelog by key, which streamsql reads as"
+            " its final table only (ChangelogNormalize does not stream yet). Set 'scan.bounded.mode' (e.g."
+            " 'latest-offset'), or read it in batch mode (SET 'execution.runtime-mode' = 'batch').")
     register(spark)
     options = {**table.options, "streamsql.table": table.name.name}
     check_readable(options)
@@ -34,7 +34,12 @@ def kafka_frame(spark, table: TableDef, streaming: bool):
     if table.options["connector"] == "upsert-kafka":
         return _upserted(raw, table)
     if value_format(table) == "debezium-json":
-        return _debezium_final(raw, table)
+        if streaming and is_bounded_kafka(table):
+            raise ConnectorError(
+                f"Table '{table.name.name}' is a bounded 'debezium-json' topic: it is read as its final table, in"
+                " one batch. Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream"
+                " its changes.")
+        return _debezium_changes(raw, table) if streaming else _debezium_final(raw, table)
     return _decoded(raw, table)
 
 
@@ -56,6 +61,14 @@ def _upserted(raw, table: TableDef):
         F.max_by(F.struct(*[F.col(f"`{c}`") for c in columns]), F.struct("partition", "offset")).alias("__latest"))
     latest = latest.select("__latest.*").filter(F.col("value").isNotNull())
     return _decoded(latest, table)
+
+
+def _debezium_changes(raw, table: TableDef):
+    """The changelog itself, as a stream: ``__rowkind`` first (c/r +I, u -U and +U, d -D),
+    then the table's columns, for streamsql's operators (spark.stateful.chain)."""
+    parsed, exploded = debezium_rows(table)
+    changes = raw.filter("value IS NOT NULL").selectExpr("*", parsed).selectExpr("*", exploded)
+    return changes.selectExpr(f"kind AS `{ROWKIND_COLUMN}`", *column_expressions(table, source="row"))
 
 
 def _debezium_final(raw, table: TableDef):

@@ -247,6 +247,8 @@ class _Compiler:
                 body = hide_join_times(self._view_query(source), self.plan, self.bounded)
                 alias = source.alias_or_name
             else:
+                if isinstance(source, exp.Table) and self._changelog_source(source):
+                    aliases.append(source.alias_or_name)  # its rows carry __rowkind (a debezium-json topic)
                 continue
             stage = self.query(body)
             if stage is None:
@@ -258,6 +260,13 @@ class _Compiler:
         if aliases and select.args.get("where") is not None and _has_subquery(select.args["where"]):
             raise _Unsupported()
         return inputs, aliases
+
+    def _changelog_source(self, table: exp.Table) -> bool:
+        from streamsql.plan.kafka_options import source_changelog
+
+        definition = self.builder.tables.get(table.name) if not table.db else None
+        return (definition is not None and not self.bounded(definition)
+                and not source_changelog(definition).insert_only)
 
     def _view_query(self, table: exp.Table) -> exp.Expression | None:
         derived = self.plan.derived.get(table.name) if not table.db else None
