@@ -230,6 +230,56 @@ def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tm
     assert sorted(batch.splitlines()[1:]) == ["Bern,1,7", "Rome,4,16"], errors
 
 
+def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monkeypatch):
+    """An unbounded upsert-kafka table: ChangelogNormalize makes each key's records a
+    changelog (a new value -U/+U, a tombstone -D), so a continuous count per value keeps an
+    upsert-kafka table equal to the same count over the topic's final table, read in batch."""
+    import os
+
+    from tests.test_jobs import start
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    source, out = topic(broker, 2), topic(broker, 1)
+
+    def record(user: int, plan: str | None):
+        return json.dumps({"user": user}), None if plan is None else json.dumps({"user": user, "plan": plan})
+
+    broker.produce(source, [record(u, "free" if u % 3 else "pro") for u in range(9)])
+
+    def table(name: str, columns: str, key: str, topic_name: str) -> str:
+        return (f"CREATE TABLE {name} ({columns}, PRIMARY KEY ({key}) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',"
+                f" 'topic' = '{topic_name}', 'properties.bootstrap.servers' = '{broker.bootstrap}',"
+                " 'key.format' = 'json', 'value.format' = 'json');")
+
+    users = table("users", "`user` BIGINT, plan STRING", "`user`", source)
+    script = tmp_path / "job.sql"
+    script.write_text(users + table("plans", "plan STRING, n BIGINT", "plan", out)
+                      + "SET 'execution.checkpointing.interval' = '1 s';"
+                        "INSERT INTO plans SELECT plan, COUNT(*) FROM users GROUP BY plan;")
+
+    def final() -> dict:
+        latest = {}
+        for message in broker.read_all(out):
+            latest[json.loads(message.key())["plan"]] = None if message.value() is None else json.loads(
+                message.value())["n"]
+        return {k: v for k, v in latest.items() if v is not None}
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    job_id = launched.split()[1]
+    try:
+        assert wait_for(lambda: final() == {"free": 6, "pro": 3}, 240), final()
+        # 1 and 2 change plans, 5 writes the value it has (no change), 9 is new; 0, 3, 4 and 6
+        # are deleted by tombstones
+        broker.produce(source, [record(1, "pro"), record(2, "team"), record(4, None), record(5, "free"),
+                                record(9, "team"), record(0, None), record(3, None), record(6, None)])
+        assert wait_for(lambda: final() == {"free": 3, "team": 2, "pro": 1}, 240), final()
+    finally:
+        start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
+    batch, errors = start(tmp_path, "run", "--format", "csv", "-e", "SET 'execution.runtime-mode' = 'batch';"
+                          "SELECT plan, COUNT(*) FROM users GROUP BY plan;").communicate(timeout=180)
+    assert sorted(batch.splitlines()[1:]) == ["free,3", "pro,1", "team,2"], errors
+
+
 def test_exactly_once_sink_skips_a_replayed_micro_batch(spark, broker, tmp_path):
     """The micro-batch writer as Spark calls it: batch 0, batch 0 again (a replay after a
     crash), batch 1; each batch's records are in the topic once, in committed transactions."""

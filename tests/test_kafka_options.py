@@ -154,7 +154,7 @@ def test_timestamp_mode_takes_kafkas_answer_and_the_end_when_there_is_none():
 def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     """Unbounded, a debezium-json table's scan retracts: a GROUP BY over it reads its row
     kinds, an append-only sink is refused at plan time; bounded, it is its final table.
-    An upsert-kafka source needs ChangelogNormalize (in the plan; not streamed yet)."""
+    An upsert-kafka source's upserts go through ChangelogNormalize."""
     from streamsql.plan.operators import ChangelogNormalize, Scan, short_mode, walk
     from streamsql.spark.dialect import to_spark_sql
     from streamsql.spark.physical import runs_on_stateful_operators
@@ -175,6 +175,7 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     upserts = ("CREATE TEMPORARY TABLE u (id BIGINT, n BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ("
                "'connector' = 'upsert-kafka', 'topic' = 'u', 'properties.bootstrap.servers' = 'h:1',"
                " 'key.format' = 'json', 'value.format' = 'json');")
-    root = build_operator_plan(steps("SELECT * FROM u;", upserts)[-1].plan, is_bounded, None)
-    assert isinstance(root.inputs[0] if not isinstance(root, ChangelogNormalize) else root, ChangelogNormalize) \
-        and not runs_on_stateful_operators(root)
+    root = build_operator_plan(steps("SELECT n, COUNT(*) FROM u GROUP BY n;", upserts)[-1].plan, is_bounded, None)
+    normalize = next(n for n in walk(root) if isinstance(n, ChangelogNormalize))
+    assert short_mode(normalize.inputs[0].mode) == "I,UA,D" and short_mode(normalize.mode) == "I,UB,UA,D"
+    assert normalize.state == "unbounded" and runs_on_stateful_operators(root)

@@ -18,7 +18,6 @@ input it is refused at plan time, naming the operator.
 
 from __future__ import annotations
 
-from streamsql.changelog import RETRACT
 from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
 from streamsql.plan.join_operators import Join, TemporalJoin
 from streamsql.plan.match_recognize import MatchRecognize
@@ -45,13 +44,14 @@ def stateful_operators(root: Operator) -> list[Operator]:
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
-                  "WindowDeduplicate", "TemporalJoin")  # streamsql's own stateful operators
+                  "WindowDeduplicate", "TemporalJoin", "ChangelogNormalize")  # streamsql's own stateful operators
 
 
 def changelog_scan(node: Operator) -> bool:
-    """A source read as a changelog (a debezium-json topic): its rows carry their kinds
-    into streamsql's operators, never into Spark's (which would take them as inserts)."""
-    return isinstance(node, Scan) and not node.mode.insert_only and node.mode == RETRACT
+    """A source read as a changelog (a debezium-json topic, an upsert-kafka table under its
+    ChangelogNormalize): its rows carry their kinds into streamsql's operators, never into
+    Spark's (which would take them as inserts)."""
+    return isinstance(node, Scan) and not node.mode.insert_only
 
 
 def runs_on_stateful_operators(root: Operator) -> bool:

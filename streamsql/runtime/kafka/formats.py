@@ -66,15 +66,16 @@ def key_struct(table: TableDef) -> str:
     return _parse("key", table.options["key.format"], columns, table, "key.")[0]
 
 
-def decoded_columns(table: TableDef) -> tuple[list[str], str | None]:
+def decoded_columns(table: TableDef, tombstones: bool = False) -> tuple[list[str], str | None]:
     """Expressions over the raw record (runtime.kafka.datasource.RAW_SCHEMA) giving the
-    table's physical and metadata columns, and a filter dropping records to skip (tombstones,
-    records the format could not parse under ignore-parse-errors), or None."""
+    table's physical and metadata columns, and a filter dropping records to skip (tombstones
+    unless ``tombstones``, records the format could not parse under ignore-parse-errors), or
+    None."""
     keys = key_fields(table)
     fmt = value_format(table)
     except_key = table.options.get("value.fields-include", "ALL").upper() == "EXCEPT_KEY"
     key_columns = [c for c in table.physical_columns if c.name in keys]
-    filters = ["value IS NOT NULL"]
+    filters = [] if tombstones else ["value IS NOT NULL"]
     selects = []
     if key_columns and except_key:
         parsed, corrupt = _parse("key", table.options["key.format"], key_columns, table, "key.")
@@ -85,8 +86,9 @@ def decoded_columns(table: TableDef) -> tuple[list[str], str | None]:
         parsed, corrupt = _parse("value", fmt, value_columns(table), table, "value.")
         selects.append(f"{parsed} AS __value")
         if corrupt:
-            filters.append(_malformed("__value", _ignores_errors(table, "value.", fmt)))
-    return selects, " AND ".join(filters)
+            malformed = _malformed("__value", _ignores_errors(table, "value.", fmt))
+            filters.append(f"(value IS NULL OR {malformed})" if tombstones else malformed)
+    return selects, " AND ".join(filters) or None
 
 
 def _malformed(struct: str, ignore: bool) -> str:

@@ -5,16 +5,16 @@ Append-only topics (json, csv, raw) stream or read in batches alike. A changelog
 changelog leaves, which is what a bounded read gives (batch mode, or a bounded table
 under a query computed as one batch): upsert-kafka keeps the latest record per key and
 drops keys whose latest record is a tombstone; debezium-json applies +I/+U as additions
-and -U/-D as retractions of equal rows. Streamed, a debezium-json topic is the changelog
-itself (``__rowkind`` first) for streamsql's operators; streaming an upsert-kafka table
-needs ChangelogNormalize, which streamsql does not have yet: refused with what to do.
+and -U/-D as retractions of equal rows. Streamed (unbounded), such a topic is a changelog,
+``__rowkind`` first, for streamsql's operators: a debezium-json topic's own row kinds, an
+upsert-kafka table's records through ChangelogNormalize (spark.stateful.normalize).
 """
 
 from __future__ import annotations
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
-from streamsql.plan.kafka_options import is_bounded_kafka, value_format
+from streamsql.plan.kafka_options import is_bounded_kafka, source_changelog, value_format
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns, key_struct
 
@@ -22,23 +22,17 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 def kafka_frame(spark, table: TableDef, streaming: bool):
     from streamsql.runtime.kafka.datasource import check_readable, register
 
-    if streaming and table.options["connector"] == "upsert-kafka":
+    if streaming and is_bounded_kafka(table) and not source_changelog(table).insert_only:
         raise ConnectorError(
-            f"Table '{table.name.name}' is an 'upsert-kafka' table: a changelog by key, which streamsql reads as"
-            " its final table only (ChangelogNormalize does not stream yet). Set 'scan.bounded.mode' (e.g."
-            " 'latest-offset'), or read it in batch mode (SET 'execution.runtime-mode' = 'batch').")
+            f"Table '{table.name.name}' is a bounded changelog topic: it is read as its final table, in one batch."
+            " Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream its changes.")
     register(spark)
     options = {**table.options, "streamsql.table": table.name.name}
     check_readable(options)
     raw = (spark.readStream if streaming else spark.read).format("streamsql_kafka").options(**options).load()
     if table.options["connector"] == "upsert-kafka":
-        return _upserted(raw, table)
+        return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":
-        if streaming and is_bounded_kafka(table):
-            raise ConnectorError(
-                f"Table '{table.name.name}' is a bounded 'debezium-json' topic: it is read as its final table, in"
-                " one batch. Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream"
-                " its changes.")
         return _debezium_changes(raw, table) if streaming else _debezium_final(raw, table)
     return _decoded(raw, table)
 
@@ -49,6 +43,20 @@ def _decoded(raw, table: TableDef, keep_tombstones: bool = False):
     if not keep_tombstones:
         frame = frame.filter(keep)
     return frame.selectExpr(*column_expressions(table))
+
+
+def _normalized(raw, table: TableDef):
+    """An upsert topic streamed: its records through ChangelogNormalize (``__rowkind`` first):
+    per key the first value +I, a changed one -U/+U, a tombstone -D. A record without a key
+    is skipped, as in the final table."""
+    from streamsql.spark.stateful.normalize import KEY, OFFSET, TOMB, changelog_normalize
+
+    selects, keep = decoded_columns(table, tombstones=True)
+    records = raw.filter("key IS NOT NULL").selectExpr("*", *selects, f"to_json({key_struct(table)}) AS {KEY}")
+    if keep:
+        records = records.filter(keep)
+    records = records.selectExpr(*column_expressions(table), KEY, f"value IS NULL AS {TOMB}", f"`offset` AS {OFFSET}")
+    return changelog_normalize(records)
 
 
 def _upserted(raw, table: TableDef):
