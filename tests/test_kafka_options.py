@@ -158,7 +158,7 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     from streamsql.plan.operators import ChangelogNormalize, Scan, short_mode, walk
     from streamsql.spark.dialect import to_spark_sql
     from streamsql.spark.physical import runs_on_stateful_operators
-    from streamsql.spark.stateful.chain import AggregateStage, compile_query
+    from streamsql.spark.stateful.chain import AggregateStage, compile_query, inserts_only
     from tests.test_operator_plan import build_operator_plan, is_bounded, steps
 
     cdc = (f"CREATE TEMPORARY TABLE cdc (id BIGINT, city STRING, amount BIGINT) WITH ({BASE},"
@@ -169,6 +169,11 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     assert short_mode(scan.mode) == "I,UB,UA,D" and runs_on_stateful_operators(root)
     stage = compile_query(plan, is_bounded)
     assert isinstance(stage, AggregateStage) and "`cdc`.`__rowkind`" in to_spark_sql(stage.split.input_query)
+    # read as it is, or joined: its row kinds go on (an append-only sink is refused at plan time)
+    for sql in ("SELECT id, city FROM cdc WHERE amount > 3;",
+                "SELECT id FROM cdc WHERE city IN (SELECT city FROM cdc WHERE amount > 100);"):
+        stage = compile_query(steps(sql, cdc)[-1].plan, is_bounded)
+        assert stage is not None and not inserts_only(stage), sql
     bounded = cdc.replace("'debezium-json'", "'debezium-json', 'scan.bounded.mode' = 'latest-offset'")
     root = build_operator_plan(steps("SELECT * FROM cdc;", bounded)[-1].plan, is_bounded, None)
     assert root.mode.insert_only

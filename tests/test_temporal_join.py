@@ -263,3 +263,13 @@ def test_keys_in_a_parenthesised_on_condition_are_found():
     plan = _plan(JOIN.format("LEFT", "(b.bidder = r.cur AND b.price > 0)"))
     stage = compile_query(plan, is_bounded)
     assert stage is not None and isinstance(stage.inputs[0][1], JoinStage) and stage.inputs[0][1].keys == 1
+
+
+def test_a_left_temporal_join_with_a_condition_on_the_versions_is_not_cut():
+    """Flink tests it on the version it picked; filtering the versions first would pick
+    another one, so it is refused over unbounded input rather than answered differently (a
+    condition on the row alone pads the row, as the parenthesised test above shows)."""
+    from streamsql.spark.stateful.chain import compile_query
+
+    assert compile_query(_plan(JOIN.format("LEFT", "b.bidder = r.cur AND r.rate > 1")), is_bounded) is None
+    assert compile_query(_plan(JOIN.format("LEFT", "b.bidder = r.cur AND r.rate > b.price")), is_bounded) is None

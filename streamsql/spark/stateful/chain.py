@@ -116,6 +116,14 @@ class CalcStage(Stage):
     query: exp.Select | None = None  # __rowkind first
 
 
+@dataclass
+class SourceStage(Stage):
+    """A changelog source read as it is (an unbounded debezium-json or upsert-kafka table):
+    its rows carry ``__rowkind``; the stage above reads the table itself."""
+
+    table: str = ""
+
+
 class _Unsupported(Exception):
     pass
 
@@ -248,7 +256,8 @@ class _Compiler:
                 alias = source.alias_or_name
             else:
                 if isinstance(source, exp.Table) and self._changelog_source(source):
-                    aliases.append(source.alias_or_name)  # its rows carry __rowkind (a debezium-json topic)
+                    inputs.append((source.name, SourceStage(table=source.name)))
+                    aliases.append(source.alias_or_name)
                 continue
             stage = self.query(body)
             if stage is None:

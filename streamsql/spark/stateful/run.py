@@ -8,7 +8,8 @@ import itertools
 from sqlglot import exp
 
 from streamsql.spark.stateful.chain import (
-    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, Stage, WindowAggregateStage,
+    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, SourceStage, Stage,
+    WindowAggregateStage,
 )
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 
@@ -20,7 +21,8 @@ def stage_frame(spark, stage: Stage, to_sql):
     from streamsql.spark.stateful.rank import rank
 
     for view, child in stage.inputs:
-        stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
+        if not isinstance(child, SourceStage):  # a changelog source is its table's own view
+            stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
     if isinstance(stage, AggregateStage):
         return aggregate_frame(spark, stage.split, to_sql, stage.ttl_ms)
     if isinstance(stage, WindowAggregateStage):
