@@ -7,8 +7,10 @@ watermark passes them, survives a kill -9 and drains."""
 from __future__ import annotations
 
 import os
+import signal
 import random
 import time
+from datetime import datetime
 
 import pandas as pd
 import pytest
@@ -20,7 +22,7 @@ from streamsql.spark.stateful import window_aggregate as wa
 from streamsql.spark.stateful.chain import AggregateStage, RankStage, WindowAggregateStage, inserts_only
 from streamsql.spark.stateful.group_aggregate import build_plan
 from streamsql.spark.stateful.specs import AggSpec
-from tests.conftest import write
+from tests.conftest import wait_for, write
 from tests.test_operator_plan import build
 from tests.test_stateful_chain import stages, streamed_and_batch
 
@@ -377,3 +379,74 @@ def test_windows_combined_from_slices_equal_windows_counted_row_by_row(window):
             if inside:
                 expected.append((k, start, end, len(inside), sum(inside), max(inside), len(set(inside))))
     assert sorted(emitted) == sorted(expected)
+
+
+# -- processing-time windows -------------------------------------------------------------------------
+
+PROCTIME_TUMBLE = ("SELECT url, COUNT(*) AS n, window_start FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(p),"
+                   " INTERVAL '2' SECOND)) GROUP BY url, window_start, window_end")
+
+
+def test_a_processing_time_window_over_unbounded_input_runs_on_the_window_operator():
+    stage = stages(PROCTIME_TUMBLE + ";")
+    assert isinstance(stage, WindowAggregateStage) and stage.proctime and stage.bounds
+    assert runs_on_stateful_operators(build(PROCTIME_TUMBLE))
+    # over bounded input it is one batch (the input ends before the clock passes its last window)
+    bounded = ("CREATE TEMPORARY VIEW b AS SELECT *, PROCTIME() AS p FROM bid; SELECT COUNT(*), window_start FROM"
+               " TABLE(TUMBLE(TABLE b, DESCRIPTOR(p), INTERVAL '2' SECOND)) GROUP BY window_start, window_end;")
+    assert stages(bounded) is None
+    # a processing-time window Top-N is not streamed yet
+    assert stages("SELECT * FROM (SELECT url, window_start, ROW_NUMBER() OVER (PARTITION BY window_start,"
+                  " window_end ORDER BY user_id DESC) AS rn FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(p),"
+                  " INTERVAL '2' SECOND))) WHERE rn <= 1;") is None
+
+
+def test_the_clock_fires_a_processing_time_window():
+    """The pandas side: the operator measures windows against the micro-batch's clock."""
+    class Clock:
+        def getCurrentProcessingTimeInMs(self):
+            return 5_000
+
+        def getCurrentWatermarkInMs(self):
+            return 1_000
+
+    assert wa.clock({"proctime": True}, Clock()) == 5_000 and wa.clock({}, Clock()) == 1_000
+    assert wa.time_mode({"proctime": True}) == "ProcessingTime" and wa.time_mode({}) == "EventTime"
+
+
+@pytest.mark.spark
+def test_a_continuous_processing_time_tumble_fires_as_the_clock_passes(tmp_path):
+    """A continuous job over a watched directory, counting per 2-second processing-time
+    window: files written a few seconds apart land in windows that fire while the job runs,
+    without a drain (no watermark moves them: the clock does); every row is counted once,
+    in a window aligned to 2 s."""
+    from tests.test_exactly_once import finish, lines, reap, start
+
+    source, sink = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE src (url STRING, n INT, p AS PROCTIME())
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '500 ms');
+CREATE TABLE out (url STRING, c BIGINT, total BIGINT, ws TIMESTAMP(3))
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+SET 'execution.checkpointing.interval' = '500 ms';
+INSERT INTO out SELECT url, COUNT(*), SUM(n), window_start FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(p),
+  INTERVAL '2' SECOND)) GROUP BY url, window_start, window_end;
+""")
+    job = start(tmp_path, script)
+    try:
+        for part in range(3):
+            write(source / f"part-{part}.csv", "".join(f"{'ab'[i % 2]},{i}\n" for i in range(part * 10, part * 10 + 10)))
+            time.sleep(3)
+        assert wait_for(lambda: sum(int(line.split(",")[2]) for line in lines(sink)) == sum(range(30))
+                        or job.poll() is not None, 180), lines(sink)
+        assert job.poll() is None, job.stderr.read()
+        written = lines(sink)
+        assert finish(job, signal.SIGTERM) == 0
+    finally:
+        reap(job)
+    assert sum(int(line.split(",")[1]) for line in written) == 30
+    starts = [datetime.fromisoformat(line.split(",")[3]) for line in written]
+    assert all(s.second % 2 == 0 and s.microsecond == 0 for s in starts), starts  # aligned to 2 s
+    assert len({(line.split(",")[0], line.split(",")[3]) for line in written}) == len(written)  # each window once
+    assert len(set(starts)) >= 2  # files seconds apart: more than one window

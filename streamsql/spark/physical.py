@@ -82,7 +82,10 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         window = node.window
         kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ()) + (
             ("CUMULATE",) if aggregated or filtered_into_aggregate else ())
-        return window is not None and window.kind in kinds and not window.proctime and not _stateful_below(node)
+        # A processing-time window's rows only into streamsql's window operator (Spark's
+        # own windows are event time).
+        proctime_ok = not window.proctime or aggregated or filtered_into_aggregate if window is not None else False
+        return window is not None and window.kind in kinds and proctime_ok and not _stateful_below(node)
     if isinstance(node, Scan) and not node.mode.insert_only:
         return False  # a changelog source
     if isinstance(node, _STATELESS):

@@ -65,8 +65,9 @@ class WindowAggregateStage(Stage):
     parameters: dict = field(default_factory=dict)  # SIZE/SLIDE/STEP/OFFSET in ms
     start_key: str = ""  # the keys (split.keys) holding window_start and window_end
     end_key: str = ""
-    time: str = ""  # the input query's column with the row's event time
+    time: str = ""  # the input query's column with the row's event time (processing time: PROCTIME())
     bounds: dict = field(default_factory=dict)  # sliced: key column -> start | end | time
+    proctime: bool = False  # windows of processing time: they fire as the clock passes their end
 
 
 @dataclass

@@ -70,10 +70,11 @@ def window_frame(spark, stage: WindowAggregateStage, to_sql):
     if stage.bounds:
         window = {"kind": stage.kind, **stage.parameters}
         keys = [k for k in split.keys if k not in stage.bounds]
-        aggregated = sliced_window_aggregate(source, keys, _specs(split), window, stage.time, stage.bounds, split.keys)
+        aggregated = sliced_window_aggregate(source, keys, _specs(split), window, stage.time, stage.bounds, split.keys,
+                                             proctime=stage.proctime)
     else:
         ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
-        aggregated = window_aggregate(source, split.keys, _specs(split), stage.end_key, ends)
+        aggregated = window_aggregate(source, split.keys, _specs(split), stage.end_key, ends, proctime=stage.proctime)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
 
 

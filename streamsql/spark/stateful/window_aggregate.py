@@ -40,7 +40,7 @@ SLICE_END_MS = "__sem"  # the end of the earliest window the row belongs to (whe
 
 
 def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec], end_key: str,
-                     slice_end: "F.Column", buckets: int | None = None) -> DataFrame:
+                     slice_end: "F.Column", buckets: int | None = None, proctime: bool = False) -> DataFrame:
     """``SELECT keys, aggregates FROM frame GROUP BY keys``, one row per window once the
     watermark passes its end: ``__rowkind`` (+I), the keys, the aggregates. ``frame`` holds
     insert-only rows assigned to windows; ``keys`` include the window's bounds, ``end_key``
@@ -49,18 +49,31 @@ def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec
     keyed = frame.withColumn(WINDOW_END_MS, F.unix_millis(F.col(f"`{end_key}`"))).withColumn(SLICE_END_MS, slice_end)
     all_keys = list(keys) + [WINDOW_END_MS]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
-    plan.update(buckets=buckets, layout="blob", ttl_ms=None, out_keys=list(keys))
+    plan.update(buckets=buckets, layout="blob", ttl_ms=None, out_keys=list(keys), proctime=proctime)
     bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, all_keys, buckets, [SLICE_END_MS])
     schema = T.StructType([f for f in output.fields if f.name != WINDOW_END_MS])
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=WindowAggregateProcessor(plan), outputStructType=schema,
-        outputMode="Append", timeMode="EventTime")
+        outputMode="Append", timeMode=time_mode(plan))
+
+
+def time_mode(plan: dict) -> str:
+    """Event-time windows fire as the watermark passes their end; processing-time windows
+    as the clock does (Spark runs a micro-batch every trigger interval to fire the timers)."""
+    return "ProcessingTime" if plan.get("proctime") else "EventTime"
+
+
+def clock(plan: dict, timer_values) -> int:
+    """The time windows are measured against: the watermark, or the micro-batch's clock."""
+    if plan.get("proctime"):
+        return timer_values.getCurrentProcessingTimeInMs()
+    return timer_values.getCurrentWatermarkInMs()
 
 
 def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec], window: dict,
                             time: str, bounds: dict[str, str], key_order: list[str],
-                            buckets: int | None = None) -> DataFrame:
+                            buckets: int | None = None, proctime: bool = False) -> DataFrame:
     """The same rows as ``window_aggregate``, from the window's input rows folded into slices
     (``window_slices``): ``frame`` holds each input row once, with its event time in epoch ms
     (``time``); ``keys`` are the group keys besides the window's; ``bounds`` names the key
@@ -70,7 +83,7 @@ def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[
     keyed = frame.withColumn(window_slices.SLICE, ts - F.pmod(ts - F.lit(window.get("OFFSET", 0)), step) + step)
     all_keys = list(keys) + [window_slices.SLICE]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
-    plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window))
+    plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window), proctime=proctime)
     bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, keys, buckets)
     fields = {f.name: f for f in output.fields}
     schema = T.StructType([fields[ROWKIND_COLUMN]] + [fields[k] for k in keys]
@@ -79,7 +92,7 @@ def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[
     _ship_by_value()
     fired = bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=SlicedWindowProcessor(plan), outputStructType=schema,
-        outputMode="Append", timeMode="EventTime")
+        outputMode="Append", timeMode=time_mode(plan))
     millis = {"start": F.col(window_slices.START), "end": F.col(window_slices.END),
               "time": F.col(window_slices.END) - F.lit(1)}
     return fired.select(F.col(ROWKIND_COLUMN), *[
@@ -104,7 +117,7 @@ class SlicedWindowProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
         before, fired = self._load()
-        watermark = timerValues.getCurrentWatermarkInMs()
+        watermark = clock(self.plan, timerValues)
         ends = batch[window_slices.SLICE].to_numpy(dtype="float64", na_value=np.nan)
         batch = batch.loc[ends > watermark]  # late: the slice's first window fired (NULL time: dropped)
         if batch.empty:
@@ -118,7 +131,7 @@ class SlicedWindowProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         state, fired = self._load()
-        watermark = timerValues.getCurrentWatermarkInMs()
+        watermark = clock(self.plan, timerValues)
         state, out = window_slices.fire(self.plan, state, fired, watermark)
         if state is not None:
             self.handle.registerTimer(window_slices.next_end(self.plan, state, watermark))
@@ -214,14 +227,14 @@ class WindowAggregateProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
         before = self.state.load()
-        state = accept(self.plan, before, batch, timerValues.getCurrentWatermarkInMs())
+        state = accept(self.plan, before, batch, clock(self.plan, timerValues))
         if state is not None and (before is None or next_end(state) < next_end(before)):
             self.handle.registerTimer(next_end(state))
         self.state.store(state)
         return iter(())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state, out = fire(self.plan, self.state.load(), timerValues.getCurrentWatermarkInMs())
+        state, out = fire(self.plan, self.state.load(), clock(self.plan, timerValues))
         if state is not None:
             self.handle.registerTimer(next_end(state))
         self.state.store(state)

@@ -35,23 +35,29 @@ def window_tables(compiler, select: exp.Select) -> list[tuple[exp.Table, WindowR
     return found
 
 
-def _one_window(compiler, select: exp.Select) -> tuple[exp.Table, WindowRelation]:
+def _one_window(compiler, select: exp.Select, proctime: bool = False) -> tuple[exp.Table, WindowRelation]:
     """The one window relation a SELECT reads, alone (no join), of a kind the window
-    operators take; anything else is refused."""
+    operators take; anything else is refused. A processing-time window only where
+    ``proctime`` says the operator takes one, over unbounded input (bounded input ends before
+    the clock passes its last window: it is computed as one batch instead)."""
     tables = window_tables(compiler, select)
     if len(tables) != 1 or select.args.get("joins"):
         raise _Unsupported()
     table, window = tables[0]
-    if window.kind not in KINDS or window.proctime:
+    if window.kind not in KINDS or (window.proctime and not (proctime and _unbounded(compiler))):
         raise _Unsupported()
     return table, window
+
+
+def _unbounded(compiler) -> bool:
+    return not all(compiler.bounded(t) for t in compiler.plan.tables)
 
 
 def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     """The stage of a window aggregate; anything else reading a window relation is refused."""
     if not select.args.get("group"):
         raise _Unsupported()
-    table, window = _one_window(compiler, select)
+    table, window = _one_window(compiler, select, proctime=True)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
     if split is None:
@@ -65,7 +71,8 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     time = epoch_millis(exp.column(window.time_column, alias))
     split.input_query.set("expressions", [*split.input_query.expressions, exp.alias_(time, EVENT_TIME)])
     stage = WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
-                                 start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME)
+                                 start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME,
+                                 proctime=window.proctime)
     _slice(stage, window, alias)
     return stage
 
