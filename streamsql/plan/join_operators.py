@@ -67,6 +67,7 @@ class WindowJoin(Join):
     """Two windowed inputs joined on window_start and window_end (and the same window)."""
 
     window: WindowSpec | None = None
+    ends: tuple = ()  # ((left alias, column), (right alias, column)): the window_end equality
     kind: ClassVar[str] = "WindowJoin"
     requires_insert_only: ClassVar[bool] = True
     keeps_state: ClassVar[str] = "watermark"

@@ -217,7 +217,7 @@ def _join(join, join_type, left, lscope, right, rscope, conditions) -> tuple[Ope
     if window is not None:
         fields, scope = _combine(lscope, rscope, left, right, keep_left=True, keep_right=True)
         return WindowJoin(inputs=[left, right], fields=fields, join_type=join_type, condition=condition,
-                          window=window), scope
+                          window=window[0], ends=window[1]), scope
     bounds = _interval_bounds(conditions, lscope, rscope)
     if bounds is not None:
         fields, scope = _combine(lscope, rscope, left, right, keep_left=True, keep_right=True, windows=False)
@@ -242,8 +242,11 @@ def _combine(lscope, rscope, left, right, keep_left, keep_right, windows=True):
     return list(copies.values()), Scope(entries)
 
 
-def _window_join(conditions, lscope: Scope, rscope: Scope) -> WindowSpec | None:
+def _window_join(conditions, lscope: Scope, rscope: Scope) -> tuple[WindowSpec, tuple] | None:
+    """(the window both sides' window_start and window_end equalities name, the window_end
+    equality's columns: ((left alias, name), (right alias, name))), or None."""
     roles: dict[str, WindowSpec] = {}
+    ends = ()
     for c in conditions:
         if not isinstance(c, exp.EQ):
             continue
@@ -253,8 +256,11 @@ def _window_join(conditions, lscope: Scope, rscope: Scope) -> WindowSpec | None:
         fa, fb = a[1], b[1]
         if fa.window and fb.window and fa.window.role == fb.window.role and fa.window.spec == fb.window.spec:
             roles[fa.window.role] = fa.window.spec
+            if fa.window.role == "end":
+                pair = ((c.this.table, c.this.name), (c.expression.table, c.expression.name))
+                ends = pair if a[0] == "L" else pair[::-1]
     if roles.get("start") is not None and roles.get("start") == roles.get("end"):
-        return roles["start"]
+        return roles["start"], ends
     return None
 
 

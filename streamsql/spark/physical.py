@@ -19,7 +19,7 @@ input it is refused at plan time, naming the operator.
 from __future__ import annotations
 
 from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
-from streamsql.plan.join_operators import Join, TemporalJoin
+from streamsql.plan.join_operators import Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
@@ -36,7 +36,7 @@ def needs_stateful_operator(root: Operator) -> Operator | None:
 def stateful_operators(root: Operator) -> list[Operator]:
     """Every operator Spark cannot stream natively (sources first)."""
     aggregates = [node for node in walk(root) if isinstance(node, WindowAggregate)]
-    ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate))]
+    ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate, WindowJoin))]
     direct = {id(child) for node in aggregates for child in node.inputs}
     through = {id(below) for node in aggregates + ranks for below in _fed(node)}
     return [node for node in reversed(list(walk(root)))
@@ -44,7 +44,7 @@ def stateful_operators(root: Operator) -> list[Operator]:
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
-                  "WindowDeduplicate", "TemporalJoin", "ChangelogNormalize")  # streamsql's own stateful operators
+                  "WindowDeduplicate", "TemporalJoin", "WindowJoin", "ChangelogNormalize")  # streamsql's own stateful operators
 
 
 def changelog_scan(node: Operator) -> bool:
@@ -77,8 +77,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
     if isinstance(node, WindowAssign):
         # A SESSION window's rows only as a window aggregate's direct input (Spark's sessions
         # are built from the rows it aggregates); a CUMULATE window's rows, assigned row by row,
-        # also through projections and filters into one, or into a window Top-N or
-        # deduplication (streamsql's window operators).
+        # also through projections and filters into one, or into a window Top-N,
+        # deduplication or join (streamsql's window operators).
         window = node.window
         kinds = NATIVE_WINDOWS + (("SESSION",) if aggregated else ()) + (
             ("CUMULATE",) if aggregated or filtered_into_aggregate else ())
@@ -101,6 +101,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         return False
     if type(node) is Join and (node.state_ttl or any(node.side_ttls)):
         return False  # a regular join with a state TTL: Spark's stream-stream join has none
+    if isinstance(node, WindowJoin) and node.window.kind not in NATIVE_WINDOWS:
+        return False  # a CUMULATE window's rows carry no event time Spark's join could evict by
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False

@@ -103,6 +103,8 @@ class JoinStage(Stage):
     keys: int = 0
     join_type: str = "InnerJoin"
     temporal: bool = False  # an event-time temporal join: __lt, __rt after the keys (temporal_join)
+    window: bool = False  # a window join: each side's window end __lt, __rt after the keys (window_join)
+    per_batch: bool = False  # a window join of two window aggregates: each micro-batch joined by itself
     residual: tuple | None = None  # an outer join's ON condition beyond its keys (predicates)
     side_ttl_ms: tuple = (None, None)  # each side's STATE_TTL hint, before ttl_ms
 
@@ -131,10 +133,10 @@ class _Unsupported(Exception):
 
 def inserts_only(stage: Stage) -> bool:
     """Whether a stage's changelog holds only +I rows (an OVER, a window operator, a
-    temporal join; an inner or semi join of such inputs; projections of them)."""
+    temporal or window join; an inner or semi join of such inputs; projections of them)."""
     if isinstance(stage, (OverStage, WindowAggregateStage)) or any(
-            getattr(stage, flag, None) for flag in ("per_window", "window_end", "temporal")):
-        return True  # a temporal join's left side is insert-only (join_cut)
+            getattr(stage, flag, None) for flag in ("per_window", "window_end", "temporal", "window")):
+        return True  # a temporal join's left side is insert-only (join_cut); a window join pads once
     if isinstance(stage, JoinStage) and stage.join_type not in ("InnerJoin", "LeftSemiJoin"):
         return False  # an outer join retracts its padded rows, an anti join a row that finds a partner
     return isinstance(stage, (CalcStage, JoinStage)) and all(inserts_only(child) for _, child in stage.inputs)
@@ -156,9 +158,10 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
 
 
 def _reads_windows_elsewhere(stage: Stage, windows: set[str]) -> bool:
-    """Whether SQL outside a window aggregate's input reads a window relation (a window join,
-    or a TVF in a subquery of WHERE): not cut yet."""
-    names = ("output_query", "query", "left_query", "right_query") + (
+    """Whether SQL outside the inputs of a window aggregate, window Top-N or window join reads
+    a window relation (a TVF in a subquery of WHERE): not cut yet."""
+    names = ("output_query", "query") + (
+        () if getattr(stage, "window", False) else ("left_query", "right_query")) + (  # a window join's sides
         () if getattr(stage, "window_end", None) else ("input_query",))  # a window Top-N reads its window's rows
     queries = [getattr(stage, name, None) for name in names]
     split = getattr(stage, "split", None)
@@ -214,11 +217,14 @@ class _Compiler:
             from streamsql.spark.stateful.join_cut import read_versions
 
             read_versions(query)
-        inputs, changelogs = self._inputs(query)
+        inputs, changelogs = self._inputs(query, window_rows=join is not None and join.kind == "WindowJoin")
         # streamsql's join operator: Spark's stream-stream join takes inserts only, has no
         # outer join that retracts, and no state TTL
         ttl = join is not None and join.kind == "Join" and (self.ttl_ms or any(join.side_ttls))
-        if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl):
+        # (an inner TUMBLE or HOP window join of inserts stays Spark's own)
+        window = join is not None and join.kind == "WindowJoin" and join.window.kind == "CUMULATE"
+        if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl
+                                 or window):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
@@ -242,8 +248,9 @@ class _Compiler:
         return CalcStage(inputs=inputs, query=query)
 
     # -- inputs --------------------------------------------------------------------
-    def _inputs(self, select: exp.Select) -> tuple[list[tuple[str, Stage]], list[str]]:
-        """Replace each FROM item a stage computes with its view; (stages, their aliases)."""
+    def _inputs(self, select: exp.Select, window_rows: bool = False) -> tuple[list[tuple[str, Stage]], list[str]]:
+        """Replace each FROM item a stage computes with its view; (stages, their aliases).
+        ``window_rows``: a window join's sides may be a window TVF's rows, which Spark reads."""
         inputs, aliases = [], []
         items = [select.args.get("from_")] + list(select.args.get("joins") or [])
         for item in items:
@@ -260,6 +267,8 @@ class _Compiler:
                     inputs.append((source.name, SourceStage(table=source.name)))
                     aliases.append(source.alias_or_name)
                 continue
+            if window_rows and self._window_rows(body):
+                continue
             stage = self.query(body)
             if stage is None:
                 continue
@@ -270,6 +279,19 @@ class _Compiler:
         if aliases and select.args.get("where") is not None and _has_subquery(select.args["where"]):
             raise _Unsupported()
         return inputs, aliases
+
+    def _window_rows(self, body: exp.Expression) -> bool:
+        """Whether ``body`` reads a window TVF's rows as they are (projections and filters of
+        a TUMBLE, HOP or CUMULATE window of event time), which Spark assigns row by row."""
+        from streamsql.spark.stateful.window_cut import KINDS, window_tables
+
+        if not isinstance(body, exp.Select) or any(body.args.get(k) for k in (
+                "joins", "group", "having", "distinct", "order", "limit", "with_")):
+            return False
+        tables = window_tables(self, body)
+        return (len(tables) == 1 and tables[0][1].kind in KINDS and not tables[0][1].proctime
+                and not _aggregates(body) and not any(body.find_all(exp.Window))
+                and not (body.args.get("where") is not None and _has_subquery(body.args["where"])))
 
     def _changelog_source(self, table: exp.Table) -> bool:
         from streamsql.plan.kafka_options import source_changelog

@@ -8,7 +8,8 @@ which rows are partners: one side's condition filters that side, or, on a side w
 the join keeps without a partner, makes their keys NULL where it fails; a condition of both
 sides goes to the operator (``residual_tree``, evaluated by ``predicates``).
 An event-time temporal join is cut the same way, each side's time in epoch ms after its
-keys (``__lt``, ``__rt``), for streamsql's temporal join operator (``temporal_join``).
+keys (``__lt``, ``__rt``), for streamsql's temporal join operator (``temporal_join``); so is
+a window join (each side's window end, for ``window_join``).
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ _VIEWS = itertools.count(1)
 
 def stateful_join_of(compiler, select: exp.Select):
     """The Join operator of this SELECT's own JOIN when streamsql's join operators can run
-    it — a regular join, or an event-time temporal join (cut the same way) — or None (no
-    join, or an interval, window or lookup join)."""
-    from streamsql.plan.join_operators import Join, TemporalJoin
+    it — a regular join, an event-time temporal join or a window join (cut the same way) —
+    or None (no join, or an interval or lookup join)."""
+    from streamsql.plan.join_operators import Join, TemporalJoin, WindowJoin
     from streamsql.plan.operators import walk
 
     if len(select.args.get("joins") or []) != 1:
         return None
     node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
-    if isinstance(node, TemporalJoin) and node.rowtime:
+    if isinstance(node, TemporalJoin) and node.rowtime or isinstance(node, WindowJoin):
         return node
     return node if node is not None and type(node) is Join else None
 
@@ -69,6 +70,11 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     temporal = right_item.meta.get(TEMPORAL)
     if temporal is not None and (changelogs or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
         raise _Unsupported()  # a temporal join of a changelog: not yet
+    window = node.kind == "WindowJoin"
+    per_batch = window and _whole_windows(inputs, changelogs, (left, right))
+    if window and (changelogs and not per_batch or node.join_type not in WINDOW_JOIN_TYPES
+                   or [t for t, _ in node.ends] != [left, right]):
+        raise _Unsupported()  # a window join over another stateful operator's rows: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
     for condition in conjuncts(join.args.get("on")):
@@ -92,6 +98,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     times = ()
     if temporal is not None:  # each side's time in epoch ms, after its keys (temporal_join)
         times = (epoch_millis(temporal["as_of"]), epoch_millis(exp.column(temporal["time"], right)))
+    if window:  # each side's window end in epoch ms, after its keys (window_join)
+        times = tuple(epoch_millis(exp.column(name, table)) for table, name in node.ends)
 
     # The columns the query uses from each side; one used only in a key equality travels
     # as the key alone.
@@ -132,12 +140,28 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(view),
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
-                      join_type=node.join_type, temporal=temporal is not None, residual=compiled,
+                      join_type=node.join_type, temporal=temporal is not None, window=window,
+                      per_batch=per_batch, residual=compiled,
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
 
 
-TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, epoch ms
+TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms
+WINDOW_JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+
+
+def _whole_windows(inputs: list, changelogs: list[str], aliases: tuple[str, str]) -> bool:
+    """Whether both sides of a window join are event-time window aggregates' rows (read
+    through projections and filters): each emits a window whole, in the micro-batch whose
+    watermark passed its end, both sides in the same one."""
+    from streamsql.spark.stateful.chain import CalcStage, WindowAggregateStage
+
+    def whole(stage) -> bool:
+        if isinstance(stage, WindowAggregateStage):
+            return not stage.proctime
+        return isinstance(stage, CalcStage) and len(stage.inputs) == 1 and whole(stage.inputs[0][1])
+
+    return sorted(changelogs) == sorted(aliases) and all(whole(stage) for _, stage in inputs)
 
 
 def _preserved(join_type: str, index: int) -> bool:

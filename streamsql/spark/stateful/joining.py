@@ -112,6 +112,14 @@ def _touch(state: pd.DataFrame, ttl_ms: int | None, now_ms: int) -> pd.DataFrame
     return state.assign(**{TOUCHED: np.where(written, now_ms, stamps).astype("int64")})
 
 
+def appended(state: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame | None:
+    """A side's waiting rows (None: none) with ``rows`` after them."""
+    if not len(rows):
+        return state
+    rows = rows.reset_index(drop=True)
+    return rows if state is None else pd.concat([state, rows], ignore_index=True)
+
+
 def _canonical(series: pd.Series, kind: str) -> pd.Series:
     """accumulate.canonical, timestamps as datetime64[us] (what the state's Arrow gives back;
     an all-NULL column a groupby turned into floats too), and NULL as None in object

@@ -45,6 +45,11 @@ def stage_frame(spark, stage: Stage, to_sql):
         left, right = spark.sql(to_sql(stage.left_query)), spark.sql(to_sql(stage.right_query))
         if stage.temporal:
             return temporal_join(left, right, stage.keys, stage.join_type)
+        if stage.window:
+            from streamsql.spark.stateful.window_join import window_join
+
+            return window_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
+                               per_batch=stage.per_batch)
         return regular_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
                             ttl_ms=stage.side_ttls())
     if isinstance(stage, CalcStage):

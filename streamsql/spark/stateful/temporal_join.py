@@ -61,7 +61,7 @@ def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None,
     new_versions = batch.loc[side == 1, keys + plan["right"]]
     known = new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
     new_versions = new_versions[known].assign(**{SEQ: np.arange(next_seq, next_seq + int(known.sum()))})
-    return _add(rows, new_rows), _add(versions, new_versions), next_seq + int(known.sum())
+    return joining.appended(rows, new_rows), joining.appended(versions, new_versions), next_seq + int(known.sum())
 
 
 def fire(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, watermark: int):
@@ -133,13 +133,6 @@ def _prune(plan: dict, versions: pd.DataFrame | None, watermark: int) -> pd.Data
     latest[np.flatnonzero(passed)[old.groupby(plan["keys"], sort=False).cumcount(ascending=False).to_numpy() == 0]] = True
     kept = ordered.loc[~passed | latest].reset_index(drop=True)
     return kept if len(kept) else None
-
-
-def _add(state: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame | None:
-    if not len(rows):
-        return state
-    rows = rows.reset_index(drop=True)
-    return rows if state is None else pd.concat([state, rows], ignore_index=True)
 
 
 class TemporalJoinProcessor(StatefulProcessor):

@@ -1,0 +1,197 @@
+"""Window joins over unbounded input on ``transformWithStateInPandas``: Flink's WindowJoin (#10).
+
+``L [LEFT | RIGHT | FULL] JOIN R ON L.k = R.k AND L.window_start = R.window_start AND
+L.window_end = R.window_end``, each side a window TVF's rows: Flink joins a window's rows
+once, when the watermark passes the window's end, and emits inserts only (an outer join's
+row without a partner padded with NULLs, never retracted). Spark's stream-stream join has
+inner window joins (which run there) but its outer joins need time bounds and an interval,
+not a window. This operator, like Flink's WindowJoinOperator:
+
+- takes both sides in one stream hashed into buckets by the join keys, window_start and
+  window_end among them (``join.both_sides``; each side's window end in epoch ms is its
+  first column after the keys, ``__lt`` / ``__rt``, as ``join_cut`` writes them);
+- drops a row whose window the watermark has passed (late, as Flink drops it) and keeps the
+  others per bucket (``state_layouts.Tables``);
+- fires an event-time timer per bucket at its earliest pending window end: the rows of every
+  window that ended are joined at once (keys equal and not NULL, then the residual ON
+  condition, ``predicates``), padded where the join type keeps a row without a partner,
+  emitted (``+I``) and dropped.
+
+A window join of two window aggregates needs no state: both aggregates emit a window in the
+micro-batch whose watermark passed its end, so each batch is joined by itself (``per_batch``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts
+from streamsql.spark.stateful.join import BUCKET, both_sides
+
+ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+_ORDER = ("__lo", "__ro")  # a due row's place on its side
+
+
+def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, residual: tuple | None = None,
+                buckets: int | None = None, per_batch: bool = False) -> DataFrame:
+    """The window join of ``left`` and ``right`` on their first ``keys`` columns (the window's
+    start and end among them), each side's window end (epoch ms) the column after them:
+    ``__rowkind`` (+I), then every other column of ``left``, then of ``right``. Both sides
+    are insert-only. ``per_batch``: each side is a window aggregate's rows, every window's
+    rows of both sides arriving in the micro-batch whose watermark passed its end (one
+    watermark fires them all): each batch is joined by itself, and nothing is kept."""
+    if join_type not in JOIN_TYPES:
+        raise ValueError(f"a window join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
+    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
+    plan.update(left_time=plan["left"][0], right_time=plan["right"][0], residual=residual)
+    ship()
+    processor = BatchWindowJoinProcessor(plan) if per_batch else WindowJoinProcessor(plan)
+    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=out, outputMode="Append",
+        timeMode="None" if per_batch else "EventTime")
+
+
+def accept(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batch: pd.DataFrame,
+           watermark: int):
+    """(each side's waiting rows with the batch's on-time rows added)."""
+    batch = batch.reset_index(drop=True)
+    for name, kind in plan["kinds"].items():
+        batch[name] = joining._canonical(batch[name], kind)
+    side = batch[joining.SIDE].to_numpy()
+    sides = []
+    for index, (state, own, time) in enumerate(((left, plan["left"], plan["left_time"]),
+                                                (right, plan["right"], plan["right_time"]))):
+        rows = batch.loc[side == index, plan["keys"] + own]
+        ends = rows[time].to_numpy(dtype="float64", na_value=np.nan)
+        rows = rows.loc[ends > watermark]  # late: its window fired (no window: never joined), as Flink drops it
+        sides.append(joining.appended(state, rows))
+    return tuple(sides)
+
+
+def fire(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, watermark: int):
+    """(left rows waiting, right rows waiting, the joined rows of every window the watermark
+    passed)."""
+    due, waiting = [], []
+    for state, time in ((left, plan["left_time"]), (right, plan["right_time"])):
+        if state is None:
+            due.append(None)
+            waiting.append(None)
+            continue
+        ready = state[time].to_numpy(dtype="float64") <= watermark
+        due.append(state.loc[ready].reset_index(drop=True) if ready.any() else None)
+        rest = state.loc[~ready].reset_index(drop=True)
+        waiting.append(rest if len(rest) else None)
+    return waiting[0], waiting[1], match(plan, due[0], due[1])
+
+
+def next_end(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> int | None:
+    """The earliest window end a bucket waits for (its timer)."""
+    ends = [int(s[t].min()) for s, t in ((left, plan["left_time"]), (right, plan["right_time"])) if s is not None]
+    return min(ends) if ends else None
+
+
+def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> pd.DataFrame:
+    """The join of ended windows' rows: pairs with equal, non-NULL keys for which the
+    residual holds, and the rows an outer join keeps without a partner, padded."""
+    keys, join_type = plan["keys"], plan["join_type"]
+    parts = []
+    matched = [set(), set()]
+    if left is not None and right is not None:
+        a = joining._matching(left.assign(**{_ORDER[0]: np.arange(len(left))}), keys)
+        b = joining._matching(right.assign(**{_ORDER[1]: np.arange(len(right))}), keys)
+        if len(a) and len(b):
+            for key in keys:  # a merge's columns must share a dtype
+                if a[key].dtype != b[key].dtype:
+                    a[key], b[key] = a[key].astype(object), b[key].astype(object)
+            pairs = a.merge(b, on=keys)
+            if plan["residual"] is not None and len(pairs):
+                pairs = pairs.loc[predicates.holds(plan["residual"], pairs)]
+            if len(pairs):
+                parts.append(pairs)
+                matched = [set(pairs[_ORDER[0]]), set(pairs[_ORDER[1]])]
+    for index, (rows, other) in enumerate(((left, plan["right"]), (right, plan["left"]))):
+        keeps = join_type == "FullOuterJoin" or join_type == ("LeftOuterJoin", "RightOuterJoin")[index]
+        if keeps and rows is not None:
+            alone = rows.loc[~np.isin(np.arange(len(rows)), list(matched[index]))]
+            if len(alone):
+                parts.append(alone.assign(**{c: None for c in other}))
+    names = plan["left"] + plan["right"]
+    if not parts:
+        return pd.DataFrame({c: [] for c in [ROWKIND] + names})
+    with warnings.catch_warnings():  # all-NULL padding: its dtype is set just below
+        warnings.simplefilter("ignore", FutureWarning)
+        out = pd.concat([p[names] for p in parts], ignore_index=True)
+    for name in names:  # NULL padding leaves floats and NaN behind
+        out[name] = joining._canonical(out[name], plan["kinds"][name])
+    out.insert(0, ROWKIND, "+I")
+    return out
+
+
+class WindowJoinProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch, and per fired timer."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = state_layouts.Tables(handle, self.plan, ["left", "right"], "window join")
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
+        next_seq, (left, right) = self.state.load()
+        before = next_end(self.plan, left, right)
+        left, right = accept(self.plan, left, right, batch, timerValues.getCurrentWatermarkInMs())
+        upcoming = next_end(self.plan, left, right)
+        if upcoming is not None and (before is None or upcoming < before):
+            self.handle.registerTimer(upcoming)
+        self.state.store(next_seq, [left, right])
+        return iter(())
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        next_seq, (left, right) = self.state.load()
+        left, right, out = fire(self.plan, left, right, timerValues.getCurrentWatermarkInMs())
+        upcoming = next_end(self.plan, left, right)
+        if upcoming is not None:
+            self.handle.registerTimer(upcoming)
+        self.state.store(next_seq, [left, right])
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+class BatchWindowJoinProcessor(StatefulProcessor):
+    """One call per bucket and micro-batch: the batch's windows are whole (``per_batch``)."""
+
+    def __init__(self, plan: dict):
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        batch = pd.concat(list(rows), ignore_index=True)
+        batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
+        left, right = accept(self.plan, None, None, batch, watermark=-(2 ** 63))
+        out = match(self.plan, left, right)
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def ship() -> None:
+    from streamsql.spark.stateful import ship_by_value
+
+    ship_by_value(accumulate, state_layouts, joining, predicates, sys.modules[__name__])
