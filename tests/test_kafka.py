@@ -230,6 +230,60 @@ def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tm
     assert sorted(batch.splitlines()[1:]) == ["Bern,1,7", "Rome,4,16"], errors
 
 
+def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path, monkeypatch):
+    """An event-time temporal join whose left side is a debezium topic: each change joins
+    the rate valid at its own time and keeps its kind (Flink forwards them), so an update
+    retracts the priced row it made and a delete removes one, in an upsert-kafka table;
+    a drain prices the rows the watermark had not passed."""
+    import os
+
+    from tests.test_jobs import start
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    orders_topic, rates_topic, out = topic(broker, 1), topic(broker, 1), topic(broker, 1)
+    at = lambda s: f"2024-01-01 00:00:{s:02d}.000"  # noqa: E731
+    rate = lambda cur, r, s: (None, json.dumps({"cur": cur, "rate": r, "ts": at(s)}))  # noqa: E731
+    order = lambda i, cur, amount, s: {"id": i, "cur": cur, "amount": amount, "ts": at(s)}  # noqa: E731
+    change = lambda op, before, after: (None, json.dumps({"before": before, "after": after, "op": op}))  # noqa: E731
+    broker.produce(rates_topic, [rate("EUR", 2, 0), rate("USD", 1, 0), rate("EUR", 3, 10)])
+    broker.produce(orders_topic, [change("c", None, order(1, "EUR", 10, 5)), change("c", None, order(2, "USD", 4, 6)),
+                                  change("c", None, order(3, "EUR", 1, 12)), change("c", None, order(4, "GBP", 7, 13))])
+    watermark = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
+    script = tmp_path / "job.sql"
+    script.write_text(
+        kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + watermark, broker, orders_topic,
+              ", 'scan.startup.mode' = 'earliest-offset'", fmt="'format' = 'debezium-json'")
+        + kafka("rates", "cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3)" + watermark
+                + ", PRIMARY KEY (cur) NOT ENFORCED", broker, rates_topic, ", 'scan.startup.mode' = 'earliest-offset'")
+        + f"CREATE TABLE priced (id BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',"
+          f" 'topic' = '{out}', 'properties.bootstrap.servers' = '{broker.bootstrap}', 'key.format' = 'json',"
+          " 'value.format' = 'json');"
+          "SET 'execution.checkpointing.interval' = '1 s';"
+          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
+          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
+
+    def final() -> dict:
+        table = {}
+        for message in broker.read_all(out):
+            key = json.loads(message.key())["id"]
+            table[key] = None if message.value() is None else json.loads(message.value())["v"]
+        return table
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    job_id = launched.split()[1]
+    try:
+        # The watermark is 9 s (the rates' 10 s less 1 s): the orders at 5 s and 6 s are priced.
+        assert wait_for(lambda: final() == {1: 20, 2: 4}, 240), final()
+        broker.produce(orders_topic, [change("u", order(1, "EUR", 10, 5), order(1, "EUR", 10, 11)),
+                                      change("d", order(2, "USD", 4, 6), None)])
+        assert wait_for(lambda: final().get(2, 0) is None, 240), final()  # the delete is a tombstone
+    finally:
+        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        assert stopper.wait(120) == 0, stopper.stderr.read()
+    # Drained: order 1 at 11 s has EUR's rate of 10 s, order 3 too; GBP has no rate (LEFT: NULL).
+    assert wait_for(lambda: final() == {1: 30, 2: None, 3: 3, 4: None}, 90), final()
+
+
 def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monkeypatch):
     """An unbounded upsert-kafka table: ChangelogNormalize makes each key's records a
     changelog (a new value -U/+U, a tombstone -D), so a continuous count per value keeps an

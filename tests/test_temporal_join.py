@@ -167,6 +167,46 @@ def test_an_inner_join_drops_rows_with_no_version_yet():
     assert out.empty and rows is None and len(versions) == 1
 
 
+def test_a_changelog_s_rows_join_with_their_own_kinds():
+    """The left side may be a changelog (a debezium topic): Flink forwards its kinds, so an
+    update retracts the joined row it made and adds the new one."""
+    plan = _core("LeftOuterJoin")
+    batch = _batch(("R", "eur", 0, 10), ("R", "eur", 6, 11), ("L", "eur", 5, 1), ("L", "eur", 5, 1),
+                   ("L", "eur", 7, 2), ("L", "usd", 2, 3))
+    batch["__rowkind"] = ["+I", "+I", "+I", "-U", "+U", "-D"]
+    rows, versions, _ = tj.accept(plan, None, None, 0, batch)
+    rows, versions, out = tj.fire(plan, rows, versions, 8_000)
+    # in arrival order: a retraction follows what it retracts
+    assert list(zip(out["__rowkind"], _pairs(out))) == [("+I", (1, 10)), ("-U", (1, 10)), ("+U", (2, 11)),
+                                                        ("-D", (3, None))]
+
+
+def test_rows_waiting_in_a_checkpoint_from_before_changelogs_are_inserts():
+    waiting = pd.DataFrame({"__k0": ["eur"], "__lt": [1000], "__l0": [1]})
+    assert tj.with_kinds(waiting)["__rowkind"].tolist() == ["+I"] and tj.with_kinds(None) is None
+
+
+def test_a_debezium_left_side_is_cut_with_its_kinds():
+    from streamsql.spark.stateful.chain import compile_query
+    from tests.test_kafka_options import BASE
+
+    cdc = (f"CREATE TEMPORARY TABLE orders (id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts"
+           f" AS ts - INTERVAL '1' SECOND) WITH ({BASE}, 'format' = 'debezium-json',"
+           " 'scan.startup.mode' = 'earliest-offset');")
+    sql = "SELECT o.id, o.amount * r.rate AS v FROM orders o {} JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;"
+    for kind in ("", "LEFT"):
+        stage = compile_query(steps(sql.format(kind), DDL + RATES + cdc)[-1].plan, is_bounded)
+        (_, join), = stage.inputs
+        assert join.temporal and not inserts_only(stage)  # the changelog's kinds go on
+        assert to_spark_sql(join.left_query).startswith("SELECT `o`.`__rowkind`, `o`.`cur` AS `__lk0`")
+    versions = cdc.replace("TABLE orders", "TABLE cdc_rates").replace("id BIGINT, cur STRING, amount BIGINT",
+                                                                       "cur STRING NOT NULL, rate BIGINT")
+    versions = versions.replace("ts - INTERVAL '1' SECOND)", "ts - INTERVAL '1' SECOND, PRIMARY KEY (cur) NOT ENFORCED)")
+    plan = steps("SELECT b.price * r.rate FROM bid b JOIN cdc_rates FOR SYSTEM_TIME AS OF b.ts AS r"
+                 " ON b.bidder = r.cur;", DDL + versions)[-1].plan
+    assert compile_query(plan, is_bounded) is None  # versions read from a changelog: not yet
+
+
 # -- streamed for real -----------------------------------------------------------------------------
 
 

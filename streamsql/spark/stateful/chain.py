@@ -135,8 +135,10 @@ def inserts_only(stage: Stage) -> bool:
     """Whether a stage's changelog holds only +I rows (an OVER, a window operator, a
     temporal or window join; an inner or semi join of such inputs; projections of them)."""
     if isinstance(stage, (OverStage, WindowAggregateStage)) or any(
-            getattr(stage, flag, None) for flag in ("per_window", "window_end", "temporal", "window")):
-        return True  # a temporal join's left side is insert-only (join_cut); a window join pads once
+            getattr(stage, flag, None) for flag in ("per_window", "window_end", "window")):
+        return True  # a window join pads once
+    if isinstance(stage, JoinStage) and stage.temporal:  # forwards its left side's kinds
+        return all(inserts_only(child) for _, child in stage.inputs)
     if isinstance(stage, JoinStage) and stage.join_type not in ("InnerJoin", "LeftSemiJoin"):
         return False  # an outer join retracts its padded rows, an anti join a row that finds a partner
     return isinstance(stage, (CalcStage, JoinStage)) and all(inserts_only(child) for _, child in stage.inputs)

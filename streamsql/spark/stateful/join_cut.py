@@ -68,8 +68,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     left_item, right_item = select.args["from_"].this, join.this
     left, right = left_item.alias_or_name, right_item.alias_or_name
     temporal = right_item.meta.get(TEMPORAL)
-    if temporal is not None and (changelogs or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
-        raise _Unsupported()  # a temporal join of a changelog: not yet
+    if temporal is not None and (set(changelogs) - {left} or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
+        raise _Unsupported()  # versions that are a changelog: not yet (a changelog's rows join with their kinds)
     window = node.kind == "WindowJoin"
     per_batch = window and _whole_windows(inputs, changelogs, (left, right))
     if window and (changelogs and not per_batch or node.join_type not in WINDOW_JOIN_TYPES

@@ -9,8 +9,9 @@ row once the watermark passes its time (every version up to it has arrived by th
 - both sides travel in one stream, hashed by the join keys into buckets (``join.both_sides``;
   each side's time in epoch ms is its first column after the keys, ``__lt`` / ``__rt``);
 - one call per bucket and micro-batch, and per fired timer, matches all of the bucket's
-  ready rows at once (``pandas.merge_asof`` by key, backward in time): ``+I`` joined rows,
-  or for a LEFT join a row with no version yet padded with NULLs;
+  ready rows at once (``pandas.merge_asof`` by key, backward in time): joined rows, or for
+  a LEFT join a row with no version yet padded with NULLs, each with its left row's kind
+  (the left side may be a changelog: Flink forwards its kinds);
 - a key keeps its latest version the watermark passed and every later one (older ones
   can match no row that is still to come); a NULL key never matches.
 """
@@ -36,8 +37,9 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
                   buckets: int | None = None) -> DataFrame:
     """``left JOIN right FOR SYSTEM_TIME AS OF`` on their first ``keys`` columns, each side's
     time (epoch ms) the column after them: ``__rowkind`` (+I), then every other column of
-    ``left``, then of ``right``. Both sides are insert-only; ``join_type`` is InnerJoin or
-    LeftOuterJoin."""
+    ``left``, then of ``right``. ``left`` may be a changelog (``__rowkind`` first: each
+    joined row has its left row's kind); ``right`` is insert-only; ``join_type`` is
+    InnerJoin or LeftOuterJoin."""
     if join_type not in ("InnerJoin", "LeftOuterJoin"):
         raise ValueError(f"a temporal join is an InnerJoin or a LeftOuterJoin, not {join_type!r}")
     bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
@@ -56,7 +58,7 @@ def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None,
         batch[name] = joining._canonical(batch[name], kind)
     side = batch[joining.SIDE].to_numpy()
     keys = plan["keys"]
-    new_rows = batch.loc[side == 0, keys + plan["left"]]
+    new_rows = batch.loc[side == 0, [ROWKIND] + keys + plan["left"]]  # a changelog's rows keep their kinds
     new_rows = new_rows[new_rows[plan["left_time"]].notna().to_numpy()]  # no time: never joined
     new_versions = batch.loc[side == 1, keys + plan["right"]]
     known = new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
@@ -110,8 +112,15 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
         out = pd.concat(parts, ignore_index=True).sort_values("__order", kind="stable").reset_index(drop=True)
     for name in plan["left"] + plan["right"]:  # NULL padding and the merge leave floats and NaN behind
         out[name] = joining._canonical(out[name], plan["kinds"][name])
-    out.insert(0, ROWKIND, "+I")
     return out[[ROWKIND] + plan["left"] + plan["right"]]
+
+
+def with_kinds(rows: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Waiting rows with their kinds: a checkpoint written before left sides could be
+    changelogs holds inserts without a kind column."""
+    if rows is None or ROWKIND in rows.columns:
+        return rows
+    return rows.assign(**{ROWKIND: "+I"})
 
 
 def _none(plan: dict) -> pd.DataFrame:
@@ -149,6 +158,7 @@ class TemporalJoinProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
         next_seq, (waiting, versions) = self.state.load()
+        waiting = with_kinds(waiting)
         before = next_time(self.plan, waiting)
         waiting, versions, next_seq = accept(self.plan, waiting, versions, next_seq, batch)
         # Rows the watermark already passed (late ones) join at once, with the versions there are.
@@ -162,6 +172,7 @@ class TemporalJoinProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         next_seq, (waiting, versions) = self.state.load()
+        waiting = with_kinds(waiting)
         waiting, versions, out = fire(self.plan, waiting, versions, timerValues.getCurrentWatermarkInMs())
         if waiting is not None:
             self.handle.registerTimer(next_time(self.plan, waiting))
