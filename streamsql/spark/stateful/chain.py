@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.state_ttl import hinted_ttl
+from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
 from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
 
@@ -223,8 +224,8 @@ class _Compiler:
         # streamsql's join operator: Spark's stream-stream join takes inserts only, has no
         # outer join that retracts, and no state TTL
         ttl = join is not None and join.kind == "Join" and (self.ttl_ms or any(join.side_ttls))
-        # (an inner TUMBLE or HOP window join of inserts stays Spark's own)
-        window = join is not None and join.kind == "WindowJoin" and join.window.kind == "CUMULATE"
+        # (an inner window join of inserts stays Spark's own where Spark assigns its windows)
+        window = join is not None and join.kind == "WindowJoin" and join.window.kind not in NATIVE_WINDOWS
         if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl
                                  or window):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)

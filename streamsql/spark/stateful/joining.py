@@ -48,9 +48,7 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
          now_ms: int | None = None):
     """(left state, right state, changes: ``__rowkind`` then the left and right columns)."""
     keys = plan["keys"]
-    batch = batch.reset_index(drop=True)
-    for name, kind in plan["kinds"].items():
-        batch[name] = _canonical(batch[name], kind)
+    batch = canonical_batch(plan, batch)
     sign = np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1).astype("int64")
     side = batch[SIDE].to_numpy()
     left_cols, right_cols = keys + plan["left"], keys + plan["right"]
@@ -63,7 +61,8 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
     semi = join_type in ("LeftSemiJoin", "LeftAntiJoin")
     # the sides whose rows keep their partner counts: an outer side (padded while it has
     # none), and a semi or anti join's left side (emitted while it has some, or none)
-    outer = (join_type in ("LeftOuterJoin", "FullOuterJoin") or semi, join_type in ("RightOuterJoin", "FullOuterJoin"))
+    padded = padded_sides(join_type)
+    outer = (padded[0] or semi, padded[1])
     residual = plan.get("residual")
     if outer[0]:
         left = _associated(left, right, keys, left_cols, right_cols, residual)
@@ -110,6 +109,20 @@ def _touch(state: pd.DataFrame, ttl_ms: int | None, now_ms: int) -> pd.DataFrame
     stamps = state[TOUCHED].to_numpy(dtype="float64", na_value=now_ms) if TOUCHED in state.columns else \
         np.full(len(state), float(now_ms))
     return state.assign(**{TOUCHED: np.where(written, now_ms, stamps).astype("int64")})
+
+
+def canonical_batch(plan: dict, batch: pd.DataFrame) -> pd.DataFrame:
+    """A join operator's micro-batch (both sides, ``both_sides``' columns), each column as
+    the pandas cores hold it (``_canonical``)."""
+    batch = batch.reset_index(drop=True)
+    for name, kind in plan["kinds"].items():
+        batch[name] = _canonical(batch[name], kind)
+    return batch
+
+
+def padded_sides(join_type: str) -> tuple[bool, bool]:
+    """(left, right): whether the join keeps that side's rows without a partner, padded."""
+    return join_type in ("LeftOuterJoin", "FullOuterJoin"), join_type in ("RightOuterJoin", "FullOuterJoin")
 
 
 def appended(state: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame | None:

@@ -53,9 +53,7 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
 def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, next_seq: int,
            batch: pd.DataFrame):
     """(rows waiting, versions, next_seq) with a micro-batch of both sides added."""
-    batch = batch.reset_index(drop=True)
-    for name, kind in plan["kinds"].items():
-        batch[name] = joining._canonical(batch[name], kind)
+    batch = joining.canonical_batch(plan, batch)
     side = batch[joining.SIDE].to_numpy()
     keys = plan["keys"]
     new_rows = batch.loc[side == 0, [ROWKIND] + keys + plan["left"]]  # a changelog's rows keep their kinds

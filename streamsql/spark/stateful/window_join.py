@@ -61,9 +61,7 @@ def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, re
 def accept(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batch: pd.DataFrame,
            watermark: int):
     """(each side's waiting rows with the batch's on-time rows added)."""
-    batch = batch.reset_index(drop=True)
-    for name, kind in plan["kinds"].items():
-        batch[name] = joining._canonical(batch[name], kind)
+    batch = joining.canonical_batch(plan, batch)
     side = batch[joining.SIDE].to_numpy()
     sides = []
     for index, (state, own, time) in enumerate(((left, plan["left"], plan["left_time"]),
@@ -117,8 +115,7 @@ def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> 
                 parts.append(pairs)
                 matched = [set(pairs[_ORDER[0]]), set(pairs[_ORDER[1]])]
     for index, (rows, other) in enumerate(((left, plan["right"]), (right, plan["left"]))):
-        keeps = join_type == "FullOuterJoin" or join_type == ("LeftOuterJoin", "RightOuterJoin")[index]
-        if keeps and rows is not None:
+        if joining.padded_sides(join_type)[index] and rows is not None:
             alone = rows.loc[~np.isin(np.arange(len(rows)), list(matched[index]))]
             if len(alone):
                 parts.append(alone.assign(**{c: None for c in other}))
