@@ -24,6 +24,7 @@ from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
 NATIVE_WINDOWS = ("TUMBLE", "HOP")
+KINDS_OVER_OPERATORS = ("TUMBLE", "HOP", "CUMULATE")  # window aggregates streamsql's operator cascades
 _STATELESS = (Scan, Values, Calc, Correlate, Union, Sink, WindowAssign)
 
 
@@ -85,7 +86,12 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         # A processing-time window's rows only into streamsql's window operator (Spark's
         # own windows are event time).
         proctime_ok = not window.proctime or aggregated or filtered_into_aggregate if window is not None else False
-        return window is not None and window.kind in kinds and proctime_ok and not _stateful_below(node)
+        # Over a stateful operator's rows (a window aggregate's window_time), only into a
+        # window aggregate: streamsql's window operator then runs both (cascading windows).
+        cascade = ((aggregated or filtered_into_aggregate) and window is not None
+                   and window.kind in KINDS_OVER_OPERATORS)
+        return (window is not None and window.kind in kinds and proctime_ok
+                and (cascade or not _stateful_below(node)))
     if isinstance(node, Scan) and not node.mode.insert_only:
         return False  # a changelog source
     if isinstance(node, _STATELESS):

@@ -69,6 +69,8 @@ class WindowAggregateStage(Stage):
     time: str = ""  # the input query's column with the row's event time (processing time: PROCTIME())
     bounds: dict = field(default_factory=dict)  # sliced: key column -> start | end | time
     proctime: bool = False  # windows of processing time: they fire as the clock passes their end
+    cascaded: bool = False  # over a window operator's rows (window_time): they arrive as the watermark fires them
+    window_views: list = field(default_factory=list)  # (name, WindowRelation, input view): windows over a stage
 
 
 @dataclass
@@ -130,6 +132,11 @@ class SourceStage(Stage):
 
 class _Unsupported(Exception):
     pass
+
+
+def stage_view() -> str:
+    """A fresh name for the view of a stage's output."""
+    return f"__stage_{next(_VIEWS)}"
 
 
 def inserts_only(stage: Stage) -> bool:
@@ -275,7 +282,7 @@ class _Compiler:
             stage = self.query(body)
             if stage is None:
                 continue
-            view = f"__stage_{next(_VIEWS)}"
+            view = stage_view()
             source.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
             inputs.append((view, stage))
             aliases.append(alias)

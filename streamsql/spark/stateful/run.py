@@ -70,16 +70,22 @@ def window_frame(spark, stage: WindowAggregateStage, to_sql):
     """The rows of a window aggregate (insert-only, ``__rowkind`` first)."""
     from streamsql.spark.stateful.window_aggregate import slice_end, sliced_window_aggregate, window_aggregate
 
+    from streamsql.spark.windows import window_sql
+
     split = stage.split
+    for name, window, view in stage.window_views:  # windows over another stage's rows
+        spark.sql(window_sql(window, view)).createOrReplaceTempView(name)
     source = spark.sql(to_sql(split.input_query))
+    late = not stage.cascaded  # a window operator's rows are never late for the window over them
     if stage.bounds:
         window = {"kind": stage.kind, **stage.parameters}
         keys = [k for k in split.keys if k not in stage.bounds]
         aggregated = sliced_window_aggregate(source, keys, _specs(split), window, stage.time, stage.bounds, split.keys,
-                                             proctime=stage.proctime)
+                                             proctime=stage.proctime, late=late)
     else:
         ends = slice_end(stage.kind, stage.parameters, stage.time, stage.start_key, stage.end_key)
-        aggregated = window_aggregate(source, split.keys, _specs(split), stage.end_key, ends, proctime=stage.proctime)
+        aggregated = window_aggregate(source, split.keys, _specs(split), stage.end_key, ends, proctime=stage.proctime,
+                                      late=late)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
 
 

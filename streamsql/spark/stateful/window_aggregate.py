@@ -40,16 +40,18 @@ SLICE_END_MS = "__sem"  # the end of the earliest window the row belongs to (whe
 
 
 def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec], end_key: str,
-                     slice_end: "F.Column", buckets: int | None = None, proctime: bool = False) -> DataFrame:
+                     slice_end: "F.Column", buckets: int | None = None, proctime: bool = False,
+                     late: bool = True) -> DataFrame:
     """``SELECT keys, aggregates FROM frame GROUP BY keys``, one row per window once the
     watermark passes its end: ``__rowkind`` (+I), the keys, the aggregates. ``frame`` holds
     insert-only rows assigned to windows; ``keys`` include the window's bounds, ``end_key``
-    its end; ``slice_end`` is the row's slice end in epoch ms (a Column over ``frame``)."""
+    its end; ``slice_end`` is the row's slice end in epoch ms (a Column over ``frame``).
+    ``late``: whether rows can be late (not when another window operator fired them)."""
     buckets = default_buckets(frame) if buckets is None else buckets
     keyed = frame.withColumn(WINDOW_END_MS, F.unix_millis(F.col(f"`{end_key}`"))).withColumn(SLICE_END_MS, slice_end)
     all_keys = list(keys) + [WINDOW_END_MS]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
-    plan.update(buckets=buckets, layout="blob", ttl_ms=None, out_keys=list(keys), proctime=proctime)
+    plan.update(buckets=buckets, layout="blob", ttl_ms=None, out_keys=list(keys), proctime=proctime, late=late)
     bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, all_keys, buckets, [SLICE_END_MS])
     schema = T.StructType([f for f in output.fields if f.name != WINDOW_END_MS])
     _ship_by_value()
@@ -71,9 +73,16 @@ def clock(plan: dict, timer_values) -> int:
     return timer_values.getCurrentWatermarkInMs()
 
 
+def lateness_clock(plan: dict, timer_values) -> float:
+    """What a row's slice end must exceed to be on time. A window over another window
+    operator's rows takes them all: that operator fired them in this micro-batch, as the
+    watermark passed their windows, and Flink forwards the watermark after them."""
+    return clock(plan, timer_values) if plan.get("late", True) else -np.inf
+
+
 def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec], window: dict,
                             time: str, bounds: dict[str, str], key_order: list[str],
-                            buckets: int | None = None, proctime: bool = False) -> DataFrame:
+                            buckets: int | None = None, proctime: bool = False, late: bool = True) -> DataFrame:
     """The same rows as ``window_aggregate``, from the window's input rows folded into slices
     (``window_slices``): ``frame`` holds each input row once, with its event time in epoch ms
     (``time``); ``keys`` are the group keys besides the window's; ``bounds`` names the key
@@ -83,7 +92,7 @@ def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[
     keyed = frame.withColumn(window_slices.SLICE, ts - F.pmod(ts - F.lit(window.get("OFFSET", 0)), step) + step)
     all_keys = list(keys) + [window_slices.SLICE]
     plan, output = build_plan(keyed.schema, all_keys, aggregates)
-    plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window), proctime=proctime)
+    plan.update(buckets=buckets, layout="blob", ttl_ms=None, window=dict(window), proctime=proctime, late=late)
     bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, keys, buckets)
     fields = {f.name: f for f in output.fields}
     schema = T.StructType([fields[ROWKIND_COLUMN]] + [fields[k] for k in keys]
@@ -117,7 +126,7 @@ class SlicedWindowProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
         before, fired = self._load()
-        watermark = clock(self.plan, timerValues)
+        watermark = lateness_clock(self.plan, timerValues)
         ends = batch[window_slices.SLICE].to_numpy(dtype="float64", na_value=np.nan)
         batch = batch.loc[ends > watermark]  # late: the slice's first window fired (NULL time: dropped)
         if batch.empty:
@@ -227,7 +236,7 @@ class WindowAggregateProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"]  # names with a leading '_' arrive renamed
         before = self.state.load()
-        state = accept(self.plan, before, batch, clock(self.plan, timerValues))
+        state = accept(self.plan, before, batch, lateness_clock(self.plan, timerValues))
         if state is not None and (before is None or next_end(state) < next_end(before)):
             self.handle.registerTimer(next_end(state))
         self.state.store(state)

@@ -16,7 +16,10 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.plan.windows import WindowRelation
-from streamsql.spark.stateful.chain import WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis
+from streamsql.spark.regular_joins import hide_join_times
+from streamsql.spark.stateful.chain import (
+    CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, stage_view,
+)
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = ("TUMBLE", "HOP", "CUMULATE")
@@ -74,7 +77,51 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
                                  start_key=bounds["window_start"], end_key=bounds["window_end"], time=EVENT_TIME,
                                  proctime=window.proctime)
     _slice(stage, window, alias)
+    _cascade(compiler, stage, window)
     return stage
+
+
+def _cascade(compiler, stage: WindowAggregateStage, window: WindowRelation) -> None:
+    """A window over the rows of another window aggregate (its ``window_time``: Flink's
+    cascading windows) reads that aggregate's stage; Spark assigns the windows over it.
+    Those rows come as the watermark fires their windows, each at its window's last
+    instant, so none is late, and a window they complete fires in the same micro-batch."""
+    body = compiler._view_query(exp.Table(this=exp.to_identifier(window.input_name)))
+    below = None if body is None else compiler.query(hide_join_times(body, compiler.plan, compiler.bounded))
+    if below is None:
+        return  # Spark streams the window's input natively
+    if window.proctime or not _fired_by_watermark(below):
+        raise _Unsupported()  # a window over a changelog, or over rows of no event time
+    view = stage_view()
+    stage.inputs.append((view, below))
+    stage.cascaded = True
+    query = stage.split.input_query
+    if stage.bounds:  # the sliced operator reads the window's input rows themselves
+        _rename(query, window.input_name, view)
+    else:
+        assigned = f"{window.name}_over{view}"
+        stage.window_views.append((assigned, window, view))
+        _rename(query, window.name, assigned)
+
+
+def _fired_by_watermark(stage) -> bool:
+    """Whether a stage's rows leave their operator as the watermark passes their event time
+    (through projections and filters): a window aggregate's at their window's end, an OVER
+    aggregate's (ordered by event time) at their own time. None is then late downstream."""
+    if isinstance(stage, WindowAggregateStage):
+        return not stage.proctime
+    if isinstance(stage, OverStage):
+        return stage.rowtime
+    return (isinstance(stage, CalcStage) and len(stage.inputs) == 1
+            and _fired_by_watermark(stage.inputs[0][1]))
+
+
+def _rename(query: exp.Select, name: str, replacement: str) -> None:
+    for table in query.find_all(exp.Table):
+        if table.name == name and not table.db:
+            alias = table.alias_or_name
+            table.set("this", exp.to_identifier(replacement))
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
 
 
 def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
