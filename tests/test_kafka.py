@@ -284,6 +284,57 @@ def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path,
     assert wait_for(lambda: final() == {1: 30, 2: None, 3: 3, 4: None}, 90), final()
 
 
+def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, tmp_path, monkeypatch):
+    """Versions from a debezium topic (a CDC'd rates table): an update is a new version
+    from its time on, and a delete ends the key's versions from its time on, so orders
+    after it find no rate (LEFT: NULL); the orders topic's rows are joined as the
+    watermark passes them, the rest when the job drains."""
+    import os
+
+    from tests.test_jobs import start
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    rates_topic, orders_topic, out = topic(broker, 1), topic(broker, 1), topic(broker, 1)
+    at = lambda s: f"2024-01-01 00:00:{s:02d}.000"  # noqa: E731
+    rate = lambda cur, r, s: {"cur": cur, "rate": r, "ts": at(s)}  # noqa: E731
+    change = lambda op, before, after: (None, json.dumps({"before": before, "after": after, "op": op}))  # noqa: E731
+    order = lambda i, cur, s: (None, json.dumps({"id": i, "cur": cur, "amount": 10, "ts": at(s)}))  # noqa: E731
+    broker.produce(rates_topic, [change("c", None, rate("EUR", 2, 0)), change("c", None, rate("USD", 1, 0)),
+                                 change("u", rate("EUR", 2, 0), rate("EUR", 3, 10)),
+                                 change("c", None, rate("GBP", 5, 3)), change("d", rate("GBP", 5, 8), None),
+                                 change("c", None, rate("JPY", 7, 20))])
+    broker.produce(orders_topic, [order(1, "EUR", 5), order(2, "USD", 6), order(3, "GBP", 4), order(4, "GBP", 9),
+                                  order(5, "EUR", 12), order(6, "JPY", 13)])
+    watermark = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
+    script = tmp_path / "job.sql"
+    script.write_text(
+        kafka("rates", "cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3)" + watermark + ", PRIMARY KEY (cur) NOT"
+              " ENFORCED", broker, rates_topic, ", 'scan.startup.mode' = 'earliest-offset'",
+              fmt="'format' = 'debezium-json'")
+        + kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + watermark, broker, orders_topic,
+                ", 'scan.startup.mode' = 'earliest-offset'")
+        + kafka("priced", "id BIGINT, v BIGINT", broker, out)
+        + "SET 'execution.checkpointing.interval' = '1 s';"
+          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
+          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
+
+    def priced() -> list:
+        return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    job_id = launched.split()[1]
+    try:
+        # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
+        assert wait_for(lambda: len(priced()) >= 4, 240), priced()
+        assert priced() == [(1, 20), (2, 10), (3, 50), (4, None)]
+    finally:
+        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        assert stopper.wait(120) == 0, stopper.stderr.read()
+    # EUR: 2 until 10 s, then 3; USD: 1; GBP: 5 from 3 s, deleted at 8 s; JPY: 7 from 20 s.
+    assert wait_for(lambda: len(priced()) == 6, 90), priced()
+    assert priced() == [(1, 20), (2, 10), (3, 50), (4, None), (5, 30), (6, None)]
+
+
 def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monkeypatch):
     """An unbounded upsert-kafka table: ChangelogNormalize makes each key's records a
     changelog (a new value -U/+U, a tombstone -D), so a continuous count per value keeps an

@@ -184,6 +184,26 @@ def test_a_changelog_s_rows_join_with_their_own_kinds():
 def test_rows_waiting_in_a_checkpoint_from_before_changelogs_are_inserts():
     waiting = pd.DataFrame({"__k0": ["eur"], "__lt": [1000], "__l0": [1]})
     assert tj.with_kinds(waiting)["__rowkind"].tolist() == ["+I"] and tj.with_kinds(None) is None
+    assert tj.with_kinds(waiting, tj.VERSION_KIND)[tj.VERSION_KIND].tolist() == ["+I"]
+
+
+@pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin"])
+def test_versions_from_a_changelog_end_where_their_key_is_deleted(join_type):
+    """Versions from a debezium topic: +I and +U are versions from their time on, an
+    update's before-image (-U) is none, and a -D ends the key's versions from its time
+    until the next version; of two changes with one time the later wins."""
+    plan = _core(join_type)
+    batch = _batch(("R", "eur", 0, 10), ("R", "eur", 0, 10), ("R", "eur", 5, 11), ("R", "eur", 8, 11),
+                   ("R", "eur", 12, 13), ("R", "usd", 2, 20), ("R", "usd", 2, 21),
+                   ("L", "eur", 3, 1), ("L", "eur", 6, 2), ("L", "eur", 9, 3), ("L", "eur", 12, 4), ("L", "usd", 4, 5))
+    batch["__rowkind"] = ["+I", "-U", "+U", "-D", "+I", "-D", "+I"] + ["+I"] * 5
+    rows, versions, _ = tj.accept(plan, None, None, 0, batch)
+    assert len(versions) == 6  # the -U is no version
+    rows, versions, out = tj.fire(plan, rows, versions, 13_000)
+    padded = [(3, None)] if join_type == "LeftOuterJoin" else []
+    # usd: a delete and an insert at 2 s, the insert later: 21 is the version
+    assert sorted(_pairs(out), key=str) == sorted([(1, 10), (2, 11), (4, 13), (5, 21)] + padded, key=str)
+    assert set(out["__rowkind"]) == {"+I"}
 
 
 def test_a_debezium_left_side_is_cut_with_its_kinds():
@@ -202,9 +222,18 @@ def test_a_debezium_left_side_is_cut_with_its_kinds():
     versions = cdc.replace("TABLE orders", "TABLE cdc_rates").replace("id BIGINT, cur STRING, amount BIGINT",
                                                                        "cur STRING NOT NULL, rate BIGINT")
     versions = versions.replace("ts - INTERVAL '1' SECOND)", "ts - INTERVAL '1' SECOND, PRIMARY KEY (cur) NOT ENFORCED)")
-    plan = steps("SELECT b.price * r.rate FROM bid b JOIN cdc_rates FOR SYSTEM_TIME AS OF b.ts AS r"
-                 " ON b.bidder = r.cur;", DDL + versions)[-1].plan
-    assert compile_query(plan, is_bounded) is None  # versions read from a changelog: not yet
+    join = "SELECT b.price * r.rate FROM bid b JOIN {} FOR SYSTEM_TIME AS OF b.ts AS r ON b.bidder = r.cur;"
+    stage = compile_query(steps(join.format("cdc_rates"), DDL + versions)[-1].plan, is_bounded)
+    (_, joined), = stage.inputs
+    # The versions keep their kinds (a deletion ends a key's versions); the output has the
+    # left side's kinds: inserts.
+    assert to_spark_sql(joined.right_query).startswith("SELECT `r`.`__rowkind`, `r`.`cur` AS `__rk0`")
+    assert joined.temporal and inserts_only(stage)
+    upserts = ("CREATE TEMPORARY TABLE up_rates (cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts"
+               " AS ts - INTERVAL '1' SECOND, PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',"
+               " 'topic' = 'u', 'properties.bootstrap.servers' = 'h:1', 'key.format' = 'json', 'value.format' = 'json');")
+    plan = steps(join.format("up_rates"), DDL + upserts)[-1].plan
+    assert compile_query(plan, is_bounded) is None  # an upsert-kafka table's versions: not yet
 
 
 # -- streamed for real -----------------------------------------------------------------------------

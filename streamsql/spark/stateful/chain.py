@@ -128,6 +128,7 @@ class SourceStage(Stage):
     its rows carry ``__rowkind``; the stage above reads the table itself."""
 
     table: str = ""
+    upsert: bool = False  # an upsert-kafka table (normalized), not a debezium-json topic's changes
 
 
 class _Unsupported(Exception):
@@ -145,8 +146,9 @@ def inserts_only(stage: Stage) -> bool:
     if isinstance(stage, (OverStage, WindowAggregateStage)) or any(
             getattr(stage, flag, None) for flag in ("per_window", "window_end", "window")):
         return True  # a window join pads once
-    if isinstance(stage, JoinStage) and stage.temporal:  # forwards its left side's kinds
-        return all(inserts_only(child) for _, child in stage.inputs)
+    if isinstance(stage, JoinStage) and stage.temporal:  # forwards its left side's kinds (only)
+        first = stage.left_query.expressions[0]
+        return not (isinstance(first, exp.Column) and first.name == ROWKIND_COLUMN)
     if isinstance(stage, JoinStage) and stage.join_type not in ("InnerJoin", "LeftSemiJoin"):
         return False  # an outer join retracts its padded rows, an anti join a row that finds a partner
     return isinstance(stage, (CalcStage, JoinStage)) and all(inserts_only(child) for _, child in stage.inputs)
@@ -274,7 +276,8 @@ class _Compiler:
                 alias = source.alias_or_name
             else:
                 if isinstance(source, exp.Table) and self._changelog_source(source):
-                    inputs.append((source.name, SourceStage(table=source.name)))
+                    upserts = self.builder.tables[source.name].options.get("connector") == "upsert-kafka"
+                    inputs.append((source.name, SourceStage(table=source.name, upsert=upserts)))
                     aliases.append(source.alias_or_name)
                 continue
             if window_rows and self._window_rows(body):

@@ -68,8 +68,9 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     left_item, right_item = select.args["from_"].this, join.this
     left, right = left_item.alias_or_name, right_item.alias_or_name
     temporal = right_item.meta.get(TEMPORAL)
-    if temporal is not None and (set(changelogs) - {left} or node.join_type not in ("InnerJoin", "LeftOuterJoin")):
-        raise _Unsupported()  # versions that are a changelog: not yet (a changelog's rows join with their kinds)
+    if temporal is not None and (set(changelogs) - {left, right} or node.join_type not in ("InnerJoin", "LeftOuterJoin")
+                                 or right in changelogs and not _debezium_versions(inputs, right_item)):
+        raise _Unsupported()  # versions from an upsert-kafka table or another operator's changelog: not yet
     window = node.kind == "WindowJoin"
     per_batch = window and _whole_windows(inputs, changelogs, (left, right))
     if window and (changelogs and not per_batch or node.join_type not in WINDOW_JOIN_TYPES
@@ -144,6 +145,15 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                       per_batch=per_batch, residual=compiled,
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
+
+
+def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
+    """Whether a temporal join's versions are a debezium-json topic's changes, read as they
+    are: each +I/+U a version from its time on, each -D the key's end from its time on."""
+    from streamsql.spark.stateful.chain import SourceStage
+
+    return isinstance(item, exp.Table) and any(
+        isinstance(stage, SourceStage) and not stage.upsert and stage.table == item.name for _, stage in inputs)
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms

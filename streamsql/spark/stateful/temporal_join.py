@@ -12,6 +12,10 @@ row once the watermark passes its time (every version up to it has arrived by th
   ready rows at once (``pandas.merge_asof`` by key, backward in time): joined rows, or for
   a LEFT join a row with no version yet padded with NULLs, each with its left row's kind
   (the left side may be a changelog: Flink forwards its kinds);
+- the versions may be a changelog (a debezium-json topic): each +I or +U is a version from
+  its time on, each -D ends the key's versions from its time on (a row it is the latest
+  version for finds none), and a -U is dropped, as Flink's operator keeps only the
+  changes' after-images and deletions;
 - a key keeps its latest version the watermark passed and every later one (older ones
   can match no row that is still to come); a NULL key never matches.
 """
@@ -31,6 +35,7 @@ from streamsql.spark.stateful.join import BUCKET, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 SEQ = "__seq"  # a version's arrival number: of two versions with one time, the later wins
+VERSION_KIND = "__vkind"  # a version's kind: +I/+U a version, -D the key's end
 
 
 def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
@@ -38,8 +43,8 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
     """``left JOIN right FOR SYSTEM_TIME AS OF`` on their first ``keys`` columns, each side's
     time (epoch ms) the column after them: ``__rowkind`` (+I), then every other column of
     ``left``, then of ``right``. ``left`` may be a changelog (``__rowkind`` first: each
-    joined row has its left row's kind); ``right`` is insert-only; ``join_type`` is
-    InnerJoin or LeftOuterJoin."""
+    joined row has its left row's kind); ``right`` may be one too (``__rowkind`` first:
+    deletions end a key's versions); ``join_type`` is InnerJoin or LeftOuterJoin."""
     if join_type not in ("InnerJoin", "LeftOuterJoin"):
         raise ValueError(f"a temporal join is an InnerJoin or a LeftOuterJoin, not {join_type!r}")
     bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
@@ -58,8 +63,9 @@ def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None,
     keys = plan["keys"]
     new_rows = batch.loc[side == 0, [ROWKIND] + keys + plan["left"]]  # a changelog's rows keep their kinds
     new_rows = new_rows[new_rows[plan["left_time"]].notna().to_numpy()]  # no time: never joined
-    new_versions = batch.loc[side == 1, keys + plan["right"]]
-    known = new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
+    new_versions = batch.loc[side == 1, [ROWKIND] + keys + plan["right"]].rename(columns={ROWKIND: VERSION_KIND})
+    known = (new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
+             & (new_versions[VERSION_KIND] != "-U").to_numpy())  # an update's before-image is no version
     new_versions = new_versions[known].assign(**{SEQ: np.arange(next_seq, next_seq + int(known.sum()))})
     return joining.appended(rows, new_rows), joining.appended(versions, new_versions), next_seq + int(known.sum())
 
@@ -95,7 +101,7 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
             if probe[key].dtype != candidates[key].dtype:
                 probe[key], candidates[key] = probe[key].astype(object), candidates[key].astype(object)
         merged = pd.merge_asof(probe, candidates, on="__t", by=keys, direction="backward", allow_exact_matches=True)
-        matched = merged[merged[SEQ].notna().to_numpy()]
+        matched = merged[merged[SEQ].notna().to_numpy() & (merged[VERSION_KIND] != "-D").to_numpy()]
     if plan["join_type"] == "LeftOuterJoin":
         found = set() if matched is None else set(matched["__order"])
         alone = due[~due["__order"].isin(found).to_numpy()]
@@ -113,12 +119,12 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
     return out[[ROWKIND] + plan["left"] + plan["right"]]
 
 
-def with_kinds(rows: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Waiting rows with their kinds: a checkpoint written before left sides could be
-    changelogs holds inserts without a kind column."""
-    if rows is None or ROWKIND in rows.columns:
+def with_kinds(rows: pd.DataFrame | None, column: str = ROWKIND) -> pd.DataFrame | None:
+    """Waiting rows (versions: ``column`` VERSION_KIND) with their kinds: a checkpoint written
+    before either side could be a changelog holds inserts without a kind column."""
+    if rows is None or column in rows.columns:
         return rows
-    return rows.assign(**{ROWKIND: "+I"})
+    return rows.assign(**{column: "+I"})
 
 
 def _none(plan: dict) -> pd.DataFrame:
@@ -156,7 +162,7 @@ class TemporalJoinProcessor(StatefulProcessor):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
         next_seq, (waiting, versions) = self.state.load()
-        waiting = with_kinds(waiting)
+        waiting, versions = with_kinds(waiting), with_kinds(versions, VERSION_KIND)
         before = next_time(self.plan, waiting)
         waiting, versions, next_seq = accept(self.plan, waiting, versions, next_seq, batch)
         # Rows the watermark already passed (late ones) join at once, with the versions there are.
@@ -170,7 +176,7 @@ class TemporalJoinProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         next_seq, (waiting, versions) = self.state.load()
-        waiting = with_kinds(waiting)
+        waiting, versions = with_kinds(waiting), with_kinds(versions, VERSION_KIND)
         waiting, versions, out = fire(self.plan, waiting, versions, timerValues.getCurrentWatermarkInMs())
         if waiting is not None:
             self.handle.registerTimer(next_time(self.plan, waiting))
