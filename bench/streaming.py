@@ -212,11 +212,13 @@ def _source_seconds_per_event(rows: list[dict]) -> float | None:
 
 def short_error(error: str) -> str:
     """streamsql's message in one short line: a refused operator by its name (and window)."""
-    refused = re.match(r"(\w+)\((?:window=\[(\w+))?.*?\) over an unbounded source needs a stateful streaming operator", error)
+    refused = re.match(r"(\w+)\((?:window=\[(\w+))?.*?\) over an unbounded source (needs a stateful streaming"
+                       r" operator|is not streamed in this query's shape)", error)
     if refused:
         window = f" ({refused.group(2)})" if refused.group(2) else ""
-        return (f"refused at plan time: {refused.group(1)}{window} over an unbounded source needs a stateful"
-                " streaming operator streamsql does not have yet")
+        what = ("needs a stateful streaming operator streamsql does not have yet" if refused.group(3).startswith("needs")
+                else "is not streamed in this query's shape yet")
+        return f"refused at plan time: {refused.group(1)}{window} over an unbounded source {what}"
     changes = re.match(r"(\w+ doesn't support consuming update and delete changes which is produced by node \w+)", error)
     if changes:  # Flink's own refusal (its planner refuses the same query)
         return f"refused at plan time: {changes.group(1)} (Flink's message; Flink refuses it too)"

@@ -110,6 +110,48 @@ def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed, re
         assert applied == _reference(left, right, join_type, residual)
 
 
+def _not_in(left: Counter, right: Counter) -> Counter:
+    """``l.k NOT IN (SELECT r.k ..)``, row by row: TRUE only if the subquery is empty, or
+    ``l.k`` is not NULL and no ``r.k`` equals it or is NULL."""
+    keys = [rk for (rk, _), n in right.items() for _ in range(n)]
+    out: Counter = Counter()
+    for (lk, l0, l1), n in left.items():
+        if not keys or (lk is not None and None not in keys and lk not in keys):
+            out[(l0, l1)] += n
+    return +out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(seed):
+    rng = random.Random(seed)
+    plan = dict(_plan("LeftAntiJoin"), residual=joining.NULL_AWARE)
+    left_state = right_state = None
+    left, right, applied = Counter(), Counter(), Counter()
+    for _ in range(10):
+        rows = []
+        for _ in range(rng.randint(0, 6)):
+            side = rng.randint(0, 1)
+            live = list((left if side == 0 else right).elements())
+            if live and rng.random() < 0.4:
+                row, kind = rng.choice(live), "-D"
+            else:
+                key = rng.choice(["a", "b", "c", None] if side == 0 else ["a", "b", "c", "c", "a", None])
+                row = (key, rng.randint(0, 3), rng.choice(["x", None])) if side == 0 else (key, rng.randint(0, 3))
+                kind = "+I"
+            (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
+            rows.append({"__side": side, "__rowkind": kind, "__k0": row[0], "__l0": row[1] if side == 0 else None,
+                         "__l1": row[2] if side == 0 else None, "__r0": row[1] if side == 1 else None})
+        left, right = +left, +right
+        batch = pd.DataFrame(rows, columns=["__side", "__rowkind", "__k0", "__l0", "__l1", "__r0"])
+        left_state, right_state, out = joining.fold(plan, left_state, right_state, batch)
+        for kind, *row in out.itertuples(index=False):
+            row = tuple(_plain(v) for v in row)
+            applied[row] += 1 if kind == "+I" else -1
+            assert applied[row] >= 0, f"{kind} {row} retracts a row not in the result"
+        applied = +applied
+        assert applied == _not_in(left, right)
+
+
 def test_retractions_come_before_insertions():
     plan = _plan("LeftOuterJoin")
     batch = pd.DataFrame([{"__side": 0, "__rowkind": "+I", "__k0": "a", "__l0": 1, "__l1": "x", "__r0": None}])

@@ -59,12 +59,22 @@ def test_in_and_exists_are_semi_and_anti_joins():
     assert join.join_type == "LeftSemiJoin" and isinstance(join.inputs[0][1], AggregateStage)
 
 
+def test_not_in_is_a_null_aware_anti_join_on_one_bucket():
+    stage = stages("SELECT b.auction FROM bid b WHERE b.price > 3 AND b.bidder NOT IN (SELECT id FROM users"
+                   " WHERE name <> 'x');")
+    (_, join), = stage.inputs
+    assert (join.join_type, join.keys, join.residual, join.null_aware) == ("LeftAntiJoin", 1, None, True)
+    assert not stages("SELECT b.auction FROM bid b WHERE NOT EXISTS (SELECT * FROM users u WHERE u.id = b.bidder);"
+                      ).inputs[0][1].null_aware
+
+
 def _sq(join) -> str:
     return to_spark_sql(join.right_query).split(" AS `")[-1].rstrip("`")
 
 
 @pytest.mark.parametrize("sql", [
-    "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT id FROM users);",  # NULL-aware
+    # NULL-aware per outer row: a correlated NOT IN
+    "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT u.id FROM users u WHERE u.name = b.channel);",
     "SELECT b.auction FROM bid b WHERE EXISTS (SELECT COUNT(*) FROM users u WHERE u.id = b.bidder);",
 ])
 def test_subqueries_not_made_joins(sql):
@@ -133,6 +143,10 @@ QUERIES = {
     "in": "SELECT t.k, t.v FROM t WHERE t.v > 100 AND t.k IN (SELECT k FROM d WHERE name <> 'two')",
     "not_exists": "SELECT t.k, t.v FROM t WHERE NOT EXISTS (SELECT * FROM d WHERE d.k = t.k AND d.lim > t.v)",
     "in_changelog": "SELECT d.name, d.k FROM d WHERE d.k IN (SELECT k FROM t GROUP BY k HAVING MAX(v) < 900)",
+    # NOT IN: NULL-aware; k2's NULL arrives with the second file of d and empties the result
+    "not_in": "SELECT t.k, t.v FROM t WHERE t.k NOT IN (SELECT k FROM d WHERE lim > 400)",
+    "not_in_a_null": "SELECT t.k, t.v FROM t WHERE t.k NOT IN (SELECT CASE WHEN lim IS NULL THEN NULL ELSE k END"
+                     " FROM d)",
 }
 
 
@@ -158,7 +172,7 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
-            "right_on_both", "not_exists", "in_changelog"} <= retracted
+            "right_on_both", "not_exists", "in_changelog", "not_in", "not_in_a_null"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

@@ -97,11 +97,15 @@ def check_operators(engine, step: Step, settings) -> None:
             continue
         missing = needs_stateful_operator(operators.root)
         if missing is not None and stateful_stages(engine, single, False, settings, operators.root) is None:
+            from streamsql.spark.physical import STATEFUL_KINDS
+
+            what = ("is not streamed in this query's shape yet: streamsql's stateful operators run it, but not"
+                    " combined as this query combines it (the README's 'Not yet' lists such shapes)"
+                    if missing.kind in STATEFUL_KINDS else "needs a stateful streaming operator that streamsql does"
+                    " not have yet (Spark Structured Streaming has none for it)")
             raise ValidationError(
-                f"{missing.describe()} over an unbounded source needs a stateful streaming operator that"
-                " streamsql does not have yet (Spark Structured Streaming has none for it). Run it over"
-                " bounded input (its final result is computed), or in batch mode"
-                " (SET 'execution.runtime-mode' = 'batch')."
+                f"{missing.describe()} over an unbounded source {what}. Run it over bounded input (its final"
+                " result is computed), or in batch mode (SET 'execution.runtime-mode' = 'batch')."
             )
 
 

@@ -15,8 +15,16 @@ from streamsql.runtime.execution import streams
 
 
 def explain(engine, step: QueryStep | InsertStep) -> list[str]:
+    from streamsql.errors import ValidationError
+    from streamsql.runtime.execution import check_operators
+
     lines, streaming = describe(engine, step)
     lines.append("== Spark plan ==")
+    if streaming:
+        try:  # a query refused over unbounded input has no Spark plan: say why, as running it would
+            check_operators(engine, step, engine.settings)
+        except ValidationError as error:
+            return lines + [f"(none: {error.message})"]
     frame, _ = engine._frame(step.plan, streaming=streaming)
     return lines + _spark_plan(frame).splitlines()
 

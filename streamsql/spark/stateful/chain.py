@@ -109,6 +109,7 @@ class JoinStage(Stage):
     window: bool = False  # a window join: each side's window end __lt, __rt after the keys (window_join)
     per_batch: bool = False  # a window join of two window aggregates: each micro-batch joined by itself
     residual: tuple | None = None  # an outer join's ON condition beyond its keys (predicates)
+    null_aware: bool = False  # NOT IN: a NULL-aware anti join (semi_cut), on one bucket
     side_ttl_ms: tuple = (None, None)  # each side's STATE_TTL hint, before ttl_ms
 
     def side_ttls(self) -> tuple[int | None, int | None] | None:

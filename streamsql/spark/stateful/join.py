@@ -29,16 +29,20 @@ SEMI = ("LeftSemiJoin", "LeftAntiJoin")  # their output is the left side's colum
 
 
 def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
-                 residual: tuple | None = None, ttl_ms: tuple | None = None) -> DataFrame:
+                 residual: tuple | None = None, ttl_ms: tuple | None = None, null_aware: bool = False) -> DataFrame:
     """The changelog of ``left JOIN right`` on their first ``keys`` columns (pairwise equal,
     NULL never matching) and the ``residual`` condition (``predicates``, over the two sides'
     other columns): ``__rowkind``, then every other column of ``left``, then of ``right``.
     Either side may carry ``__rowkind`` first (a changelog) or not (inserts). ``ttl_ms``:
-    (left, right), how long a side's row lives after its last write (None: for ever)."""
+    (left, right), how long a side's row lives after its last write (None: for ever).
+    ``null_aware``: a LeftAntiJoin on one key is NOT IN's (``joining.null_aware_matches``),
+    every row in one bucket, as Flink runs it on one task."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
-    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
-    plan.update(residual=residual, ttl_ms=ttl_ms)
+    if null_aware and (join_type != "LeftAntiJoin" or keys != 1 or residual is not None):
+        raise ValueError("a NULL-aware join is an anti join on one key (NOT IN), with no other condition")
+    bucketed, plan, out = both_sides(left, right, keys, join_type, 1 if null_aware else buckets)
+    plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms)
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")

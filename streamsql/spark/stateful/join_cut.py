@@ -142,7 +142,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
                       join_type=node.join_type, temporal=temporal is not None, window=window,
-                      per_batch=per_batch, residual=compiled,
+                      per_batch=per_batch, residual=compiled, null_aware=getattr(node, "null_aware", False),
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
 

@@ -218,8 +218,31 @@ def _join(a, b, keys, a_columns, b_columns, residual) -> pd.DataFrame | None:
     return joined.drop(columns=["__na"])
 
 
+NULL_AWARE = ("null_aware",)  # the residual of NOT IN's anti join: k = x OR k IS NULL OR x IS NULL
+
+
+def null_aware_matches(rows: pd.DataFrame, other: pd.DataFrame | None, keys: list[str]) -> np.ndarray:
+    """Per row of ``rows``: its partners in NOT IN's anti join (their counts summed). ``k NOT
+    IN (x, ..)`` is TRUE only if no ``x`` equals ``k`` or is NULL, and a NULL ``k`` is UNKNOWN
+    against any ``x``: an ``other`` row is a partner when its key equals, or is NULL, and
+    every ``other`` row is a NULL key's partner (so only an empty subquery lets it through)."""
+    out = np.zeros(len(rows), dtype="int64")
+    if other is None or other.empty or rows.empty:
+        return out
+    (key,) = keys
+    counts = other[COUNT].to_numpy(dtype="int64")
+    nulls = other[key].isna().to_numpy()
+    per_key = other.loc[~nulls].groupby(key, sort=False)[COUNT].sum()
+    found = rows[key].map(per_key).to_numpy(dtype="float64", na_value=np.nan)
+    out = np.nan_to_num(found).astype("int64") + int(counts[nulls].sum())
+    out[rows[key].isna().to_numpy()] = int(counts.sum())
+    return out
+
+
 def _matches(rows: pd.DataFrame, other, keys, columns, other_columns, residual) -> np.ndarray:
     """Per row of ``rows``: how many rows of ``other`` are its partners (their counts summed)."""
+    if residual == NULL_AWARE:
+        return null_aware_matches(rows, other, keys)
     out = np.zeros(len(rows), dtype="int64")
     pairs = _pairs(rows[columns].assign(__rid=np.arange(len(rows))), other, keys, columns, other_columns, residual)
     if pairs is not None and len(pairs):

@@ -8,8 +8,12 @@ streamsql's join operator as Flink's planner runs them: a WHERE conjunct
 becomes a join of the SELECT's FROM item with the subquery, decorrelated: each condition of
 the subquery's WHERE that reads the outer row moves into the join's ON (the subquery
 projects the inner columns it needs as ``__e<i>``), the others stay in the subquery.
-``join_cut.cut_join`` then cuts it like any join. NOT IN is not rewritten (a NULL on either
-side makes it UNKNOWN for every row, which an anti join on keys does not say).
+``join_cut.cut_join`` then cuts it like any join. ``a.k NOT IN (SELECT b.x FROM b ..)``
+(uncorrelated, one column) is Flink's NULL-aware anti join: a NULL on either side makes
+the condition UNKNOWN (the row is not emitted) unless the subquery is empty, so the rows
+of ``b`` are all the join's partners of a row whose ``k`` is NULL, and a ``b`` row whose
+``x`` is NULL is everyone's partner; Flink runs it with no keys, on one task, and so does
+the join operator (``null_aware``: one bucket). A correlated NOT IN is not rewritten.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ class SemiJoin:
     kind = "Join"
     side_ttls = (None, None)
 
-    def __init__(self, join_type: str):
+    def __init__(self, join_type: str, null_aware: bool = False):
         self.join_type = join_type
+        self.null_aware = null_aware  # NOT IN
 
 
 def subquery_join(select: exp.Select) -> SemiJoin | None:
@@ -47,15 +52,16 @@ def subquery_join(select: exp.Select) -> SemiJoin | None:
         return None
     condition = found[0]
     negated, inner, query = _subquery_of(condition)
-    if isinstance(inner, exp.In) and negated:
-        return None  # NOT IN: NULL-aware, not an anti join on keys
     outer = {select.args["from_"].this.alias_or_name}
+    null_aware = isinstance(inner, exp.In) and negated
     if isinstance(inner, exp.In) and len(query.expressions) != 1:
         return None
     decorrelated = _decorrelate(query.copy(), outer)
     if decorrelated is None:
         return None
     body, on = decorrelated
+    if null_aware and on:
+        return None  # a correlated NOT IN: NULL-aware per outer row's own subquery rows, not one join
     if isinstance(inner, exp.In):  # the value IN compares with, as one more key
         first = body.expressions[0]
         first.replace(exp.alias_(first.unalias().copy(), "__in"))
@@ -71,7 +77,7 @@ def subquery_join(select: exp.Select) -> SemiJoin | None:
     select.set("joins", [join])
     rest = [c for c in conditions if c is not condition]
     select.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
-    return SemiJoin("LeftAntiJoin" if negated else "LeftSemiJoin")
+    return SemiJoin("LeftAntiJoin" if negated else "LeftSemiJoin", null_aware)
 
 
 def _subquery_of(condition: exp.Expression):
