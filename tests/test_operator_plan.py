@@ -448,6 +448,19 @@ def test_explain_shows_the_operator_plan_before_the_spark_sql(tmp_path):
     assert engine._spark is None  # no Spark was started
 
 
+def test_explain_of_a_query_refused_over_unbounded_input_shows_the_refusal_without_spark():
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.explain import explain
+
+    engine = Engine(Catalog(None), base_dir=SOURCES)
+    step = engine.plan_script(DDL + "EXPLAIN SELECT c.url FROM clicks c WHERE c.user_id NOT IN (SELECT u.id FROM"
+                                    " users u WHERE u.name = c.url);")[-1]
+    lines = explain(engine, step.step)
+    assert lines[-2] == "== Spark plan ==" and lines[-1].startswith("(none: Join(joinType=[LeftAntiJoin]")
+    assert "over an unbounded source is not streamed in this query's shape yet" in lines[-1]
+    assert engine._spark is None  # no Spark was started
+
+
 def test_top_n_over_a_view_is_recognised():
     root = build("CREATE TEMPORARY VIEW ranked AS SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC)"
                  " AS rn FROM bid;\nSELECT auction, price, rn FROM ranked WHERE rn <= 2")
