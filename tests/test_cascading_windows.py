@@ -101,6 +101,25 @@ def test_a_window_over_an_over_aggregate_s_rows_reads_its_stage():
     assert stage.cascaded and isinstance(stage.inputs[0][1], OverStage)
 
 
+def test_a_window_top_n_over_windows_of_a_window_aggregate_s_rows_is_refused():
+    """Its rows would reach the window rank operator as the watermark fires them, late by
+    the watermark it tests: refused (not cut yet), never run with rows dropped."""
+    sql = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn"
+           " FROM TABLE(TUMBLE(TABLE per5, DESCRIPTOR(wt), INTERVAL '1' MINUTE))) WHERE rn <= 3;")
+    assert not runs_on_stateful_operators(_operators(sql))
+
+
+def test_a_window_over_an_interval_join_s_rows_is_still_refused():
+    """Spark's interval join emits rows as they match, not as the watermark passes them."""
+    ddl = ("CREATE TEMPORARY TABLE other (auction BIGINT, ts2 TIMESTAMP(3), WATERMARK FOR ts2 AS ts2) WITH"
+           " ('connector' = 'filesystem', 'path' = 'clicks', 'format' = 'csv', 'source.monitor-interval' = '1 s');"
+           "CREATE TEMPORARY VIEW pairs AS SELECT f.auction, f.ts FROM feed f, other o WHERE f.auction = o.auction"
+           " AND f.ts BETWEEN o.ts2 - INTERVAL '5' SECOND AND o.ts2;")
+    sql = ("SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE pairs, DESCRIPTOR(ts), INTERVAL '1' MINUTE))"
+           " GROUP BY window_start, window_end;")
+    assert not runs_on_stateful_operators(_operators(ddl + sql))
+
+
 def test_a_window_over_processing_time_windows_is_not_cut():
     sql = ("SELECT window_start, SUM(n) FROM TABLE(TUMBLE(TABLE clock5, DESCRIPTOR(wt), INTERVAL '1' MINUTE))"
            " GROUP BY window_start, window_end;")

@@ -18,7 +18,7 @@ input it is refused at plan time, naming the operator.
 
 from __future__ import annotations
 
-from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
+from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate, WindowDeduplicate, WindowRank
 from streamsql.plan.join_operators import Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
@@ -40,8 +40,9 @@ def stateful_operators(root: Operator) -> list[Operator]:
     ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate, WindowJoin))]
     direct = {id(child) for node in aggregates for child in node.inputs}
     through = {id(below) for node in aggregates + ranks for below in _fed(node)}
+    into_aggregates = {id(below) for node in aggregates for below in _fed(node)}
     return [node for node in reversed(list(walk(root)))
-            if not _native(node, id(node) in direct, id(node) in through)]
+            if not _native(node, id(node) in direct, id(node) in through, id(node) in into_aggregates)]
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
@@ -74,7 +75,8 @@ def _fed(node: Operator) -> list[Operator]:
     return found
 
 
-def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: bool = False) -> bool:
+def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: bool = False,
+            into_window_aggregate: bool = False) -> bool:
     if isinstance(node, WindowAssign):
         # A SESSION window's rows only as a window aggregate's direct input (Spark's sessions
         # are built from the rows it aggregates); a CUMULATE window's rows, assigned row by row,
@@ -88,8 +90,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         proctime_ok = not window.proctime or aggregated or filtered_into_aggregate if window is not None else False
         # Over a stateful operator's rows (a window aggregate's window_time), only into a
         # window aggregate: streamsql's window operator then runs both (cascading windows).
-        cascade = ((aggregated or filtered_into_aggregate) and window is not None
-                   and window.kind in KINDS_OVER_OPERATORS)
+        cascade = (into_window_aggregate and window is not None and window.kind in KINDS_OVER_OPERATORS
+                   and _fired_by_watermark(node))
         return (window is not None and window.kind in kinds and proctime_ok
                 and (cascade or not _stateful_below(node)))
     if isinstance(node, Scan) and not node.mode.insert_only:
@@ -112,6 +114,17 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
     if isinstance(node, Join):  # regular, interval, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False
+
+
+def _fired_by_watermark(node: Operator) -> bool:
+    """Whether a node's rows come, through projections and filters, from window aggregates
+    or OVER aggregates: operators that emit rows as the watermark passes them."""
+    for below in node.inputs:
+        while isinstance(below, Calc):
+            below = below.inputs[0]
+        if not isinstance(below, (WindowAggregate, OverAggregate)):
+            return False
+    return True
 
 
 def _native_session(node: WindowAggregate) -> bool:

@@ -69,7 +69,6 @@ def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = N
 def window_frame(spark, stage: WindowAggregateStage, to_sql):
     """The rows of a window aggregate (insert-only, ``__rowkind`` first)."""
     from streamsql.spark.stateful.window_aggregate import slice_end, sliced_window_aggregate, window_aggregate
-
     from streamsql.spark.windows import window_sql
 
     split = stage.split
