@@ -187,6 +187,17 @@ def test_rows_waiting_in_a_checkpoint_from_before_changelogs_are_inserts():
     assert tj.with_kinds(waiting, tj.VERSION_KIND)[tj.VERSION_KIND].tolist() == ["+I"]
 
 
+def test_a_left_side_of_another_operator_s_inserts_keeps_the_join_insert_only():
+    from streamsql.spark.stateful.chain import OverStage, compile_query
+
+    plan = _plan("SELECT b.auction, b.s * r.rate FROM (SELECT auction, bidder, ts, SUM(price) OVER (PARTITION BY"
+                 " auction ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM bid) b JOIN rates FOR"
+                 " SYSTEM_TIME AS OF b.ts AS r ON b.bidder = r.cur;")
+    stage = compile_query(plan, is_bounded)
+    (_, join), = stage.inputs
+    assert isinstance(join.inputs[0][1], OverStage) and not join.left_changelog and inserts_only(stage)
+
+
 @pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin"])
 def test_versions_from_a_changelog_end_where_their_key_is_deleted(join_type):
     """Versions from a debezium topic: +I and +U are versions from their time on, an

@@ -110,6 +110,7 @@ class JoinStage(Stage):
     per_batch: bool = False  # a window join of two window aggregates: each micro-batch joined by itself
     residual: tuple | None = None  # an outer join's ON condition beyond its keys (predicates)
     null_aware: bool = False  # NOT IN: a NULL-aware anti join (semi_cut), on one bucket
+    left_changelog: bool = False  # the left side updates (a temporal join forwards its kinds)
     side_ttl_ms: tuple = (None, None)  # each side's STATE_TTL hint, before ttl_ms
 
     def side_ttls(self) -> tuple[int | None, int | None] | None:
@@ -148,8 +149,7 @@ def inserts_only(stage: Stage) -> bool:
             getattr(stage, flag, None) for flag in ("per_window", "window_end", "window")):
         return True  # a window join pads once
     if isinstance(stage, JoinStage) and stage.temporal:  # forwards its left side's kinds (only)
-        first = stage.left_query.expressions[0]
-        return not (isinstance(first, exp.Column) and first.name == ROWKIND_COLUMN)
+        return not stage.left_changelog
     if isinstance(stage, JoinStage) and stage.join_type not in ("InnerJoin", "LeftSemiJoin"):
         return False  # an outer join retracts its padded rows, an anti join a row that finds a partner
     return isinstance(stage, (CalcStage, JoinStage)) and all(inserts_only(child) for _, child in stage.inputs)

@@ -143,8 +143,17 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
                       join_type=node.join_type, temporal=temporal is not None, window=window,
                       per_batch=per_batch, residual=compiled, null_aware=getattr(node, "null_aware", False),
+                      left_changelog=_updates(inputs, left_item),
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
+
+
+def _updates(inputs: list, item: exp.Expression) -> bool:
+    """Whether a join side is a stage's changelog of more than inserts."""
+    from streamsql.spark.stateful.chain import inserts_only
+
+    return isinstance(item, exp.Table) and any(
+        view == item.name and not inserts_only(stage) for view, stage in inputs)
 
 
 def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
