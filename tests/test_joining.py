@@ -91,23 +91,34 @@ def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed, re
                 kind = rng.choice(["+I", "+U"])
             (left if side == 0 else right)[row] += 1 if kind in ("+I", "+U") else -1
             if rng.random() < 0.1:  # a retraction of a row nobody holds changes nothing
-                rows.append({"__side": side, "__rowkind": "-D", "__k0": "zz", "__l0": 9 if side == 0 else None,
-                             "__l1": None, "__r0": 9 if side == 1 else None})
-            rows.append({"__side": side, "__rowkind": kind, "__k0": row[0],
-                         "__l0": row[1] if side == 0 else None, "__l1": row[2] if side == 0 else None,
-                         "__r0": row[1] if side == 1 else None})
+                rows.append(_change(side, "-D", ("zz", 9, None)))
+            rows.append(_change(side, kind, row))
         left, right = +left, +right
-        batch = pd.DataFrame(rows, columns=["__side", "__rowkind", "__k0", "__l0", "__l1", "__r0"])
-        left_state, right_state, out = joining.fold(plan, left_state, right_state, batch)
-        for kind, *row in out.itertuples(index=False):
-            row = tuple(_plain(v) for v in row)
-            if kind == "+I":
-                applied[row] += 1
-            else:
-                assert applied[row] > 0, f"{kind} {row} retracts a row not in the result"
-                applied[row] -= 1
-        applied = +applied
+        left_state, right_state, out = joining.fold(plan, left_state, right_state, pd.DataFrame(rows, columns=COLUMNS))
+        applied = _applied(out, applied)
         assert applied == _reference(left, right, join_type, residual)
+
+
+COLUMNS = ["__side", "__rowkind", "__k0", "__l0", "__l1", "__r0"]
+
+
+def _change(side: int, kind: str, row: tuple) -> dict:
+    """A row of the join's input: a left row (key, l0, l1) or a right row (key, r0)."""
+    return {"__side": side, "__rowkind": kind, "__k0": row[0], "__l0": row[1] if side == 0 else None,
+            "__l1": row[2] if side == 0 else None, "__r0": row[1] if side == 1 else None}
+
+
+def _applied(out: pd.DataFrame, applied: Counter) -> Counter:
+    """The result so far with the join's output changes applied; a retraction must retract
+    a row the result holds."""
+    for kind, *row in out.itertuples(index=False):
+        row = tuple(_plain(v) for v in row)
+        if kind == "+I":
+            applied[row] += 1
+        else:
+            assert applied[row] > 0, f"{kind} {row} retracts a row not in the result"
+            applied[row] -= 1
+    return +applied
 
 
 def _not_in(left: Counter, right: Counter) -> Counter:
@@ -139,16 +150,10 @@ def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(s
                 row = (key, rng.randint(0, 3), rng.choice(["x", None])) if side == 0 else (key, rng.randint(0, 3))
                 kind = "+I"
             (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
-            rows.append({"__side": side, "__rowkind": kind, "__k0": row[0], "__l0": row[1] if side == 0 else None,
-                         "__l1": row[2] if side == 0 else None, "__r0": row[1] if side == 1 else None})
+            rows.append(_change(side, kind, row))
         left, right = +left, +right
-        batch = pd.DataFrame(rows, columns=["__side", "__rowkind", "__k0", "__l0", "__l1", "__r0"])
-        left_state, right_state, out = joining.fold(plan, left_state, right_state, batch)
-        for kind, *row in out.itertuples(index=False):
-            row = tuple(_plain(v) for v in row)
-            applied[row] += 1 if kind == "+I" else -1
-            assert applied[row] >= 0, f"{kind} {row} retracts a row not in the result"
-        applied = +applied
+        left_state, right_state, out = joining.fold(plan, left_state, right_state, pd.DataFrame(rows, columns=COLUMNS))
+        applied = _applied(out, applied)
         assert applied == _not_in(left, right)
 
 

@@ -24,7 +24,7 @@ from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
 NATIVE_WINDOWS = ("TUMBLE", "HOP")
-KINDS_OVER_OPERATORS = ("TUMBLE", "HOP", "CUMULATE")  # window aggregates streamsql's operator cascades
+OPERATOR_WINDOWS = ("TUMBLE", "HOP", "CUMULATE")  # the windows streamsql's window operators take
 _STATELESS = (Scan, Values, Calc, Correlate, Union, Sink, WindowAssign)
 
 
@@ -39,8 +39,8 @@ def stateful_operators(root: Operator) -> list[Operator]:
     aggregates = [node for node in walk(root) if isinstance(node, WindowAggregate)]
     ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate, WindowJoin))]
     direct = {id(child) for node in aggregates for child in node.inputs}
-    through = {id(below) for node in aggregates + ranks for below in _fed(node)}
     into_aggregates = {id(below) for node in aggregates for below in _fed(node)}
+    through = into_aggregates | {id(below) for node in ranks for below in _fed(node)}
     return [node for node in reversed(list(walk(root)))
             if not _native(node, id(node) in direct, id(node) in through, id(node) in into_aggregates)]
 
@@ -90,7 +90,7 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         proctime_ok = not window.proctime or aggregated or filtered_into_aggregate if window is not None else False
         # Over a stateful operator's rows (a window aggregate's window_time), only into a
         # window aggregate: streamsql's window operator then runs both (cascading windows).
-        cascade = (into_window_aggregate and window is not None and window.kind in KINDS_OVER_OPERATORS
+        cascade = (into_window_aggregate and window is not None and window.kind in OPERATOR_WINDOWS
                    and _fired_by_watermark(node))
         return (window is not None and window.kind in kinds and proctime_ok
                 and (cascade or not _stateful_below(node)))

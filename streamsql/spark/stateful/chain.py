@@ -142,6 +142,12 @@ def stage_view() -> str:
     return f"__stage_{next(_VIEWS)}"
 
 
+def read_stage(table: exp.Table, view: str) -> None:
+    """Make a FROM item read a stage's view in place of ``table``, under the same alias."""
+    table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(
+        this=exp.to_identifier(table.alias_or_name))))
+
+
 def inserts_only(stage: Stage) -> bool:
     """Whether a stage's changelog holds only +I rows (an OVER, a window operator, a
     temporal or window join; an inner or semi join of such inputs; projections of them)."""
@@ -272,13 +278,13 @@ class _Compiler:
             source = item.this
             if isinstance(source, exp.Subquery):
                 body, alias = source.this, source.alias_or_name
-            elif isinstance(source, exp.Table) and self._view_query(source) is not None:
-                body = hide_join_times(self._view_query(source), self.plan, self.bounded)
+            elif isinstance(source, exp.Table) and self.view_body(source) is not None:
+                body = self.view_body(source)
                 alias = source.alias_or_name
             else:
-                if isinstance(source, exp.Table) and self._changelog_source(source):
-                    upserts = self.builder.tables[source.name].options.get("connector") == "upsert-kafka"
-                    inputs.append((source.name, SourceStage(table=source.name, upsert=upserts)))
+                mode = self._changelog_mode(source) if isinstance(source, exp.Table) else None
+                if mode is not None:
+                    inputs.append((source.name, SourceStage(table=source.name, upsert=mode.upsert_key is not None)))
                     aliases.append(source.alias_or_name)
                 continue
             if window_rows and self._window_rows(body):
@@ -287,7 +293,7 @@ class _Compiler:
             if stage is None:
                 continue
             view = stage_view()
-            source.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+            read_stage(source, view)
             inputs.append((view, stage))
             aliases.append(alias)
         if aliases and select.args.get("where") is not None and _has_subquery(select.args["where"]):
@@ -307,12 +313,21 @@ class _Compiler:
                 and not _aggregates(body) and not any(body.find_all(exp.Window))
                 and not (body.args.get("where") is not None and _has_subquery(body.args["where"])))
 
-    def _changelog_source(self, table: exp.Table) -> bool:
+    def _changelog_mode(self, table: exp.Table):
+        """An unbounded changelog source's ChangelogMode (retract: debezium-json; upsert:
+        upsert-kafka), or None."""
         from streamsql.plan.kafka_options import source_changelog
 
         definition = self.builder.tables.get(table.name) if not table.db else None
-        return (definition is not None and not self.bounded(definition)
-                and not source_changelog(definition).insert_only)
+        if definition is None or self.bounded(definition):
+            return None
+        mode = source_changelog(definition)
+        return None if mode.insert_only else mode
+
+    def view_body(self, table: exp.Table) -> exp.Expression | None:
+        """A view's query as a stage reads it (its joins' times hidden), or None for a table."""
+        query = self._view_query(table)
+        return None if query is None else hide_join_times(query, self.plan, self.bounded)
 
     def _view_query(self, table: exp.Table) -> exp.Expression | None:
         derived = self.plan.derived.get(table.name) if not table.db else None

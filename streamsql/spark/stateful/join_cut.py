@@ -148,12 +148,19 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     return [(view, stage)], [JOINED]
 
 
+def _side_stage(inputs: list, item: exp.Expression):
+    """The stage a join side reads (its view, or a changelog source's own name), or None."""
+    if not isinstance(item, exp.Table):
+        return None
+    return next((stage for view, stage in inputs if view == item.name), None)
+
+
 def _updates(inputs: list, item: exp.Expression) -> bool:
     """Whether a join side is a stage's changelog of more than inserts."""
     from streamsql.spark.stateful.chain import inserts_only
 
-    return isinstance(item, exp.Table) and any(
-        view == item.name and not inserts_only(stage) for view, stage in inputs)
+    stage = _side_stage(inputs, item)
+    return stage is not None and not inserts_only(stage)
 
 
 def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
@@ -161,8 +168,8 @@ def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
     are: each +I/+U a version from its time on, each -D the key's end from its time on."""
     from streamsql.spark.stateful.chain import SourceStage
 
-    return isinstance(item, exp.Table) and any(
-        isinstance(stage, SourceStage) and not stage.upsert and stage.table == item.name for _, stage in inputs)
+    stage = _side_stage(inputs, item)
+    return isinstance(stage, SourceStage) and not stage.upsert
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms

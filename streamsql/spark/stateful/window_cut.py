@@ -16,13 +16,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.plan.windows import WindowRelation
-from streamsql.spark.regular_joins import hide_join_times
+from streamsql.spark.physical import OPERATOR_WINDOWS
 from streamsql.spark.stateful.chain import (
-    CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, stage_view,
+    CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, read_stage, stage_view,
 )
 from streamsql.spark.stateful.split import split_group_aggregate
 
-KINDS = ("TUMBLE", "HOP", "CUMULATE")
+KINDS = OPERATOR_WINDOWS
 EVENT_TIME = "__event_ms"
 
 
@@ -86,8 +86,8 @@ def _cascade(compiler, stage: WindowAggregateStage, window: WindowRelation) -> N
     cascading windows) reads that aggregate's stage; Spark assigns the windows over it.
     Those rows come as the watermark fires their windows, each at its window's last
     instant, so none is late, and a window they complete fires in the same micro-batch."""
-    body = compiler._view_query(exp.Table(this=exp.to_identifier(window.input_name)))
-    below = None if body is None else compiler.query(hide_join_times(body, compiler.plan, compiler.bounded))
+    body = compiler.view_body(exp.Table(this=exp.to_identifier(window.input_name)))
+    below = None if body is None else compiler.query(body)
     if below is None:
         return  # Spark streams the window's input natively
     if window.proctime or not _fired_by_watermark(below):
@@ -95,13 +95,13 @@ def _cascade(compiler, stage: WindowAggregateStage, window: WindowRelation) -> N
     view = stage_view()
     stage.inputs.append((view, below))
     stage.cascaded = True
-    query = stage.split.input_query
-    if stage.bounds:  # the sliced operator reads the window's input rows themselves
-        _rename(query, window.input_name, view)
-    else:
-        assigned = f"{window.name}_over{view}"
-        stage.window_views.append((assigned, window, view))
-        _rename(query, window.name, assigned)
+    read, reading = window.input_name, view  # the sliced operator reads the window's input rows themselves
+    if not stage.bounds:  # else Spark assigns the windows over the stage's rows
+        read, reading = window.name, f"{window.name}_over{view}"
+        stage.window_views.append((reading, window, view))
+    for table in list(stage.split.input_query.find_all(exp.Table)):
+        if table.name == read and not table.db:
+            read_stage(table, reading)
 
 
 def _fired_by_watermark(stage) -> bool:
@@ -114,14 +114,6 @@ def _fired_by_watermark(stage) -> bool:
         return stage.rowtime
     return (isinstance(stage, CalcStage) and len(stage.inputs) == 1
             and _fired_by_watermark(stage.inputs[0][1]))
-
-
-def _rename(query: exp.Select, name: str, replacement: str) -> None:
-    for table in query.find_all(exp.Table):
-        if table.name == name and not table.db:
-            alias = table.alias_or_name
-            table.set("this", exp.to_identifier(replacement))
-            table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
 
 
 def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
