@@ -128,3 +128,60 @@ def test_processing_time_emits_every_row_at_once_in_arrival_order():
     pending, _ = over_frames.accept(plan, None, frame, 0, 0)
     pending, history, out = over_frames.fire(plan, pending, None, None)
     assert pending is None and out["w2"].tolist() == [5, 12, 8]
+
+
+def _feed(plan, pending, history, seq, rows, watermark, now):
+    """One call of the operator at processing time ``now``: expire, accept (no row is late
+    here), fire up to ``watermark`` (ms after 2026-01-01)."""
+    watermark += int(pd.Timestamp("2026-01-01").value // 10**6)
+    history = over_frames.expire(plan, pending, history, now)
+    if rows:
+        pending, seq = over_frames.accept(plan, pending, pd.DataFrame(rows, columns=["k", "x", "f", "ts"]), 0, seq)
+    pending, history, out = over_frames.fire(plan, pending, history, watermark, now_ms=now)
+    return pending, history, seq, out
+
+
+@pytest.mark.parametrize("unit, preceding", [("ROWS", None), ("ROWS", 3), ("RANGE", None)])
+def test_state_ttl_forgets_an_idle_partition_and_it_starts_afresh(unit, preceding):
+    """'table.exec.state.ttl': a partition whose last output is older than the TTL loses its
+    history (a later row's frame holds only rows after it); one that emitted within the TTL
+    keeps it; without a TTL nothing is forgotten."""
+    at = lambda s: pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=s)  # noqa: E731
+    first = [("a", 1, None, at(1)), ("b", 10, None, at(2)), ("a", 2, None, at(3))]
+    later = [("a", 4, None, at(20)), ("b", 20, None, at(21))]
+    sums = {}
+    for ttl in (None, 5_000):
+        plan = dict(_plan(unit, preceding), ttl_ms=ttl)
+        pending, history, seq, _ = _feed(plan, None, None, 0, first, 10_000, now=1_000)
+        pending, history, seq, _ = _feed(plan, pending, history, seq, [("a", 3, None, at(11))], 15_000, now=4_000)
+        pending, history, seq, out = _feed(plan, pending, history, seq, later, 30_000, now=8_000)
+        sums[ttl] = dict(zip(out["k"], out["w2"]))
+    assert sums[None] == {"a": 10, "b": 30}
+    assert sums[5_000] == {"a": 10, "b": 20}  # 'a' emitted at 4 s, 'b' last at 1 s: 8 s is past its TTL
+
+
+def test_state_ttl_keeps_a_partition_with_rows_waiting_for_the_watermark():
+    """Flink's OVER operators clean a key's state only when none of its rows waits for the
+    watermark: an idle partition with a pending row keeps its history."""
+    at = lambda s: pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=s)  # noqa: E731
+    plan = dict(_plan("ROWS", None), ttl_ms=1_000)
+    pending, history, seq, _ = _feed(plan, None, None, 0, [("a", 1, None, at(1)), (None, 2, None, at(1))],
+                                     5_000, now=0)
+    pending, history, seq, _ = _feed(plan, pending, history, seq, [("a", 5, None, at(9)), (None, 7, None, at(9))],
+                                     5_000, now=100)  # both wait for the watermark
+    pending, history, seq, out = _feed(plan, pending, history, seq, [], 10_000, now=60_000)
+    assert sorted(zip(out["x"], out["w2"])) == [(5, 6), (7, 9)]
+    _, history, _, out = _feed(plan, pending, history, seq, [("a", 3, None, at(20))], 30_000, now=120_000)
+    assert out["w2"].tolist() == [3] and len(history) == 1
+
+
+def test_history_from_before_the_state_ttl_is_touched_when_it_next_emits():
+    at = lambda s: pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=s)  # noqa: E731
+    plain, timed = _plan("ROWS", None), dict(_plan("ROWS", None), ttl_ms=1_000)
+    pending, history, seq, _ = _feed(plain, None, None, 0, [("a", 1, None, at(1))], 5_000, now=0)
+    assert over_frames.TOUCHED not in history.columns
+    assert over_frames.expire(timed, pending, history, 10**9) is history  # no change time: kept
+    pending, history, seq, out = _feed(timed, pending, history, seq, [("a", 2, None, at(6))], 10_000, now=50)
+    assert out["w2"].tolist() == [3] and history[over_frames.TOUCHED].tolist() == [50]
+    pending, history, seq, out = _feed(plain, pending, history, seq, [("a", 4, None, at(11))], 15_000, now=10**9)
+    assert out["w2"].tolist() == [7] and over_frames.TOUCHED not in history.columns

@@ -131,3 +131,30 @@ CREATE TABLE out (id BIGINT, k STRING, s INT, n BIGINT, top INT)
 def test_over_a_changelog_is_not_streamed_even_ordered_by_a_time_attribute():
     assert stages("SELECT auction, SUM(n) OVER (PARTITION BY auction ORDER BY t) FROM (SELECT auction, MAX(ts) AS t,"
                   " COUNT(*) AS n FROM bid GROUP BY auction);") is None
+
+
+@pytest.mark.spark
+def test_state_ttl_forgets_an_idle_partition_of_a_streamed_over(run, tmp_path):
+    """'table.exec.state.ttl' reaches the OVER operator: with 1 ms, a partition whose rows
+    have all been emitted forgets them by its next row (its running sum starts afresh), and
+    one with a row still waiting for the watermark keeps them, as Flink's OVER does. Each
+    file is a micro-batch; 'z' rows only move the watermark."""
+    import csv
+    import io
+
+    folder = tmp_path / "parts"
+    files = [[("a", 1, 1), ("b", 10, 2), ("z", 0, 9)], [("a", 2, 11), ("z", 0, 19)], [("b", 20, 21), ("z", 0, 29)],
+             [("a", 4, 31), ("b", 40, 32), ("z", 0, 39)]]
+    for i, rows in enumerate(files):
+        text = "".join(f"{k},{v},2026-01-01 00:00:{s:02d}\n" for k, v, s in rows)
+        os.utime(write(folder / f"part-{i}.csv", text), (time.time() - 100 + i,) * 2)
+    out = run.output(
+        f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');"
+        "SET 'execution.bounded-input' = 'stream'; SET 'table.exec.state.ttl' = '1 ms';"
+        "SET 'sql-client.execution.result-mode' = 'changelog';"
+        "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+        " AS s FROM t")
+    sums = sorted((k, int(v), int(s)) for op, k, v, s in list(csv.reader(io.StringIO(out)))[1:] if k != "z")
+    # without the TTL: a 1, 3, 7 and b 10, 30, 70
+    assert sums == [("a", 1, 1), ("a", 2, 3), ("a", 4, 4), ("b", 10, 10), ("b", 20, 20), ("b", 40, 60)]

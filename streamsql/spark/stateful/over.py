@@ -12,6 +12,7 @@ the watermark passes that row (``over_frames.fire`` computes every ready frame a
 from __future__ import annotations
 
 import sys
+import time
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -27,11 +28,14 @@ BUCKET = "__bucket"
 
 
 def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit: str, preceding: int | None,
-         calls: list[tuple[str, str | None, str]], buckets: int | None = None) -> DataFrame:
+         calls: list[tuple[str, str | None, str]], buckets: int | None = None,
+         ttl_ms: int | None = None) -> DataFrame:
     """Every row of ``frame`` (insert-only; with a watermark on ``time`` for event time)
     with ``function(column) OVER (PARTITION BY partition ORDER BY time {unit} BETWEEN
     preceding PRECEDING AND CURRENT ROW)`` appended per call (function, column or None for
-    COUNT(*), output name): ``__rowkind`` (always +I) first, then the input columns."""
+    COUNT(*), output name): ``__rowkind`` (always +I) first, then the input columns.
+    With ``ttl_ms`` ('table.exec.state.ttl') a partition idle that long forgets its rows
+    (``over_frames.expire``)."""
     if unit not in ("ROWS", "RANGE"):
         raise ValueError(f"an OVER frame is ROWS or RANGE, not {unit!r}")
     if buckets is None:
@@ -51,7 +55,7 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
         out.append(T.StructField(name, out_type, True))
     plan = {"partition": list(partition), "time": time, "rowtime": bool(rowtime), "unit": unit,
             "preceding": preceding, "aggs": aggs, "columns": columns, "buckets": buckets,
-            "kinds": {c: value_kind(fields[c].dataType) for c in columns}}
+            "kinds": {c: value_kind(fields[c].dataType) for c in columns}, "ttl_ms": ttl_ms}
     hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
     bucketed = frame.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     _ship_by_value()
@@ -73,7 +77,7 @@ class OverProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        next_seq, (pending, history) = self.state.load()
+        next_seq, (pending, history) = self._load()
         watermark = timerValues.getCurrentWatermarkInMs() if self.plan["rowtime"] else 0
         pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq)
         if self.plan["rowtime"]:
@@ -84,8 +88,15 @@ class OverProcessor(StatefulProcessor):
         yield from self._fire(pending, history, next_seq, None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        next_seq, (pending, history) = self.state.load()
+        next_seq, (pending, history) = self._load()
         yield from self._fire(pending, history, next_seq, timerValues.getCurrentWatermarkInMs())
+
+    def _load(self):
+        """The bucket's state, without the partitions whose state TTL ran out."""
+        next_seq, (pending, history) = self.state.load()
+        if self.plan["ttl_ms"]:
+            history = over_frames.expire(self.plan, pending, history, int(time.time() * 1000))
+        return next_seq, (pending, history)
 
     def _fire(self, pending, history, next_seq, watermark):
         pending, history, out = over_frames.fire(self.plan, pending, history, watermark)

@@ -13,6 +13,7 @@ configuration as a plain dict, the *plan* (built by ``over.build_plan``):
     aggs:       [{function, column, kind, out_kind, out_bits, out_scale, name}]
     columns:    [column]            the input columns, passed through to the output
     kinds:      {column: kind}      how each column is held in pandas
+    ttl_ms:     'table.exec.state.ttl' in ms, or None: an idle partition's state expires
 
 Flink's rowtime OVER operators buffer a row until the watermark passes its time, then
 emit it with the aggregates over its frame: rows of equal time in arrival order for ROWS,
@@ -28,16 +29,24 @@ for UNBOUNDED PRECEDING one summary row per partition holds the totals so far, s
 stays one row per partition. ``fire`` computes every frame at once: the rows are sorted by
 (partition, time, arrival), each row's frame is an index range [lo, hi], sums and counts
 come from prefix sums, MIN/MAX from a sparse table.
+
+With a state TTL, every history row carries ``__t``, when its partition last emitted
+(processing time, epoch ms). ``expire`` drops a partition's history once that is longer
+ago than the TTL and none of its rows is waiting for the watermark, as Flink's OVER
+operators clean a key's state only when it has no rows left to process; a later row of
+the partition starts afresh.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pandas as pd
 
 from streamsql.spark.stateful import accumulate
 
-MS, SEQ, COUNT_ROWS = "__ms", "__seq", "__k"
+MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
 _FIRST = np.iinfo("int64").min  # a summary row sorts before every row of its partition
 
 
@@ -73,10 +82,33 @@ def to_ms(values: pd.Series) -> np.ndarray:
     return out
 
 
+def expire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
+           now_ms: int) -> pd.DataFrame | None:
+    """``history`` without the partitions idle for longer than ``plan["ttl_ms"]`` that have
+    no pending rows."""
+    ttl = plan.get("ttl_ms")
+    if not ttl or history is None or history.empty or TOUCHED not in history.columns:
+        return history
+    stale = history[TOUCHED].to_numpy(dtype="float64", na_value=np.inf) < now_ms - ttl
+    if not stale.any():
+        return history
+    if pending is not None and len(pending):
+        keys = plan["partition"]
+        if not keys:
+            return history  # the one partition still has rows to emit
+        both = pd.concat([history[keys], pending[keys]], ignore_index=True)
+        ids = both.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+        stale &= ~np.isin(ids[:len(history)], ids[len(history):])
+    kept = history[~stale]
+    return kept.reset_index(drop=True) if len(kept) else None
+
+
 def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
-         watermark_ms: int | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame]:
+         watermark_ms: int | None, now_ms: int | None = None
+         ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame]:
     """Emit the pending rows the watermark passed (processing time: all of them):
-    (pending, history, output rows: the input columns, then one column per call)."""
+    (pending, history, output rows: the input columns, then one column per call).
+    ``now_ms`` stamps the partitions that emit, with a state TTL."""
     names = plan["columns"] + [a["name"] for a in plan["aggs"]]
     if pending is None or pending.empty:
         return pending, history, pd.DataFrame(columns=names)
@@ -89,9 +121,20 @@ def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
         return pending, history, pd.DataFrame(columns=names)
     rows = _contributions(plan, ready.reset_index(drop=True))
     old = history if history is not None and len(history) else None
+    if plan.get("ttl_ms"):
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        rows[TOUCHED] = np.int64(now_ms)
+        if old is not None and TOUCHED not in old.columns:  # a checkpoint from before the TTL
+            old = old.assign(**{TOUCHED: np.int64(now_ms)})
+    elif old is not None and TOUCHED in old.columns:  # restarted without the TTL
+        old = old.drop(columns=[TOUCHED])
     combined = pd.concat([old, rows], ignore_index=True) if old is not None else rows
     new = np.r_[np.zeros(0 if old is None else len(old), dtype=bool), np.ones(len(rows), dtype=bool)]
     combined, new, group = _sorted(plan, combined, new)
+    if TOUCHED in combined.columns:  # every row of a partition that emitted is touched now
+        starts = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+        latest = np.maximum.reduceat(combined[TOUCHED].to_numpy(dtype="int64"), starts)
+        combined[TOUCHED] = np.repeat(latest, np.diff(np.r_[starts, len(group)]))
     lo, hi = _frames(plan, combined[MS].to_numpy(), group)
     out = combined.loc[new, plan["columns"]].reset_index(drop=True)
     for i, agg in enumerate(plan["aggs"]):
@@ -220,7 +263,8 @@ def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: 
 def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int | None) -> pd.DataFrame | None:
     """What frames of later rows still need: the last N rows per partition (ROWS N), the
     rows within the range of the watermark (RANGE), or one summary row per partition."""
-    keep_columns = plan["partition"] + [MS, SEQ, COUNT_ROWS] + contribution_columns(plan)
+    keep_columns = plan["partition"] + [MS, SEQ, COUNT_ROWS] + contribution_columns(plan) + (
+        [TOUCHED] if TOUCHED in combined.columns else [])
     preceding = plan["preceding"]
     if preceding is None:
         return _summaries(plan, combined, group)[keep_columns]

@@ -36,7 +36,8 @@ def stage_frame(spark, stage: Stage, to_sql):
         from streamsql.spark.stateful.over import over
 
         source = spark.sql(to_sql(stage.input_query))
-        overed = over(source, stage.partition, stage.time, stage.rowtime, stage.unit, stage.preceding, stage.calls)
+        overed = over(source, stage.partition, stage.time, stage.rowtime, stage.unit, stage.preceding, stage.calls,
+                      ttl_ms=stage.ttl_ms)
         return _read_through(spark, overed, OVERED, stage.output_query, to_sql)
     if isinstance(stage, JoinStage):
         from streamsql.spark.stateful.join import regular_join
