@@ -212,7 +212,7 @@ class Builder:
 
     def _subquery_filters(self, source, scope, conditions):
         """IN / EXISTS subqueries in WHERE: Flink makes them semi (anti) joins."""
-        from streamsql.plan.join_operators import Join
+        from streamsql.plan.join_operators import Join, WindowJoin
 
         kept = []
         for condition in conditions:
@@ -222,10 +222,25 @@ class Builder:
             if query is None:
                 kept.append(condition)
                 continue
-            right = self.query(query.this if isinstance(query, exp.Subquery) else query)
-            source = Join(inputs=[source, right], fields=source.fields, upsert_keys=source.upsert_keys,
+            query = query.this if isinstance(query, exp.Subquery) else query
+            right = self.query(query)
+            common = dict(inputs=[source, right], fields=source.fields, upsert_keys=source.upsert_keys,
                           join_type="LeftAntiJoin" if negated else "LeftSemiJoin", condition=text(condition))
+            window = self._window_correlation(query, scope)
+            source = WindowJoin(**common, window=window[0], ends=window[1]) if window else Join(**common)
         return source, scope, kept
+
+    def _window_correlation(self, query: exp.Expression, scope):
+        """A window semi (anti) join, as Flink plans it: the subquery reads one window TVF's
+        rows and its WHERE equates their window_start and window_end with the outer row's
+        of the same window. (the window, the window_end equality's columns), or None."""
+        from streamsql.plan.logical_from import joined_window, relation
+
+        if not isinstance(query, exp.Select) or query.args.get("joins") or query.args.get("from_") is None \
+                or any(query.args.get(k) for k in ("group", "having", "limit", "distinct")):
+            return None
+        _, inner = relation(self, query.args["from_"].this)
+        return joined_window(conjuncts(query.args.get("where")), scope, inner)
 
     def _scalar_subqueries(self, select: exp.Select, source: Operator, conditions) -> Operator:
         """Scalar subqueries (and IN / EXISTS inside a larger condition): Flink joins their

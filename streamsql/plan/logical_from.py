@@ -213,7 +213,7 @@ def _join(join, join_type, left, lscope, right, rscope, conditions) -> tuple[Ope
         op = TemporalJoin(inputs=[left, right], fields=fields, join_type=join_type, condition=condition,
                           rowtime=rowtime)
         return op, scope
-    window = _window_join(conditions, lscope, rscope)
+    window = joined_window(conditions, lscope, rscope)
     if window is not None:
         fields, scope = _combine(lscope, rscope, left, right, keep_left=True, keep_right=True)
         return WindowJoin(inputs=[left, right], fields=fields, join_type=join_type, condition=condition,
@@ -242,7 +242,7 @@ def _combine(lscope, rscope, left, right, keep_left, keep_right, windows=True):
     return list(copies.values()), Scope(entries)
 
 
-def _window_join(conditions, lscope: Scope, rscope: Scope) -> tuple[WindowSpec, tuple] | None:
+def joined_window(conditions, lscope: Scope, rscope: Scope) -> tuple[WindowSpec, tuple] | None:
     """(the window both sides' window_start and window_end equalities name, the window_end
     equality's columns: ((left alias, name), (right alias, name))), or None."""
     roles: dict[str, WindowSpec] = {}

@@ -229,9 +229,10 @@ class _Compiler:
 
         join = stateful_join_of(self, query)
         if join is None:  # IN / EXISTS in WHERE: a semi (anti) join, as Flink plans it
+            from streamsql.spark.stateful.join_cut import window_semi_join_of
             from streamsql.spark.stateful.semi_cut import subquery_join
 
-            join = subquery_join(query)
+            join = subquery_join(query, window_semi_join_of(self, query))
         if join is not None and join.kind == "TemporalJoin":
             from streamsql.spark.stateful.join_cut import read_versions
 
@@ -308,10 +309,14 @@ class _Compiler:
         if not isinstance(body, exp.Select) or any(body.args.get(k) for k in (
                 "joins", "group", "having", "distinct", "order", "limit", "with_")):
             return False
+        if _aggregates(body) or any(body.find_all(exp.Window)) or (
+                body.args.get("where") is not None and _has_subquery(body.args["where"])):
+            return False
+        source = body.args["from_"].this if body.args.get("from_") else None
+        if isinstance(source, exp.Subquery):  # read through a subquery (a window semi join's)
+            return self._window_rows(source.this)
         tables = window_tables(self, body)
-        return (len(tables) == 1 and tables[0][1].kind in KINDS and not tables[0][1].proctime
-                and not _aggregates(body) and not any(body.find_all(exp.Window))
-                and not (body.args.get("where") is not None and _has_subquery(body.args["where"])))
+        return len(tables) == 1 and tables[0][1].kind in KINDS and not tables[0][1].proctime
 
     def _changelog_mode(self, table: exp.Table):
         """An unbounded changelog source's ChangelogMode (retract: debezium-json; upsert:

@@ -48,9 +48,11 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
         statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
 
 
-def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None):
-    """(both sides in one frame, hashed into buckets by their keys; the plan for the pandas
-    core; the output schema): the rows of a join operator's input, as ``regular_join`` says."""
+def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
+               hashed_from: int = 0):
+    """(both sides in one frame, hashed into buckets by their keys from the ``hashed_from``th;
+    the plan for the pandas core; the output schema): the rows of a join operator's input,
+    as ``regular_join`` says."""
     if buckets is None:
         buckets = default_buckets(left)
     sides = []
@@ -78,7 +80,8 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
     plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type, "output": output,
             "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
             "columns": list(union.columns), "buckets": buckets}
-    bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*[F.col(k) for k in key_names]), F.lit(buckets)).cast("int"))
+    hashed = [F.col(k) for k in key_names[hashed_from:]]
+    bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
                        + [T.StructField(n, types[n], True) for n in output])
     return bucketed, plan, out

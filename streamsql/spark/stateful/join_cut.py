@@ -44,6 +44,19 @@ def stateful_join_of(compiler, select: exp.Select):
     return node if node is not None and type(node) is Join else None
 
 
+def window_semi_join_of(compiler, select: exp.Select):
+    """The WindowJoin the operator plan makes of this SELECT's IN / EXISTS subquery (a window
+    semi or anti join), or None."""
+    from streamsql.plan.join_operators import Join, WindowJoin
+    from streamsql.plan.operators import walk
+
+    if select.args.get("joins") or select.args.get("where") is None \
+            or not any(isinstance(n, (exp.In, exp.Exists)) for n in select.args["where"].walk()):
+        return None
+    node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
+    return node if isinstance(node, WindowJoin) and node.join_type in SEMI_TYPES else None
+
+
 def read_versions(select: exp.Select) -> None:
     """A temporal join into a versioned view reads the rows the view deduplicates, each a
     version, in place of the view (whose own rows are a changelog): in place, before the
@@ -173,7 +186,8 @@ def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms
-WINDOW_JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+SEMI_TYPES = ("LeftSemiJoin", "LeftAntiJoin")
+WINDOW_JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI_TYPES)
 
 
 def _whole_windows(inputs: list, changelogs: list[str], aliases: tuple[str, str]) -> bool:

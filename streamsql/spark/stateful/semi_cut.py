@@ -29,20 +29,24 @@ _NAMES = itertools.count(1)
 
 
 class SemiJoin:
-    """What ``cut_join`` reads of a join operator, for a rewritten subquery."""
+    """What ``cut_join`` reads of a join operator, for a rewritten subquery: a regular join's
+    kind, or a window join's (its window, and the window_end equality's columns)."""
 
-    kind = "Join"
     side_ttls = (None, None)
 
-    def __init__(self, join_type: str, null_aware: bool = False):
+    def __init__(self, join_type: str, null_aware: bool = False, window=None, ends: tuple = ()):
         self.join_type = join_type
         self.null_aware = null_aware  # NOT IN
+        self.kind = "WindowJoin" if window is not None else "Join"
+        self.window, self.ends = window, ends
 
 
-def subquery_join(select: exp.Select) -> SemiJoin | None:
+def subquery_join(select: exp.Select, window=None) -> SemiJoin | None:
     """Rewrite ``select`` in place: its one IN / EXISTS / NOT EXISTS conjunct in WHERE as a
     semi (anti) join of its single FROM item. None, untouched, when there is none or the
-    shape is one this does not rewrite."""
+    shape is one this does not rewrite. ``window``: the operator plan's WindowJoin for it
+    (the subquery equates its window's bounds with the outer row's), so the join is a
+    window semi (anti) join; a NOT IN is then NULL-aware within each window."""
     where = select.args.get("where")
     if where is None or select.args.get("joins") or select.args.get("from_") is None:
         return None
@@ -60,8 +64,15 @@ def subquery_join(select: exp.Select) -> SemiJoin | None:
     if decorrelated is None:
         return None
     body, on = decorrelated
-    if null_aware and on:
+    if null_aware and on and (window is None or not all(_key_equality(c, outer) for c in on)):
         return None  # a correlated NOT IN: NULL-aware per outer row's own subquery rows, not one join
+    ends = ()
+    if window is not None:
+        (outer_end, (inner_table, inner_end)) = window.ends
+        ends = next(((outer_end, p.alias) for p in body.expressions if p.alias.startswith("__e") and isinstance(
+            p.this, exp.Column) and (p.this.table, p.this.name) == (inner_table, inner_end)), ())
+        if not ends:
+            return None
     if isinstance(inner, exp.In):  # the value IN compares with, as one more key
         first = body.expressions[0]
         first.replace(exp.alias_(first.unalias().copy(), "__in"))
@@ -77,7 +88,17 @@ def subquery_join(select: exp.Select) -> SemiJoin | None:
     select.set("joins", [join])
     rest = [c for c in conditions if c is not condition]
     select.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
-    return SemiJoin("LeftAntiJoin" if negated else "LeftSemiJoin", null_aware)
+    if window is not None:
+        window, ends = window.window, (ends[0], (alias, ends[1]))
+    return SemiJoin("LeftAntiJoin" if negated else "LeftSemiJoin", null_aware, window, ends)
+
+
+def _key_equality(condition: exp.Expression, outer: set[str]) -> bool:
+    """Whether a decorrelated condition equates an outer expression with an inner one."""
+    if not isinstance(condition, exp.EQ):
+        return False
+    a, b = ({c.table for c in side.find_all(exp.Column)} for side in (condition.this, condition.expression))
+    return bool(a) and (a <= outer and b == {SUBQUERY} or b <= outer and a == {SUBQUERY})
 
 
 def _subquery_of(condition: exp.Expression):

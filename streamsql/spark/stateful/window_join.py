@@ -32,25 +32,29 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts
-from streamsql.spark.stateful.join import BUCKET, both_sides
+from streamsql.spark.stateful.join import BUCKET, SEMI, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin")
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI)
 _ORDER = ("__lo", "__ro")  # a due row's place on its side
 
 
 def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, residual: tuple | None = None,
-                buckets: int | None = None, per_batch: bool = False) -> DataFrame:
+                buckets: int | None = None, per_batch: bool = False, null_aware: bool = False) -> DataFrame:
     """The window join of ``left`` and ``right`` on their first ``keys`` columns (the window's
     start and end among them), each side's window end (epoch ms) the column after them:
     ``__rowkind`` (+I), then every other column of ``left``, then of ``right``. Both sides
     are insert-only. ``per_batch``: each side is a window aggregate's rows, every window's
     rows of both sides arriving in the micro-batch whose watermark passed its end (one
-    watermark fires them all): each batch is joined by itself, and nothing is kept."""
+    watermark fires them all): each batch is joined by itself, and nothing is kept.
+    A semi (anti) join emits the left rows with (without) a partner; ``null_aware``: an anti
+    join that is NOT IN's (``not_in``), the first key its value, hashed by the others."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a window join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
-    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
-    plan.update(left_time=plan["left"][0], right_time=plan["right"][0], residual=residual)
+    if null_aware and (join_type != "LeftAntiJoin" or keys < 2 or residual is not None):
+        raise ValueError("a NULL-aware window join is an anti join on a value and the window's keys, nothing else")
+    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets, hashed_from=1 if null_aware else 0)
+    plan.update(left_time=plan["left"][0], right_time=plan["right"][0], residual=residual, null_aware=null_aware)
     ship()
     processor = BatchWindowJoinProcessor(plan) if per_batch else WindowJoinProcessor(plan)
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
@@ -97,23 +101,17 @@ def next_end(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) 
 
 def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> pd.DataFrame:
     """The join of ended windows' rows: pairs with equal, non-NULL keys for which the
-    residual holds, and the rows an outer join keeps without a partner, padded."""
-    keys, join_type = plan["keys"], plan["join_type"]
+    residual holds, and the rows an outer join keeps without a partner, padded (a semi join:
+    the left rows with a partner; an anti join: those without)."""
+    join_type = plan["join_type"]
+    if join_type in SEMI:
+        return _semi(plan, left, right)
     parts = []
     matched = [set(), set()]
-    if left is not None and right is not None:
-        a = joining._matching(left.assign(**{_ORDER[0]: np.arange(len(left))}), keys)
-        b = joining._matching(right.assign(**{_ORDER[1]: np.arange(len(right))}), keys)
-        if len(a) and len(b):
-            for key in keys:  # a merge's columns must share a dtype
-                if a[key].dtype != b[key].dtype:
-                    a[key], b[key] = a[key].astype(object), b[key].astype(object)
-            pairs = a.merge(b, on=keys)
-            if plan["residual"] is not None and len(pairs):
-                pairs = pairs.loc[predicates.holds(plan["residual"], pairs)]
-            if len(pairs):
-                parts.append(pairs)
-                matched = [set(pairs[_ORDER[0]]), set(pairs[_ORDER[1]])]
+    pairs = _pairs(plan, left, right)
+    if pairs is not None:
+        parts.append(pairs)
+        matched = [set(pairs[_ORDER[0]]), set(pairs[_ORDER[1]])]
     for index, (rows, other) in enumerate(((left, plan["right"]), (right, plan["left"]))):
         if joining.padded_sides(join_type)[index] and rows is not None:
             alone = rows.loc[~np.isin(np.arange(len(rows)), list(matched[index]))]
@@ -125,10 +123,80 @@ def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> 
     with warnings.catch_warnings():  # all-NULL padding: its dtype is set just below
         warnings.simplefilter("ignore", FutureWarning)
         out = pd.concat([p[names] for p in parts], ignore_index=True)
+    return _emitted(plan, out, names)
+
+
+def _emitted(plan: dict, out: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     for name in names:  # NULL padding leaves floats and NaN behind
         out[name] = joining._canonical(out[name], plan["kinds"][name])
     out.insert(0, ROWKIND, "+I")
     return out
+
+
+def _pairs(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The pairs of rows with equal, non-NULL keys for which the residual holds, each with
+    its rows' places on their sides (``__lo``, ``__ro``); None for none."""
+    if left is None or right is None:
+        return None
+    keys = plan["keys"]
+    a = joining._matching(left.assign(**{_ORDER[0]: np.arange(len(left))}), keys)
+    b = joining._matching(right.assign(**{_ORDER[1]: np.arange(len(right))}), keys)
+    if a.empty or b.empty:
+        return None
+    for key in keys:  # a merge's columns must share a dtype
+        if a[key].dtype != b[key].dtype:
+            a[key], b[key] = a[key].astype(object), b[key].astype(object)
+    pairs = a.merge(b, on=keys)
+    if plan["residual"] is not None and len(pairs):
+        pairs = pairs.loc[predicates.holds(plan["residual"], pairs)]
+    return pairs if len(pairs) else None
+
+
+def _semi(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> pd.DataFrame:
+    """A window semi (anti) join's output: the left rows that have a partner (have none)."""
+    names = plan["output"]
+    if left is None or left.empty:
+        return pd.DataFrame({c: [] for c in [ROWKIND] + names})
+    if plan.get("null_aware"):
+        kept = not_in(plan, left, right)
+    else:
+        matched = np.zeros(len(left), dtype=bool)
+        pairs = _pairs(plan, left, right)
+        if pairs is not None:
+            matched[pairs[_ORDER[0]].to_numpy(dtype="int64")] = True
+        kept = matched if plan["join_type"] == "LeftSemiJoin" else ~matched
+    return _emitted(plan, left.loc[kept, names].reset_index(drop=True), names)
+
+
+def not_in(plan: dict, left: pd.DataFrame, right: pd.DataFrame | None) -> np.ndarray:
+    """Per left row, whether ``value NOT IN (the right values of its window)`` is TRUE: the
+    first key is the value, the others (the window's bounds, other correlated keys) choose
+    the right rows it is compared with. TRUE when there are none; else only when the value
+    is not NULL and no right value equals it or is NULL (NULL makes it UNKNOWN)."""
+    value, group = plan["keys"][0], plan["keys"][1:]
+    kept = np.ones(len(left), dtype=bool)
+    if right is None or right.empty:
+        return kept
+    others = joining._matching(right, group)[group + [value]]  # a NULL correlated key picks no row
+    if others.empty:
+        return kept
+    rows = left[group + [value]].assign(__row=np.arange(len(left)))
+    for key in group + [value]:  # a merge's columns must share a dtype
+        if rows[key].dtype != others[key].dtype:
+            rows[key], others[key] = rows[key].astype(object), others[key].astype(object)
+    stats = others.assign(__null=others[value].isna()).groupby(group, sort=False).agg(
+        __n=(value, "size"), __nulls=("__null", "sum")).reset_index()
+    found = joining._matching(rows, group).merge(stats, on=group)  # the rows with values to compare with
+    compared = np.zeros(len(left), dtype=bool)
+    compared[found["__row"].to_numpy(dtype="int64")] = True
+    unknown = np.zeros(len(left), dtype=bool)  # a NULL on either side
+    unknown[found.loc[found["__nulls"].to_numpy() > 0, "__row"].to_numpy(dtype="int64")] = True
+    unknown |= compared & left[value].isna().to_numpy()
+    equal = joining._matching(rows, group + [value]).merge(
+        joining._matching(others, [value]).drop_duplicates(), on=group + [value])["__row"].to_numpy(dtype="int64")
+    kept &= ~compared | ~unknown
+    kept[equal] = False
+    return kept
 
 
 class WindowJoinProcessor(StatefulProcessor):
