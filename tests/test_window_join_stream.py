@@ -90,9 +90,25 @@ def test_a_window_join_of_two_window_aggregates_joins_each_micro_batch_by_itself
     assert isinstance(join, JoinStage) and join.window and join.per_batch and len(join.inputs) == 2
 
 
+def test_a_window_aggregate_joined_with_a_tvf_s_rows_waits_for_the_window_s_timer():
+    """The aggregate's rows arrive as their window fires, in the micro-batch whose watermark
+    passed its end: that side is never late, and the TVF's rows wait for the same timer."""
+    stage = compile_query(_plan(_aggregates_joined("LEFT", right=f"(SELECT * FROM {TUMBLE.format(t='r')})",
+                                                   select="L.k, L.n, R.w")), is_bounded)
+    join = stage.inputs[0][1]
+    assert join.window and not join.per_batch and join.fired == (True, False) and inserts_only(stage)
+    plan = dict(_core("LeftOuterJoin"), fired=[True, False])
+    left, right = wj.accept(plan, None, None, _batch(plan, [(0, "a", 10, 1), (1, "a", 10, 10), (1, "a", 20, 11)]),
+                            watermark=15)
+    assert len(left) == 1 and len(right) == 1  # the TVF's row of window 10 is late, the aggregate's is not
+    _, _, out = wj.fire(plan, left, right, watermark=15)
+    assert _rows(out) == [(1, None)]
+
+
 @pytest.mark.parametrize("sql", [
-    # a window aggregate's rows joined with a TVF's rows: they come in different micro-batches
-    _aggregates_joined("LEFT", right="(SELECT * FROM " + TUMBLE.format(t="r") + ")", select="L.k, L.n, R.w"),
+    # a window aggregate's rows joined with an OVER aggregate's
+    _aggregates_joined("LEFT", right="(SELECT k, ts, window_start, window_end, COUNT(*) OVER (PARTITION BY k ORDER BY"
+                                     " ts) AS c FROM " + TUMBLE.format(t="r") + ")", select="L.k, L.n, R.c"),
     # windows of processing time
     _join("LEFT", window="TABLE(TUMBLE(TABLE {t}p, DESCRIPTOR(p), INTERVAL '10' SECOND))"),
 ])
@@ -183,6 +199,10 @@ QUERIES = {
     "left_cumulate_filtered": _join("LEFT", ON + " AND R.w > 3", "TABLE(CUMULATE(TABLE {t}, DESCRIPTOR(ts),"
                                     " INTERVAL '4' SECOND, INTERVAL '12' SECOND))", "L.k, L.v, R.w, L.window_end"),
     "full_of_aggregates": _aggregates_joined("FULL"),
+    "aggregate_left_tvf": _aggregates_joined("LEFT", right=f"(SELECT * FROM {TUMBLE.format(t='r')})",
+                                             select="L.k, L.window_start, L.n, R.w"),
+    "tvf_full_aggregate": f"SELECT L.k, R.k AS rk, L.v, R.top FROM (SELECT * FROM {TUMBLE.format(t='l')}) L FULL"
+                          f" JOIN {AGGREGATED.format(c='w', window=TUMBLE.format(t='r'))} R ON {ON};",
     "inner_of_hop_aggregates": _aggregates_joined("", "TABLE(HOP(TABLE {t}, DESCRIPTOR(ts), INTERVAL '5' SECOND,"
                                                       " INTERVAL '10' SECOND))"),
 }
@@ -200,6 +220,7 @@ def test_streamed_window_joins_end_with_the_batch_result(run, tmp_path):
         assert final == expected, name
         assert set(ops) == {"+I"}, f"{name}: a window join emits each window's rows once"
         assert name.startswith("inner") or any("" in row for row in expected), f"{name}: the data pads some rows"
+        assert final, name
 
 
 @pytest.mark.spark

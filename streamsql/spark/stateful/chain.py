@@ -108,6 +108,7 @@ class JoinStage(Stage):
     temporal: bool = False  # an event-time temporal join: __lt, __rt after the keys (temporal_join)
     window: bool = False  # a window join: each side's window end __lt, __rt after the keys (window_join)
     per_batch: bool = False  # a window join of two window aggregates: each micro-batch joined by itself
+    fired: tuple = (False, False)  # a window join side that is a window aggregate's rows: never late
     residual: tuple | None = None  # an outer join's ON condition beyond its keys (predicates)
     null_aware: bool = False  # NOT IN: a NULL-aware anti join (semi_cut), on one bucket
     left_changelog: bool = False  # the left side updates (a temporal join forwards its kinds)

@@ -85,9 +85,10 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                                  or right in changelogs and not _debezium_versions(inputs, right_item)):
         raise _Unsupported()  # versions from an upsert-kafka table or another operator's changelog: not yet
     window = node.kind == "WindowJoin"
-    per_batch = window and _whole_windows(inputs, changelogs, (left, right))
-    if window and (changelogs and not per_batch or node.join_type not in WINDOW_JOIN_TYPES
-                   or [t for t, _ in node.ends] != [left, right]):
+    fired = tuple(window and _whole_windows(_side_stage(inputs, item)) for item in (left_item, right_item))
+    per_batch = all(fired)
+    if window and (set(changelogs) - {a for a, f in zip((left, right), fired) if f}
+                   or node.join_type not in WINDOW_JOIN_TYPES or [t for t, _ in node.ends] != [left, right]):
         raise _Unsupported()  # a window join over another stateful operator's rows: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
@@ -155,7 +156,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
                       join_type=node.join_type, temporal=temporal is not None, window=window,
-                      per_batch=per_batch, residual=compiled, null_aware=getattr(node, "null_aware", False),
+                      per_batch=per_batch, fired=fired if window and not per_batch else (False, False), residual=compiled, null_aware=getattr(node, "null_aware", False),
                       left_changelog=_updates(inputs, left_item),
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
@@ -190,10 +191,10 @@ SEMI_TYPES = ("LeftSemiJoin", "LeftAntiJoin")
 WINDOW_JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI_TYPES)
 
 
-def _whole_windows(inputs: list, changelogs: list[str], aliases: tuple[str, str]) -> bool:
-    """Whether both sides of a window join are event-time window aggregates' rows (read
-    through projections and filters): each emits a window whole, in the micro-batch whose
-    watermark passed its end, both sides in the same one."""
+def _whole_windows(stage) -> bool:
+    """Whether a window join's side is an event-time window aggregate's rows (read through
+    projections and filters): it emits a window whole, in the micro-batch whose watermark
+    passed the window's end. Two such sides emit a window in the same one."""
     from streamsql.spark.stateful.chain import CalcStage, WindowAggregateStage
 
     def whole(stage) -> bool:
@@ -201,7 +202,7 @@ def _whole_windows(inputs: list, changelogs: list[str], aliases: tuple[str, str]
             return not stage.proctime
         return isinstance(stage, CalcStage) and len(stage.inputs) == 1 and whole(stage.inputs[0][1])
 
-    return sorted(changelogs) == sorted(aliases) and all(whole(stage) for _, stage in inputs)
+    return stage is not None and whole(stage)
 
 
 def _preserved(join_type: str, index: int) -> bool:

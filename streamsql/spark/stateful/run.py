@@ -50,7 +50,7 @@ def stage_frame(spark, stage: Stage, to_sql):
             from streamsql.spark.stateful.window_join import window_join
 
             return window_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
-                               per_batch=stage.per_batch, null_aware=stage.null_aware)
+                               per_batch=stage.per_batch, null_aware=stage.null_aware, fired=stage.fired)
         return regular_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
                             ttl_ms=stage.side_ttls(), null_aware=stage.null_aware)
     if isinstance(stage, CalcStage):

@@ -19,6 +19,10 @@ not a window. This operator, like Flink's WindowJoinOperator:
 
 A window join of two window aggregates needs no state: both aggregates emit a window in the
 micro-batch whose watermark passed its end, so each batch is joined by itself (``per_batch``).
+One window aggregate joined with a TVF's rows: the aggregate's rows are never late
+(``fired``) and join at the timer of the micro-batch that emitted them. A semi (anti) join
+emits the left rows with (without) a partner; NOT IN's is NULL-aware within a window
+(``not_in``).
 """
 
 from __future__ import annotations
@@ -40,13 +44,16 @@ _ORDER = ("__lo", "__ro")  # a due row's place on its side
 
 
 def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, residual: tuple | None = None,
-                buckets: int | None = None, per_batch: bool = False, null_aware: bool = False) -> DataFrame:
+                buckets: int | None = None, per_batch: bool = False, null_aware: bool = False,
+                fired: tuple = (False, False)) -> DataFrame:
     """The window join of ``left`` and ``right`` on their first ``keys`` columns (the window's
     start and end among them), each side's window end (epoch ms) the column after them:
     ``__rowkind`` (+I), then every other column of ``left``, then of ``right``. Both sides
     are insert-only. ``per_batch``: each side is a window aggregate's rows, every window's
     rows of both sides arriving in the micro-batch whose watermark passed its end (one
     watermark fires them all): each batch is joined by itself, and nothing is kept.
+    ``fired``: per side, whether it is a window aggregate's rows (emitted as the watermark
+    passes their window's end, so never late: they wait for the timer of the same micro-batch).
     A semi (anti) join emits the left rows with (without) a partner; ``null_aware``: an anti
     join that is NOT IN's (``not_in``), the first key its value, hashed by the others."""
     if join_type not in JOIN_TYPES:
@@ -54,7 +61,8 @@ def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, re
     if null_aware and (join_type != "LeftAntiJoin" or keys < 2 or residual is not None):
         raise ValueError("a NULL-aware window join is an anti join on a value and the window's keys, nothing else")
     bucketed, plan, out = both_sides(left, right, keys, join_type, buckets, hashed_from=1 if null_aware else 0)
-    plan.update(left_time=plan["left"][0], right_time=plan["right"][0], residual=residual, null_aware=null_aware)
+    plan.update(left_time=plan["left"][0], right_time=plan["right"][0], residual=residual, null_aware=null_aware,
+                fired=[bool(f) for f in fired])
     ship()
     processor = BatchWindowJoinProcessor(plan) if per_batch else WindowJoinProcessor(plan)
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
@@ -68,11 +76,14 @@ def accept(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, ba
     batch = joining.canonical_batch(plan, batch)
     side = batch[joining.SIDE].to_numpy()
     sides = []
+    fired = plan.get("fired") or (False, False)
     for index, (state, own, time) in enumerate(((left, plan["left"], plan["left_time"]),
                                                 (right, plan["right"], plan["right_time"]))):
         rows = batch.loc[side == index, plan["keys"] + own]
         ends = rows[time].to_numpy(dtype="float64", na_value=np.nan)
-        rows = rows.loc[ends > watermark]  # late: its window fired (no window: never joined), as Flink drops it
+        # late: its window fired (no window: never joined), as Flink drops it; a window
+        # aggregate's rows arrive as their window fires, never late
+        rows = rows.loc[ends > (-np.inf if fired[index] else watermark)]
         sides.append(joining.appended(state, rows))
     return tuple(sides)
 
