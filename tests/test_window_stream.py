@@ -109,6 +109,18 @@ def test_window_top_n_and_deduplication_over_a_tvf_s_rows_read_each_window_s_end
                                             f" window_start, window_end ORDER BY ts) AS rn FROM {window}) WHERE rn = 1;"))
 
 
+def test_window_top_n_over_a_tvf_read_through_a_subquery_reads_the_subquery_s_window_end():
+    stage = stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY"
+                   f" price DESC) AS rn FROM (SELECT auction, price, window_start, window_end FROM (SELECT * FROM"
+                   f" {HOP}) WHERE price > 2)) WHERE rn <= 3;")
+    assert isinstance(stage, RankStage) and not stage.inputs and stage.window_end == "__wend_ms"
+    assert "UNIX_MILLIS(`_1`.`window_end`) AS `__wend_ms`" in _sql(stage.input_query)
+    # a subquery whose window_end is not the TVF's own: Flink has no window Top-N there either
+    assert stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY"
+                  f" price DESC) AS rn FROM (SELECT auction, price, window_start, window_end + INTERVAL '1' SECOND"
+                  f" AS window_end FROM {HOP})) WHERE rn <= 3;") is None
+
+
 def _sql(query):
     from streamsql.spark.dialect import to_spark_sql
 
@@ -180,6 +192,10 @@ QUERIES = {
     "tvf_top3_per_key": "SELECT k, v, window_end FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
                         " window_end, k ORDER BY v, ts DESC) AS rn FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts),"
                         " INTERVAL '6' SECOND)) WHERE v > 0) WHERE rn <= 3",
+    "subquery_top2": "SELECT k, v, window_start, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
+                     " window_end ORDER BY v DESC, ts) AS rn FROM (SELECT k, v + 1 AS v, ts, window_start, window_end"
+                     " FROM (SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10'"
+                     " SECOND))) WHERE k <> 'k1')) WHERE rn <= 2",
     "tvf_dedup": "SELECT k, v, ts, window_end FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
                  " window_end, k ORDER BY ts DESC) AS rn FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4'"
                  " SECOND, INTERVAL '12' SECOND))) WHERE rn = 1",

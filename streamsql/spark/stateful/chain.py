@@ -349,8 +349,8 @@ class _Compiler:
         if node is None:
             raise _Unsupported()
         inner = inner.copy()
-        inputs, changelogs = self._inputs(inner)
         per_window = getattr(node, "window", None) is not None
+        inputs, changelogs = self._inputs(inner, window_rows=per_window)
         window_end = None
         if per_window and not _over_window_aggregate(inner, inputs):
             from streamsql.spark.stateful.window_cut import window_rows_end

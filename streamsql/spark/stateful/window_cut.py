@@ -123,8 +123,13 @@ def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
     where = select.args.get("where")
     if where is not None and _has_subquery(where):
         raise _Unsupported()
-    table, window = _one_window(compiler, select)
-    alias = table.alias_or_name
+    source = select.args["from_"].this if select.args.get("from_") else None
+    if isinstance(source, exp.Subquery) and not select.args.get("joins"):  # the TVF's rows through a subquery
+        if not (compiler._window_rows(source.this) and _keeps_window_end(source.this)):
+            raise _Unsupported()
+        alias = source.alias_or_name
+    else:
+        alias = _one_window(compiler, select)[0].alias_or_name
     over = next(select.find_all(exp.Window))
     bounds = {p.name for p in over.args.get("partition_by") or []
               if isinstance(p, exp.Column) and p.table in ("", alias) and p.name in ("window_start", "window_end")}
@@ -134,6 +139,15 @@ def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
 
 
 WINDOW_END = "__wend_ms"
+
+
+def _keeps_window_end(body: exp.Select) -> bool:
+    """Whether a subquery's ``window_end`` is its window TVF's, through every level."""
+    projected = next((p for p in body.expressions if p.alias_or_name == "window_end"), None)
+    if projected is None or not isinstance(projected.unalias(), exp.Column) or projected.unalias().name != "window_end":
+        return False
+    source = body.args["from_"].this
+    return _keeps_window_end(source.this) if isinstance(source, exp.Subquery) else True
 
 
 def _slice(stage: WindowAggregateStage, window: WindowRelation, alias: str) -> None:
