@@ -157,6 +157,41 @@ def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(s
         assert applied == _not_in(left, right)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_correlated_not_in_is_null_aware_among_each_key_s_subquery_rows(seed):
+    """``l.k NOT IN (SELECT r.k .. WHERE r.c = l.c)``: the second key ``c`` chooses the
+    subquery rows a left row is compared with (none for a NULL ``c``); random changes to
+    both sides, the applied changelog checked against NOT IN row by row after every batch."""
+    rng = random.Random(seed)
+    plan = {"keys": ["__k0", "__k1"], "left": ["__l0"], "right": ["__r0"], "output": ["__l0"],
+            "kinds": {"__k0": "object", "__k1": "object", "__l0": "int", "__r0": "int"},
+            "join_type": "LeftAntiJoin", "residual": joining.NULL_AWARE}
+    columns = ["__side", "__rowkind", "__k0", "__k1", "__l0", "__r0"]
+    left_state = right_state = None
+    left, right, applied = Counter(), Counter(), Counter()
+    for _ in range(12):
+        rows = []
+        for _ in range(rng.randint(0, 6)):
+            side = rng.randint(0, 1)
+            live = list((left if side == 0 else right).elements())
+            if live and rng.random() < 0.4:
+                row, kind = rng.choice(live), "-D"
+            else:
+                row, kind = (rng.choice(["a", "b", None]), rng.choice(["x", "y", None]), rng.randint(0, 20)), "+I"
+            (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
+            rows.append({"__side": side, "__rowkind": kind, "__k0": row[0], "__k1": row[1],
+                         "__l0": row[2] if side == 0 else None, "__r0": row[2] if side == 1 else None})
+        left, right = +left, +right
+        left_state, right_state, out = joining.fold(plan, left_state, right_state, pd.DataFrame(rows, columns=columns))
+        applied = _applied(out, applied)
+        expected = Counter()
+        for (k, c, v), n in left.items():
+            values = [rk for (rk, rc, _), m in right.items() for _ in range(m) if c is not None and rc == c]
+            if not values or (k is not None and None not in values and k not in values):
+                expected[(v,)] += n
+        assert applied == +expected
+
+
 def test_retractions_come_before_insertions():
     plan = _plan("LeftOuterJoin")
     batch = pd.DataFrame([{"__side": 0, "__rowkind": "+I", "__k0": "a", "__l0": 1, "__l1": "x", "__r0": None}])

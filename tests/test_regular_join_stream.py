@@ -72,9 +72,17 @@ def _sq(join) -> str:
     return to_spark_sql(join.right_query).split(" AS `")[-1].rstrip("`")
 
 
+def test_a_not_in_correlated_by_equalities_is_null_aware_within_each_key():
+    stage = stages("SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT u.id FROM users u WHERE u.name ="
+                   " b.channel);")
+    (_, join), = stage.inputs
+    assert (join.join_type, join.keys, join.residual, join.null_aware) == ("LeftAntiJoin", 2, None, True)
+    assert to_spark_sql(join.left_query).startswith("SELECT `b`.`bidder` AS `__lk0`, `b`.`channel` AS `__lk1`")
+
+
 @pytest.mark.parametrize("sql", [
-    # NULL-aware per outer row: a correlated NOT IN
-    "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT u.id FROM users u WHERE u.name = b.channel);",
+    # NULL-aware per outer row: a NOT IN correlated by more than equalities
+    "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT u.id FROM users u WHERE u.name > b.channel);",
     "SELECT b.auction FROM bid b WHERE EXISTS (SELECT COUNT(*) FROM users u WHERE u.id = b.bidder);",
 ])
 def test_subqueries_not_made_joins(sql):
@@ -147,6 +155,9 @@ QUERIES = {
     "not_in": "SELECT t.k, t.v FROM t WHERE t.k NOT IN (SELECT k FROM d WHERE lim > 400)",
     "not_in_a_null": "SELECT t.k, t.v FROM t WHERE t.k NOT IN (SELECT CASE WHEN lim IS NULL THEN NULL ELSE k END"
                      " FROM d)",
+    # a correlated NOT IN: NULL-aware among the rows of d with the same key; k2's NULL lim
+    # empties only k2's rows
+    "not_in_correlated": "SELECT t.k, t.v FROM t WHERE t.v / 100 NOT IN (SELECT lim / 100 FROM d WHERE d.k = t.k)",
 }
 
 
@@ -172,7 +183,7 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
-            "right_on_both", "not_exists", "in_changelog", "not_in", "not_in_a_null"} <= retracted
+            "right_on_both", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

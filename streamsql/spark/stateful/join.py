@@ -35,13 +35,15 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     other columns): ``__rowkind``, then every other column of ``left``, then of ``right``.
     Either side may carry ``__rowkind`` first (a changelog) or not (inserts). ``ttl_ms``:
     (left, right), how long a side's row lives after its last write (None: for ever).
-    ``null_aware``: a LeftAntiJoin on one key is NOT IN's (``joining.null_aware_matches``),
-    every row in one bucket, as Flink runs it on one task."""
+    ``null_aware``: a LeftAntiJoin whose first key is NOT IN's value (``joining.null_aware_matches``):
+    with no other key every row in one bucket, as Flink runs it on one task; a correlated
+    NOT IN's other keys (its equalities) choose the bucket."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
-    if null_aware and (join_type != "LeftAntiJoin" or keys != 1 or residual is not None):
-        raise ValueError("a NULL-aware join is an anti join on one key (NOT IN), with no other condition")
-    bucketed, plan, out = both_sides(left, right, keys, join_type, 1 if null_aware else buckets)
+    if null_aware and (join_type != "LeftAntiJoin" or residual is not None):
+        raise ValueError("a NULL-aware join is an anti join on its keys (NOT IN), with no other condition")
+    bucketed, plan, out = both_sides(left, right, keys, join_type, 1 if null_aware and keys == 1 else buckets,
+                                     hashed_from=1 if null_aware else 0)
     plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms)
     _ship_by_value()
     return bucketed.groupBy(BUCKET).transformWithStateInPandas(
@@ -80,7 +82,7 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
     plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type, "output": output,
             "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
             "columns": list(union.columns), "buckets": buckets}
-    hashed = [F.col(k) for k in key_names[hashed_from:]]
+    hashed = [F.col(k) for k in key_names[hashed_from:]] or [F.lit(0)]
     bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
                        + [T.StructField(n, types[n], True) for n in output])

@@ -225,17 +225,45 @@ def null_aware_matches(rows: pd.DataFrame, other: pd.DataFrame | None, keys: lis
     """Per row of ``rows``: its partners in NOT IN's anti join (their counts summed). ``k NOT
     IN (x, ..)`` is TRUE only if no ``x`` equals ``k`` or is NULL, and a NULL ``k`` is UNKNOWN
     against any ``x``: an ``other`` row is a partner when its key equals, or is NULL, and
-    every ``other`` row is a NULL key's partner (so only an empty subquery lets it through)."""
+    every ``other`` row is a NULL key's partner (so only an empty subquery lets it through).
+    The first key is ``k``; the others, if any, are a correlated NOT IN's equalities: a row's
+    ``x`` are then only the ``other`` rows with those keys equal (none for a NULL one)."""
     out = np.zeros(len(rows), dtype="int64")
     if other is None or other.empty or rows.empty:
         return out
-    (key,) = keys
+    key, group = keys[0], keys[1:]
+    if group:
+        return _grouped_null_aware_matches(rows, other, key, group)
     counts = other[COUNT].to_numpy(dtype="int64")
     nulls = other[key].isna().to_numpy()
     per_key = other.loc[~nulls].groupby(key, sort=False)[COUNT].sum()
     found = rows[key].map(per_key).to_numpy(dtype="float64", na_value=np.nan)
     out = np.nan_to_num(found).astype("int64") + int(counts[nulls].sum())
     out[rows[key].isna().to_numpy()] = int(counts.sum())
+    return out
+
+
+def _grouped_null_aware_matches(rows: pd.DataFrame, other: pd.DataFrame, key: str, group: list[str]) -> np.ndarray:
+    """``null_aware_matches`` within groups of equal ``group`` keys."""
+    out = np.zeros(len(rows), dtype="int64")
+    other = _matching(other, group)
+    mine = _matching(rows[group + [key]].assign(__rid=np.arange(len(rows))), group)
+    if other.empty or mine.empty:
+        return out
+    other = other[group + [key, COUNT]].copy()
+    for column in group + [key]:  # a merge's columns must share a dtype
+        if mine[column].dtype != other[column].dtype:
+            mine[column], other[column] = mine[column].astype(object), other[column].astype(object)
+    nulls = other[key].isna().to_numpy()
+    totals = other.assign(__nn=np.where(nulls, other[COUNT].to_numpy(dtype="int64"), 0)).groupby(
+        group, sort=False).agg(__all=(COUNT, "sum"), __nn=("__nn", "sum")).reset_index()
+    found = mine.merge(totals, on=group)
+    null_key = found[key].isna().to_numpy()
+    out[found["__rid"].to_numpy()] = np.where(null_key, found["__all"].to_numpy(dtype="int64"),
+                                              found["__nn"].to_numpy(dtype="int64"))
+    equal = _matching(mine, [key]).merge(other.loc[~nulls].groupby(group + [key], sort=False)[COUNT].sum()
+                                         .reset_index(), on=group + [key])
+    np.add.at(out, equal["__rid"].to_numpy(), equal[COUNT].to_numpy(dtype="int64"))
     return out
 
 

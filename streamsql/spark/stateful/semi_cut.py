@@ -9,11 +9,13 @@ becomes a join of the SELECT's FROM item with the subquery, decorrelated: each c
 the subquery's WHERE that reads the outer row moves into the join's ON (the subquery
 projects the inner columns it needs as ``__e<i>``), the others stay in the subquery.
 ``join_cut.cut_join`` then cuts it like any join. ``a.k NOT IN (SELECT b.x FROM b ..)``
-(uncorrelated, one column) is Flink's NULL-aware anti join: a NULL on either side makes
-the condition UNKNOWN (the row is not emitted) unless the subquery is empty, so the rows
-of ``b`` are all the join's partners of a row whose ``k`` is NULL, and a ``b`` row whose
-``x`` is NULL is everyone's partner; Flink runs it with no keys, on one task, and so does
-the join operator (``null_aware``: one bucket). A correlated NOT IN is not rewritten.
+is Flink's NULL-aware anti join: a NULL on either side makes the condition UNKNOWN (the
+row is not emitted) unless the subquery is empty, so the rows of ``b`` are all the join's
+partners of a row whose ``k`` is NULL, and a ``b`` row whose ``x`` is NULL is everyone's
+partner; uncorrelated, Flink runs it with no keys, on one task, and so does the join
+operator (``null_aware``: one bucket). Correlated by equalities only (``b.c = a.c``), the
+same holds among the ``b`` rows of each ``c`` (the bucket is chosen by ``c``); a NOT IN
+correlated otherwise is not rewritten.
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ def subquery_join(select: exp.Select, window=None) -> SemiJoin | None:
     if decorrelated is None:
         return None
     body, on = decorrelated
-    if null_aware and on and (window is None or not all(_key_equality(c, outer) for c in on)):
-        return None  # a correlated NOT IN: NULL-aware per outer row's own subquery rows, not one join
+    if null_aware and not all(_key_equality(c, outer) for c in on):
+        return None  # correlated beyond equalities: NULL-aware per outer row's own subquery rows
     ends = ()
     if window is not None:
         (outer_end, (inner_table, inner_end)) = window.ends
