@@ -250,3 +250,33 @@ CREATE TABLE out (k STRING, v INT, w INT, ws TIMESTAMP(3))
     streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=40, resumed=45, more=80)
     assert len(streamed) == len(set(streamed)) == len(batch) and streamed == batch
     assert any(",," in line for line in streamed)  # left rows without a partner, padded
+
+
+@pytest.mark.spark
+def test_an_unbounded_window_aggregate_joined_with_a_tvf_s_rows_survives_kill_9_and_drains(run, tmp_path):
+    """A window aggregate LEFT JOINed with the rows of another source's TVF, continuously:
+    each window's counts arrive as the watermark fires them and join the rows that waited
+    for the same timer; a kill -9, a restart and a drain give the batch result, each once."""
+    from tests.test_exactly_once import killed_then_drained
+
+    lefts, rights, sink = tmp_path / "l", tmp_path / "r", tmp_path / "out"
+
+    def part(n: int) -> None:  # 3 windows of 10 s a part: 6 joined or padded rows a window
+        for folder, step, keys in ((lefts, 1, lambda i: "abc"[i % 3]), (rights, 2, lambda i: "ab"[i // 2 % 2])):
+            rows = "".join(f"{keys(i)},{i},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                           for i in range(n * 30, n * 30 + 30, step))
+            os.utime(write(folder / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE l (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{lefts}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE r (k STRING, w INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{rights}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (k STRING, ws TIMESTAMP(3), n BIGINT, w INT)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = "INSERT INTO out " + _aggregates_joined("LEFT", right=f"(SELECT * FROM {TUMBLE.format(t='r')})",
+                                                    select="L.k, L.window_start, L.n, R.w").rstrip(";")
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=18, resumed=24, more=42)
+    assert len(streamed) == len(set(streamed)) == len(batch) == 54 and streamed == batch
+    assert sum(line.endswith(",") for line in streamed) == 9  # 'c' has no partner in any window: padded

@@ -156,7 +156,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                                                 alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))
     stage = JoinStage(inputs=inputs, left_query=queries[0], right_query=queries[1], keys=len(keys),
                       join_type=node.join_type, temporal=temporal is not None, window=window,
-                      per_batch=per_batch, fired=fired if window and not per_batch else (False, False), residual=compiled, null_aware=getattr(node, "null_aware", False),
+                      per_batch=per_batch, fired=(False, False) if per_batch else fired, residual=compiled,
+                      null_aware=getattr(node, "null_aware", False),
                       left_changelog=_updates(inputs, left_item),
                       side_ttl_ms=hinted_ttls(select, left_item, right_item))
     return [(view, stage)], [JOINED]
