@@ -132,25 +132,35 @@ def _not_in(left: Counter, right: Counter) -> Counter:
     return +out
 
 
+def _random_changes(rng, left: Counter, right: Counter, new_row) -> list[tuple[int, str, tuple]]:
+    """A micro-batch of random (side, kind, row) changes, applied to ``left`` and ``right``:
+    a live row deleted, or ``new_row(side)`` inserted."""
+    changes = []
+    for _ in range(rng.randint(0, 6)):
+        side = rng.randint(0, 1)
+        live = list((left if side == 0 else right).elements())
+        if live and rng.random() < 0.4:
+            row, kind = rng.choice(live), "-D"
+        else:
+            row, kind = new_row(side), "+I"
+        (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
+        changes.append((side, kind, row))
+    return changes
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(seed):
     rng = random.Random(seed)
     plan = dict(_plan("LeftAntiJoin"), residual=joining.NULL_AWARE)
     left_state = right_state = None
     left, right, applied = Counter(), Counter(), Counter()
+
+    def new_row(side):
+        key = rng.choice(["a", "b", "c", None] if side == 0 else ["a", "b", "c", "c", "a", None])
+        return (key, rng.randint(0, 3), rng.choice(["x", None])) if side == 0 else (key, rng.randint(0, 3))
+
     for _ in range(10):
-        rows = []
-        for _ in range(rng.randint(0, 6)):
-            side = rng.randint(0, 1)
-            live = list((left if side == 0 else right).elements())
-            if live and rng.random() < 0.4:
-                row, kind = rng.choice(live), "-D"
-            else:
-                key = rng.choice(["a", "b", "c", None] if side == 0 else ["a", "b", "c", "c", "a", None])
-                row = (key, rng.randint(0, 3), rng.choice(["x", None])) if side == 0 else (key, rng.randint(0, 3))
-                kind = "+I"
-            (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
-            rows.append(_change(side, kind, row))
+        rows = [_change(side, kind, row) for side, kind, row in _random_changes(rng, left, right, new_row)]
         left, right = +left, +right
         left_state, right_state, out = joining.fold(plan, left_state, right_state, pd.DataFrame(rows, columns=COLUMNS))
         applied = _applied(out, applied)
@@ -170,17 +180,11 @@ def test_a_correlated_not_in_is_null_aware_among_each_key_s_subquery_rows(seed):
     left_state = right_state = None
     left, right, applied = Counter(), Counter(), Counter()
     for _ in range(12):
-        rows = []
-        for _ in range(rng.randint(0, 6)):
-            side = rng.randint(0, 1)
-            live = list((left if side == 0 else right).elements())
-            if live and rng.random() < 0.4:
-                row, kind = rng.choice(live), "-D"
-            else:
-                row, kind = (rng.choice(["a", "b", None]), rng.choice(["x", "y", None]), rng.randint(0, 20)), "+I"
-            (left if side == 0 else right)[row] += 1 if kind == "+I" else -1
-            rows.append({"__side": side, "__rowkind": kind, "__k0": row[0], "__k1": row[1],
-                         "__l0": row[2] if side == 0 else None, "__r0": row[2] if side == 1 else None})
+        changes = _random_changes(rng, left, right, lambda side: (
+            rng.choice(["a", "b", None]), rng.choice(["x", "y", None]), rng.randint(0, 20)))
+        rows = [{"__side": side, "__rowkind": kind, "__k0": row[0], "__k1": row[1],
+                 "__l0": row[2] if side == 0 else None, "__r0": row[2] if side == 1 else None}
+                for side, kind, row in changes]
         left, right = +left, +right
         left_state, right_state, out = joining.fold(plan, left_state, right_state, pd.DataFrame(rows, columns=columns))
         applied = _applied(out, applied)

@@ -182,11 +182,11 @@ def residual_tree_of(condition: str):
 # -- on Spark ----------------------------------------------------------------------------------------
 
 
-def _sides(folder, rng):
+def _sides(folder, rng, keys: int = 4):
     """Each side in four files, event times rising across files."""
     for i in range(4):
         for side in ("l", "r"):
-            rows = [f"k{rng.randint(0, 3)},{rng.randint(0, 9)},"
+            rows = [f"k{rng.randint(0, keys - 1)},{rng.randint(0, 9)},"
                     f"2026-01-01 00:00:{i * 12 + j + rng.randint(0, 1):02d}.{j}00" for j in range(8)]
             os.utime(write(folder / side / f"part-{i}.csv", "\n".join(rows) + "\n"), (time.time() - 100 + i,) * 2)
 
@@ -208,13 +208,18 @@ QUERIES = {
 }
 
 
+def declare_sides(run, folder) -> None:
+    """Tables l (k, v, ts) and r (k, w, ts) over ``_sides``' files, bounded."""
+    for side, other in (("l", "v"), ("r", "w")):
+        run.output(f"CREATE TEMPORARY TABLE {side} (k STRING, {other} BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS"
+                   f" ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder / side}',"
+                   f" 'format' = 'csv');")
+
+
 @pytest.mark.spark
 def test_streamed_window_joins_end_with_the_batch_result(run, tmp_path):
     _sides(tmp_path, random.Random(5))
-    for side, other in (("l", "v"), ("r", "w")):
-        run.output(f"CREATE TEMPORARY TABLE {side} (k STRING, {other} BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS"
-                   f" ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / side}',"
-                   f" 'format' = 'csv');")
+    declare_sides(run, tmp_path)
     for name, query in QUERIES.items():
         final, ops, expected = streamed_and_batch(run, query.rstrip(";"))
         assert final == expected, name
@@ -238,14 +243,7 @@ def test_an_unbounded_left_window_join_emits_as_the_watermark_passes_survives_ki
                            for i in range(n * 40, n * 40 + 40, step))
             os.utime(write(folder / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
 
-    ddl = f"""
-CREATE TABLE l (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-  WITH ('connector' = 'filesystem', 'path' = '{lefts}', 'format' = 'csv', 'source.monitor-interval' = '1s');
-CREATE TABLE r (k STRING, w INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-  WITH ('connector' = 'filesystem', 'path' = '{rights}', 'format' = 'csv', 'source.monitor-interval' = '1s');
-CREATE TABLE out (k STRING, v INT, w INT, ws TIMESTAMP(3))
-  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
-"""
+    ddl = _watched_sides(lefts, rights, sink, "k STRING, v INT, w INT, ws TIMESTAMP(3)")
     query = "INSERT INTO out " + _join("LEFT", select="L.k, L.v, R.w, L.window_start").rstrip(";")
     streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=40, resumed=45, more=80)
     assert len(streamed) == len(set(streamed)) == len(batch) and streamed == batch
@@ -267,16 +265,21 @@ def test_an_unbounded_window_aggregate_joined_with_a_tvf_s_rows_survives_kill_9_
                            for i in range(n * 30, n * 30 + 30, step))
             os.utime(write(folder / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
 
-    ddl = f"""
-CREATE TABLE l (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-  WITH ('connector' = 'filesystem', 'path' = '{lefts}', 'format' = 'csv', 'source.monitor-interval' = '1s');
-CREATE TABLE r (k STRING, w INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-  WITH ('connector' = 'filesystem', 'path' = '{rights}', 'format' = 'csv', 'source.monitor-interval' = '1s');
-CREATE TABLE out (k STRING, ws TIMESTAMP(3), n BIGINT, w INT)
-  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
-"""
+    ddl = _watched_sides(lefts, rights, sink, "k STRING, ws TIMESTAMP(3), n BIGINT, w INT")
     query = "INSERT INTO out " + _aggregates_joined("LEFT", right=f"(SELECT * FROM {TUMBLE.format(t='r')})",
                                                     select="L.k, L.window_start, L.n, R.w").rstrip(";")
     streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=18, resumed=24, more=42)
     assert len(streamed) == len(set(streamed)) == len(batch) == 54 and streamed == batch
     assert sum(line.endswith(",") for line in streamed) == 9  # 'c' has no partner in any window: padded
+
+
+def _watched_sides(lefts, rights, sink, out_columns: str) -> str:
+    """DDL of l (k, v, ts) and r (k, w, ts) over watched directories, and the sink ``out``."""
+    return f"""
+CREATE TABLE l (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{lefts}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE r (k STRING, w INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{rights}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out ({out_columns})
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""

@@ -6,9 +6,7 @@ against batch mode."""
 
 from __future__ import annotations
 
-import os
 import random
-import time
 
 import pandas as pd
 import pytest
@@ -18,9 +16,8 @@ from streamsql.runtime.sources import is_bounded
 from streamsql.spark.physical import stateful_operators
 from streamsql.spark.stateful import window_join as wj
 from streamsql.spark.stateful.chain import JoinStage, compile_query, inserts_only
-from tests.conftest import write
 from tests.test_stateful_chain import streamed_and_batch
-from tests.test_window_join_stream import _plan
+from tests.test_window_join_stream import _plan, _sides, declare_sides
 
 TVF = "(SELECT * FROM TABLE({kind}(TABLE {t}, DESCRIPTOR(ts), {size})))"
 TUMBLE = "TUMBLE", "INTERVAL '10' SECOND"
@@ -141,15 +138,6 @@ def test_not_in_compares_a_row_only_with_its_own_window():
 # -- on Spark ----------------------------------------------------------------------------------------
 
 
-def _sides(folder, rng):
-    """Each side in four files, event times rising across files; some keys empty."""
-    for i in range(4):
-        for side in ("l", "r"):
-            rows = [f"k{rng.randint(0, 4)},{rng.randint(0, 9)},"
-                    f"2026-01-01 00:00:{i * 12 + j + rng.randint(0, 1):02d}.{j}00" for j in range(8)]
-            os.utime(write(folder / side / f"part-{i}.csv", "\n".join(rows) + "\n"), (time.time() - 100 + i,) * 2)
-
-
 NULLABLE = "CASE WHEN R.w = 0 THEN NULL ELSE R.k END"  # a NULL in some windows' subquery rows
 STREAMED = {
     "in": SHAPES["in"][2],
@@ -163,11 +151,8 @@ STREAMED = {
 
 @pytest.mark.spark
 def test_streamed_window_semi_and_anti_joins_end_with_the_batch_result(run, tmp_path):
-    _sides(tmp_path, random.Random(11))
-    for side, other in (("l", "v"), ("r", "w")):
-        run.output(f"CREATE TEMPORARY TABLE {side} (k STRING, {other} BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS"
-                   f" ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / side}',"
-                   f" 'format' = 'csv');")
+    _sides(tmp_path, random.Random(11), keys=5)
+    declare_sides(run, tmp_path)
     sizes = {}
     for name, query in STREAMED.items():
         final, ops, expected = streamed_and_batch(run, query)
