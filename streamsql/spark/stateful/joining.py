@@ -75,11 +75,11 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
     parts = [] if semi else [_join(d_left, old_right, keys, left_cols, right_cols, residual),
                              _join(left, d_right, keys, left_cols, right_cols, residual)]
     if outer[0]:
-        left, padded = _padded(left, keys, left_cols, old_right, d_right, right_cols, residual,
+        left, padded = _padded(left, keys, left_cols, old_right, d_right, right_cols, residual, kinds,
                                matched=join_type == "LeftSemiJoin")
         parts.append(padded)
     if outer[1]:
-        right, padded = _padded(right, keys, right_cols, old_left, d_left, left_cols, residual)
+        right, padded = _padded(right, keys, right_cols, old_left, d_left, left_cols, residual, kinds)
         parts.append(padded)
     out = _changes(plan, [p for p in parts if p is not None and len(p)])
     if any(ttl):
@@ -133,6 +133,16 @@ def appended(state: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame | N
     return rows if state is None else pd.concat([state, rows], ignore_index=True)
 
 
+def nulls(kind: str, n: int):
+    """A padding column of ``n`` NULLs, typed for its kind (an object column of None costs
+    pandas a look at every value when it is concatenated)."""
+    if kind in ("int", "float", "bool"):
+        return np.full(n, np.nan)
+    if kind == "time":
+        return np.full(n, np.datetime64("NaT", "us"))
+    return None
+
+
 def _canonical(series: pd.Series, kind: str) -> pd.Series:
     """accumulate.canonical, timestamps as datetime64[us] (what the state's Arrow gives back;
     an all-NULL column a groupby turned into floats too), and NULL as None in object
@@ -140,7 +150,11 @@ def _canonical(series: pd.Series, kind: str) -> pd.Series:
     if kind in ("int", "float", "bool"):
         return accumulate.canonical(series, kind)
     if kind == "time":
-        return series if series.dtype == "datetime64[us]" else pd.to_datetime(series).astype("datetime64[us]")
+        if series.dtype == "datetime64[us]":
+            return series
+        if pd.api.types.is_datetime64_dtype(series.dtype):  # another unit: no parsing (to_datetime looks at values)
+            return series.astype("datetime64[us]")
+        return pd.to_datetime(series).astype("datetime64[us]")
     return series.astype(object).where(series.notna(), None)
 
 
@@ -287,7 +301,7 @@ def _associated(state, other, keys, columns, other_columns, residual) -> pd.Data
     return state.assign(**{ASSOC: _matches(state, other, keys, columns, other_columns, residual)})
 
 
-def _padded(state, keys, columns, old_other, d_other, other_columns, residual, matched=False):
+def _padded(state, keys, columns, old_other, d_other, other_columns, residual, kinds, matched=False):
     """(the outer side's state with its partner counts brought up to date, the change of its
     null-padded rows). A row is padded while it has no partner: its partner count comes from
     the state (as Flink's outer join keeps it), or, for a row new to the state, from the
@@ -306,7 +320,7 @@ def _padded(state, keys, columns, old_other, d_other, other_columns, residual, m
     padded = state.loc[change != 0, columns].assign(**{COUNT: change[change != 0]})
     for column in other_columns:
         if column not in columns:
-            padded[column] = None
+            padded[column] = nulls(kinds.get(column, "object"), len(padded))
     return state.assign(__olda=stored, **{ASSOC: a_new}), padded
 
 

@@ -118,16 +118,17 @@ def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> 
     if join_type in SEMI:
         return _semi(plan, left, right)
     parts = []
-    matched = [set(), set()]
     pairs = _pairs(plan, left, right)
     if pairs is not None:
         parts.append(pairs)
-        matched = [set(pairs[_ORDER[0]]), set(pairs[_ORDER[1]])]
     for index, (rows, other) in enumerate(((left, plan["right"]), (right, plan["left"]))):
         if joining.padded_sides(join_type)[index] and rows is not None:
-            alone = rows.loc[~np.isin(np.arange(len(rows)), list(matched[index]))]
-            if len(alone):
-                parts.append(alone.assign(**{c: None for c in other}))
+            alone = np.ones(len(rows), dtype=bool)
+            if pairs is not None:
+                alone[pairs[_ORDER[index]].to_numpy(dtype="int64")] = False
+            if alone.any():
+                kinds = plan["kinds"]
+                parts.append(rows.loc[alone].assign(**{c: joining.nulls(kinds[c], int(alone.sum())) for c in other}))
     names = plan["left"] + plan["right"]
     if not parts:
         return pd.DataFrame({c: [] for c in [ROWKIND] + names})
