@@ -74,7 +74,7 @@ def accept(plan: dict, pending: pd.DataFrame | None, batch: pd.DataFrame, waterm
 
 def to_ms(values: pd.Series) -> np.ndarray:
     """Epoch milliseconds as float64 (NaN for NULL) of a timestamp column (UTC, naive)."""
-    stamps = pd.to_datetime(values)
+    stamps = values if pd.api.types.is_datetime64_dtype(values.dtype) else pd.to_datetime(values)
     out = np.full(len(stamps), np.nan)
     present = stamps.notna().to_numpy()
     if present.any():

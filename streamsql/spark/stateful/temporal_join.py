@@ -103,9 +103,8 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
         merged = pd.merge_asof(probe, candidates, on="__t", by=keys, direction="backward", allow_exact_matches=True)
         matched = merged[merged[SEQ].notna().to_numpy() & (merged[VERSION_KIND] != "-D").to_numpy()]
     if plan["join_type"] == "LeftOuterJoin":
-        found = set() if matched is None else set(matched["__order"])
-        alone = due[~due["__order"].isin(found).to_numpy()]
-        padded = alone.assign(**{c: None for c in plan["right"]})
+        alone = due if matched is None else due[~due["__order"].isin(matched["__order"]).to_numpy()]
+        padded = alone.assign(**{c: joining.nulls(plan["kinds"][c], len(alone)) for c in plan["right"]})
         parts = [p for p in (matched, padded) if p is not None and len(p)]
     else:
         parts = [matched] if matched is not None and len(matched) else []
