@@ -16,7 +16,7 @@ import pytest
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.chain import AggregateStage, CalcStage, RankStage, compile_query
+from streamsql.spark.stateful.chain import AggregateStage, CalcStage, RankStage, compile_query, inserts_only
 from tests.conftest import write
 from tests.test_operator_plan import steps
 
@@ -91,10 +91,6 @@ def test_top_n_of_an_aggregate_and_a_filter_over_a_changelog():
     # OVER over a changelog (Flink's OverAggregate takes insert-only input)
     "SELECT a, SUM(c) OVER (PARTITION BY a ORDER BY a) FROM (SELECT auction AS a, COUNT(*) AS c FROM bid"
     " GROUP BY auction);",
-    # a window Top-N over a window TVF joined with another table: not cut yet
-    "SELECT * FROM (SELECT w.*, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rn"
-    " FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '1' SECOND)) w JOIN users u ON w.bidder = u.id)"
-    " WHERE rn <= 2;",
 ])
 def test_shapes_not_cut(sql):
     assert stages(sql) is None
@@ -216,3 +212,13 @@ def test_stages_belong_to_their_plan_not_to_a_plan_reusing_its_id(tmp_path):
     assert stages is not None and engine.stages_of(first.plan) is stages
     engine._stages[id(second.plan)] = engine._stages.pop(id(first.plan))  # as if the id were reused
     assert engine.stages_of(second.plan) is None
+
+
+def test_a_top_n_by_window_over_a_tvf_joined_with_a_table_is_a_regular_top_n():
+    """A regular join drops the window's properties (Flink plans a Rank, not a WindowRank):
+    the TVF's rows, joined by Spark, feed an updating Top-N."""
+    stage = stages("SELECT * FROM (SELECT w.*, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY"
+                   " price DESC) AS rn FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '1' SECOND)) w JOIN"
+                   " users u ON w.bidder = u.id) WHERE rn <= 2;")
+    assert isinstance(stage, RankStage) and stage.window_end is None and not stage.per_window
+    assert stage.partition == ["window_start", "window_end"] and not inserts_only(stage)

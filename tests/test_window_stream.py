@@ -89,9 +89,6 @@ def test_window_top_n_over_a_window_aggregate_ranks_each_window_once():
     # a window join under an aggregate: window relations outside a window aggregate are not cut
     f"SELECT a.auction, COUNT(*) FROM (SELECT * FROM {HOP}) a JOIN (SELECT * FROM {HOP}) b ON a.auction = b.auction"
     " AND a.window_start = b.window_start AND a.window_end = b.window_end GROUP BY a.auction;",
-    # grouped by one bound only: not Flink's window aggregate
-    f"SELECT COUNT(*) FROM (SELECT window_start, COUNT(DISTINCT bidder) AS n FROM {CUMULATE} GROUP BY window_start)"
-    " GROUP BY n;",
 ])
 def test_window_shapes_not_cut(sql):
     assert stages(sql) is None
@@ -115,10 +112,43 @@ def test_window_top_n_over_a_tvf_read_through_a_subquery_reads_the_subquery_s_wi
                    f" {HOP}) WHERE price > 2)) WHERE rn <= 3;")
     assert isinstance(stage, RankStage) and not stage.inputs and stage.window_end == "__wend_ms"
     assert "UNIX_MILLIS(`_1`.`window_end`) AS `__wend_ms`" in _sql(stage.input_query)
-    # a subquery whose window_end is not the TVF's own: Flink has no window Top-N there either
-    assert stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY"
-                  f" price DESC) AS rn FROM (SELECT auction, price, window_start, window_end + INTERVAL '1' SECOND"
-                  f" AS window_end FROM {HOP})) WHERE rn <= 3;") is None
+    # a subquery whose window_end is not the TVF's own: Flink has no window Top-N there either,
+    # but a regular (updating) Top-N over the rows
+    plain = stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY"
+                   f" price DESC) AS rn FROM (SELECT auction, price, window_start, window_end + INTERVAL '1' SECOND"
+                   f" AS window_end FROM {HOP})) WHERE rn <= 3;")
+    assert isinstance(plain, RankStage) and plain.window_end is None and not inserts_only(plain)
+
+
+PLAIN_TVF = {  # a TVF's rows feeding no window operator: plain rows with window columns
+    "grouped_by_one_bound": "SELECT window_start, COUNT(*) AS n, MAX(v) AS top FROM TABLE(TUMBLE(TABLE t,"
+                            " DESCRIPTOR(ts), INTERVAL '6' SECOND)) GROUP BY window_start",
+    "left_joined": "SELECT a.k, a.v, a.window_end, b.ts FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND,"
+                   " INTERVAL '10' SECOND)) a LEFT JOIN (SELECT * FROM t WHERE v > 3) b ON a.k = b.k AND a.v + 3 < b.v",
+    "top2_per_key": "SELECT k, v, window_start FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, ts)"
+                    " AS rn FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND))) WHERE rn <= 2",
+}
+
+
+def test_a_tvf_s_rows_feeding_no_window_operator_are_read_as_plain_rows():
+    from streamsql.spark.stateful.chain import JoinStage
+
+    tvf = "TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))"
+    stage = stages(f"SELECT window_start, COUNT(*) AS n FROM {tvf} GROUP BY window_start;")
+    assert isinstance(stage, AggregateStage) and not stage.inputs  # a GroupAggregate, updating
+    assert "`__window_1`" in _sql(stage.split.input_query)
+    joined = stages(f"SELECT b.auction, b.window_start, u.name FROM {tvf} b LEFT JOIN users u ON b.bidder = u.id;")
+    assert isinstance(joined.inputs[0][1], JoinStage) and not joined.inputs[0][1].window
+    ranked = stages(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn"
+                    f" FROM (SELECT * FROM {tvf})) WHERE rn <= 2;")
+    assert isinstance(ranked, RankStage) and ranked.window_end is None and not ranked.per_window
+    # a CUMULATE TVF's rows grouped by one bound only: Spark assigns no CUMULATE windows itself
+    assert not runs_on_stateful_operators(build(f"SELECT COUNT(*) FROM (SELECT window_start, COUNT(DISTINCT bidder)"
+                                                f" AS n FROM {CUMULATE} GROUP BY window_start) GROUP BY n;"))
+    # with a window operator in the plan, the same rows elsewhere are still refused
+    assert stages(f"SELECT a.auction, COUNT(*) FROM (SELECT * FROM {HOP}) a JOIN (SELECT * FROM {HOP}) b ON"
+                  " a.auction = b.auction AND a.window_start = b.window_start AND a.window_end = b.window_end"
+                  " GROUP BY a.auction;") is None
 
 
 def _sql(query):
@@ -213,6 +243,18 @@ def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
         assert final == expected, name
         if name != "max_of_windows":
             assert set(ops) == {"+I"}, f"{name}: a window operator emits each window once"
+
+
+@pytest.mark.spark
+def test_streamed_plain_tvf_rows_end_with_the_batch_result(run, tmp_path):
+    folder = tmp_path / "parts"
+    _files(folder, random.Random(7))
+    run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
+               f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    for name, query in PLAIN_TVF.items():
+        final, ops, expected = streamed_and_batch(run, query)
+        assert final == expected, name
+        assert ops["-D"] + ops["-U"], f"{name}: an updating result over the TVF's rows"
 
 
 @pytest.mark.spark

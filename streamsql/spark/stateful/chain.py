@@ -167,14 +167,31 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
     None when a shape is not one streamsql can stream (or nothing stateful is needed).
     ``ttl_ms`` ('table.exec.state.ttl') goes to every stage's operator."""
     try:
-        stage = _Compiler(plan, bounded, ttl_ms).query(hide_join_times(plan.query, plan, bounded))
+        compiler = _Compiler(plan, bounded, ttl_ms)
+        stage = compiler.query(hide_join_times(plan.query, plan, bounded))
     except _Unsupported:
         return None
-    if stage is not None and _reads_windows_elsewhere(stage, {w.name for w in plan.windows}):
+    if stage is not None and not compiler.plain_windows and _reads_windows_elsewhere(
+            stage, {w.name for w in plan.windows}):
         return None
     if stage is not None and ttl_ms:
         _set_ttl(stage, ttl_ms)
     return stage
+
+
+def _plain_windows(plan, bounded) -> bool:
+    """Whether the query's window TVFs feed no window operator (window aggregate, Top-N,
+    deduplication or join): their rows are then plain rows with window columns, which Spark
+    assigns row by row, and any operator may read them (a GROUP BY, a regular join, a Top-N)."""
+    from streamsql.plan.aggregate_operators import WindowAggregate, WindowDeduplicate, WindowRank
+    from streamsql.plan.join_operators import WindowJoin
+    from streamsql.plan.logical import build_operator_plan
+    from streamsql.plan.operators import walk
+
+    if not plan.windows:
+        return False
+    window_operators = (WindowAggregate, WindowRank, WindowDeduplicate, WindowJoin)
+    return not any(isinstance(node, window_operators) for node in walk(build_operator_plan(plan, bounded)))
 
 
 def _reads_windows_elsewhere(stage: Stage, windows: set[str]) -> bool:
@@ -207,6 +224,7 @@ class _Compiler:
         self.bounded = bounded
         self.ttl_ms = ttl_ms
         self.builder = Builder(plan, bounded)
+        self.plain_windows = _plain_windows(plan, bounded)
 
     def query(self, query: exp.Expression) -> Stage | None:
         """The stage computing ``query``, or None when Spark streams all of it natively."""
@@ -220,7 +238,7 @@ class _Compiler:
             raise _Unsupported()
         from streamsql.spark.stateful.window_cut import cut_window_aggregate, window_tables
 
-        if window_tables(self, query):
+        if window_tables(self, query) and not self.plain_windows:
             return cut_window_aggregate(self, query)
         pattern = _rank_pattern(query, self._view_query)
         if pattern is not None:
@@ -289,7 +307,7 @@ class _Compiler:
                     inputs.append((source.name, SourceStage(table=source.name, upsert=mode.upsert_key is not None)))
                     aliases.append(source.alias_or_name)
                 continue
-            if window_rows and self._window_rows(body):
+            if (window_rows or self.plain_windows) and self._window_rows(body):
                 continue
             stage = self.query(body)
             if stage is None:
