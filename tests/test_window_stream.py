@@ -232,12 +232,16 @@ QUERIES = {
 }
 
 
-@pytest.mark.spark
-def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
-    folder = tmp_path / "parts"
-    _files(folder, random.Random(11))
+def _declare_t(run, folder, seed: int) -> None:
+    """Table t (k, v, ts) over ``_files``' four files."""
+    _files(folder, random.Random(seed))
     run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
                f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+
+
+@pytest.mark.spark
+def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
+    _declare_t(run, tmp_path / "parts", 11)
     for name, query in QUERIES.items():
         final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
@@ -247,10 +251,7 @@ def test_streamed_windows_end_with_the_batch_result(run, tmp_path):
 
 @pytest.mark.spark
 def test_streamed_plain_tvf_rows_end_with_the_batch_result(run, tmp_path):
-    folder = tmp_path / "parts"
-    _files(folder, random.Random(7))
-    run.output(f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL"
-               f" '1' SECOND) WITH ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    _declare_t(run, tmp_path / "parts", 7)
     for name, query in PLAIN_TVF.items():
         final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
