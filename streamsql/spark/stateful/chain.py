@@ -27,6 +27,7 @@ over unbounded input, or computes bounded input as one batch.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -171,8 +172,8 @@ def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
         stage = compiler.query(hide_join_times(plan.query, plan, bounded))
     except _Unsupported:
         return None
-    if stage is not None and not compiler.plain_windows and _reads_windows_elsewhere(
-            stage, {w.name for w in plan.windows}):
+    if stage is not None and _reads_windows_elsewhere(stage, {w.name for w in plan.windows}) \
+            and not compiler.plain_windows:
         return None
     if stage is not None and ttl_ms:
         _set_ttl(stage, ttl_ms)
@@ -224,7 +225,11 @@ class _Compiler:
         self.bounded = bounded
         self.ttl_ms = ttl_ms
         self.builder = Builder(plan, bounded)
-        self.plain_windows = _plain_windows(plan, bounded)
+
+    @functools.cached_property
+    def plain_windows(self) -> bool:
+        """``_plain_windows``, planned once, when a window TVF is first met."""
+        return _plain_windows(self.plan, self.bounded)
 
     def query(self, query: exp.Expression) -> Stage | None:
         """The stage computing ``query``, or None when Spark streams all of it natively."""

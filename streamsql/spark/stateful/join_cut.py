@@ -25,7 +25,8 @@ from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
 
 JOINED = "__joined"
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", "LeftSemiJoin", "LeftAntiJoin")
+SEMI_TYPES = ("LeftSemiJoin", "LeftAntiJoin")
+JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI_TYPES)
 _VIEWS = itertools.count(1)
 
 
@@ -34,11 +35,10 @@ def stateful_join_of(compiler, select: exp.Select):
     it — a regular join, an event-time temporal join or a window join (cut the same way) —
     or None (no join, or an interval or lookup join)."""
     from streamsql.plan.join_operators import Join, TemporalJoin, WindowJoin
-    from streamsql.plan.operators import walk
 
     if len(select.args.get("joins") or []) != 1:
         return None
-    node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
+    node = _join_node(compiler, select)
     if isinstance(node, TemporalJoin) and node.rowtime or isinstance(node, WindowJoin):
         return node
     return node if node is not None and type(node) is Join else None
@@ -47,14 +47,21 @@ def stateful_join_of(compiler, select: exp.Select):
 def window_semi_join_of(compiler, select: exp.Select):
     """The WindowJoin the operator plan makes of this SELECT's IN / EXISTS subquery (a window
     semi or anti join), or None."""
-    from streamsql.plan.join_operators import Join, WindowJoin
-    from streamsql.plan.operators import walk
+    from streamsql.plan.join_operators import WindowJoin
 
     if select.args.get("joins") or select.args.get("where") is None \
             or not any(isinstance(n, (exp.In, exp.Exists)) for n in select.args["where"].walk()):
         return None
-    node = next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
+    node = _join_node(compiler, select)
     return node if isinstance(node, WindowJoin) and node.join_type in SEMI_TYPES else None
+
+
+def _join_node(compiler, select: exp.Select):
+    """The operator plan's first join of this SELECT (its JOIN, or an IN / EXISTS), or None."""
+    from streamsql.plan.join_operators import Join
+    from streamsql.plan.operators import walk
+
+    return next((n for n in walk(compiler.builder.select(select)) if isinstance(n, Join)), None)
 
 
 def read_versions(select: exp.Select) -> None:
@@ -88,7 +95,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     fired = tuple(window and _whole_windows(_side_stage(inputs, item)) for item in (left_item, right_item))
     per_batch = all(fired)
     if window and (set(changelogs) - {a for a, f in zip((left, right), fired) if f}
-                   or node.join_type not in WINDOW_JOIN_TYPES or [t for t, _ in node.ends] != [left, right]):
+                   or [t for t, _ in node.ends] != [left, right]):
         raise _Unsupported()  # a window join over another stateful operator's rows: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
@@ -188,8 +195,6 @@ def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms
-SEMI_TYPES = ("LeftSemiJoin", "LeftAntiJoin")
-WINDOW_JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI_TYPES)
 
 
 def _whole_windows(stage) -> bool:

@@ -133,6 +133,14 @@ def appended(state: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame | N
     return rows if state is None else pd.concat([state, rows], ignore_index=True)
 
 
+def shared_dtypes(a: pd.DataFrame, b: pd.DataFrame, columns: list[str]) -> None:
+    """Give ``columns`` one dtype in both frames, in place (object where they differ), as
+    a merge on them needs."""
+    for column in columns:
+        if a[column].dtype != b[column].dtype:
+            a[column], b[column] = a[column].astype(object), b[column].astype(object)
+
+
 def nulls(kind: str, n: int):
     """A padding column of ``n`` NULLs, typed for its kind (an object column of None costs
     pandas a look at every value when it is concatenated)."""
@@ -265,9 +273,7 @@ def _grouped_null_aware_matches(rows: pd.DataFrame, other: pd.DataFrame, key: st
     if other.empty or mine.empty:
         return out
     other = other[group + [key, COUNT]].copy()
-    for column in group + [key]:  # a merge's columns must share a dtype
-        if mine[column].dtype != other[column].dtype:
-            mine[column], other[column] = mine[column].astype(object), other[column].astype(object)
+    shared_dtypes(mine, other, group + [key])
     nulls = other[key].isna().to_numpy()
     totals = other.assign(__nn=np.where(nulls, other[COUNT].to_numpy(dtype="int64"), 0)).groupby(
         group, sort=False).agg(__all=(COUNT, "sum"), __nn=("__nn", "sum")).reset_index()

@@ -97,9 +97,7 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
     if versions is not None and keyed.any():
         probe = due.loc[keyed].assign(__t=due.loc[keyed, left_time].astype("int64")).sort_values("__t", kind="stable")
         candidates = versions.assign(__t=versions[right_time].astype("int64")).sort_values(["__t", SEQ], kind="stable")
-        for key in keys:  # merge_asof's by-columns must share a dtype
-            if probe[key].dtype != candidates[key].dtype:
-                probe[key], candidates[key] = probe[key].astype(object), candidates[key].astype(object)
+        joining.shared_dtypes(probe, candidates, keys)  # merge_asof's by-columns
         merged = pd.merge_asof(probe, candidates, on="__t", by=keys, direction="backward", allow_exact_matches=True)
         matched = merged[merged[SEQ].notna().to_numpy() & (merged[VERSION_KIND] != "-D").to_numpy()]
     if plan["join_type"] == "LeftOuterJoin":

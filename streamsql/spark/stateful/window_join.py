@@ -155,9 +155,7 @@ def _pairs(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) ->
     b = joining._matching(right.assign(**{_ORDER[1]: np.arange(len(right))}), keys)
     if a.empty or b.empty:
         return None
-    for key in keys:  # a merge's columns must share a dtype
-        if a[key].dtype != b[key].dtype:
-            a[key], b[key] = a[key].astype(object), b[key].astype(object)
+    joining.shared_dtypes(a, b, keys)
     pairs = a.merge(b, on=keys)
     if plan["residual"] is not None and len(pairs):
         pairs = pairs.loc[predicates.holds(plan["residual"], pairs)]
@@ -185,30 +183,10 @@ def not_in(plan: dict, left: pd.DataFrame, right: pd.DataFrame | None) -> np.nda
     first key is the value, the others (the window's bounds, other correlated keys) choose
     the right rows it is compared with. TRUE when there are none; else only when the value
     is not NULL and no right value equals it or is NULL (NULL makes it UNKNOWN)."""
-    value, group = plan["keys"][0], plan["keys"][1:]
-    kept = np.ones(len(left), dtype=bool)
-    if right is None or right.empty:
-        return kept
-    others = joining._matching(right, group)[group + [value]]  # a NULL correlated key picks no row
-    if others.empty:
-        return kept
-    rows = left[group + [value]].assign(__row=np.arange(len(left)))
-    for key in group + [value]:  # a merge's columns must share a dtype
-        if rows[key].dtype != others[key].dtype:
-            rows[key], others[key] = rows[key].astype(object), others[key].astype(object)
-    stats = others.assign(__null=others[value].isna()).groupby(group, sort=False).agg(
-        __n=(value, "size"), __nulls=("__null", "sum")).reset_index()
-    found = joining._matching(rows, group).merge(stats, on=group)  # the rows with values to compare with
-    compared = np.zeros(len(left), dtype=bool)
-    compared[found["__row"].to_numpy(dtype="int64")] = True
-    unknown = np.zeros(len(left), dtype=bool)  # a NULL on either side
-    unknown[found.loc[found["__nulls"].to_numpy() > 0, "__row"].to_numpy(dtype="int64")] = True
-    unknown |= compared & left[value].isna().to_numpy()
-    equal = joining._matching(rows, group + [value]).merge(
-        joining._matching(others, [value]).drop_duplicates(), on=group + [value])["__row"].to_numpy(dtype="int64")
-    kept &= ~compared | ~unknown
-    kept[equal] = False
-    return kept
+    if right is None:
+        return np.ones(len(left), dtype=bool)
+    # the regular join's rule: a row has no partner exactly when NOT IN is TRUE for it
+    return joining.null_aware_matches(left, right.assign(**{joining.COUNT: 1}), plan["keys"]) == 0
 
 
 class WindowJoinProcessor(StatefulProcessor):
