@@ -23,10 +23,9 @@ from streamsql.plan.logical_from import conjuncts
 from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
+from streamsql.spark.stateful.join import JOIN_TYPES, SEMI
 
 JOINED = "__joined"
-SEMI_TYPES = ("LeftSemiJoin", "LeftAntiJoin")
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI_TYPES)
 _VIEWS = itertools.count(1)
 
 
@@ -53,7 +52,7 @@ def window_semi_join_of(compiler, select: exp.Select):
             or not any(isinstance(n, (exp.In, exp.Exists)) for n in select.args["where"].walk()):
         return None
     node = _join_node(compiler, select)
-    return node if isinstance(node, WindowJoin) and node.join_type in SEMI_TYPES else None
+    return node if isinstance(node, WindowJoin) and node.join_type in SEMI else None
 
 
 def _join_node(compiler, select: exp.Select):

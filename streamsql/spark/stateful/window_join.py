@@ -36,10 +36,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts
-from streamsql.spark.stateful.join import BUCKET, SEMI, both_sides
+from streamsql.spark.stateful.join import BUCKET, JOIN_TYPES, SEMI, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
-JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", *SEMI)
 _ORDER = ("__lo", "__ro")  # a due row's place on its side
 
 
