@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -48,10 +49,20 @@ WINDOWED = ("INSERT INTO wdst SELECT k, window_start, window_end, COUNT(*) FROM"
             " TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end")
 
 
+def part_files(directory) -> list:
+    """The part files a directory listing shows (any tool's view), outside the writers' staging
+    directories. ``os.walk`` neither enters them nor fails when one vanishes while it lists: a
+    running job renames and removes its staging directories at every commit."""
+    found = []
+    for parent, subdirs, names in os.walk(directory):
+        subdirs[:] = [d for d in subdirs if d != ".streamsql-staging"]
+        found.extend(Path(parent, name) for name in names if name.startswith("part-"))
+    return found
+
+
 def lines(directory) -> list[str]:
     """Every line of every part file a directory listing shows (any tool's view)."""
-    return sorted(line for f in directory.rglob("part-*") if ".streamsql-staging" not in f.parts
-                  for line in f.read_text().splitlines())
+    return sorted(line for f in part_files(directory) for line in f.read_text().splitlines())
 
 
 @pytest.fixture
@@ -255,7 +266,7 @@ def kill_at_random(job: subprocess.Popen, rng: random.Random, which: str) -> Non
 
 
 def visible_files(directory) -> set[str]:
-    return {str(f.relative_to(directory)) for f in directory.rglob("part-*") if ".streamsql-staging" not in f.parts}
+    return {str(f.relative_to(directory)) for f in part_files(directory)}
 
 
 def committed_files(tmp_path, directory) -> set[str]:
