@@ -29,6 +29,17 @@ RESIDUALS = {
     "NOT (r0 = 2) AND l1 <> 'y'": (
         ("and", ("not", ("cmp", "=", ("col", "__r0"), ("lit", 2))), ("cmp", "<>", ("col", "__l1"), ("lit", "y"))),
         lambda l0, l1, r0: False if (r0 == 2 or l1 == "y") else (None if None in (r0, l1) else True)),
+    # functions of values from both sides
+    "ABS(l0 - r0) <= 1": (("cmp", "<=", ("abs", ("arith", "-", ("col", "__l0"), ("col", "__r0"))), ("lit", 1)),
+                          lambda l0, l1, r0: None if None in (l0, r0) else abs(l0 - r0) <= 1),
+    "COALESCE(r0, l0) > CASE WHEN l1 = 'x' THEN 2 ELSE l0 - 1 END": (
+        ("cmp", ">", ("coalesce", ("col", "__r0"), ("col", "__l0")),
+         ("case", ((("cmp", "=", ("col", "__l1"), ("lit", "x")), ("lit", 2)),),
+          ("arith", "-", ("col", "__l0"), ("lit", 1)))),
+        lambda l0, l1, r0: (r0 if r0 is not None else l0) > (2 if l1 == "x" else l0 - 1)),
+    "l1 LIKE CASE r0 WHEN 3 THEN 'x%' ELSE '_' END": (
+        ("like", ("col", "__l1"), ("case", ((("cmp", "=", ("col", "__r0"), ("lit", 3)), ("lit", "x%")),), ("lit", "_"))),
+        lambda l0, l1, r0: None if l1 is None else (l1.startswith("x") if r0 == 3 else len(l1) == 1)),
 }
 
 

@@ -105,16 +105,45 @@ def test_outer_join_conditions_beyond_the_keys():
     assert to_spark_sql(join.left_query).startswith(
         "SELECT CASE WHEN `b`.`price` > 3 THEN `b`.`bidder` END AS `__lk0`")
     assert to_spark_sql(join.right_query).endswith("WHERE `u`.`name` <> 'x'")
-    assert join.residual == ("cmp", "<", ("col", "__l0"), ("arith", "*", ("col", "__r1"), ("lit", 2)))
+    assert join.residual == ("cmp", "<", ("col", "__l0"), ("col", "__r1"))  # u.id * 2, computed by Spark
+    assert "`u`.`id` * 2 AS `__r1`" in to_spark_sql(join.right_query)
     full = stages("SELECT u.name, b.price FROM bid b FULL JOIN users u ON b.bidder = u.id AND u.name IS NOT NULL;")
     (_, join), = full.inputs
     assert to_spark_sql(join.right_query).startswith(
         "SELECT CASE WHEN NOT `u`.`name` IS NULL THEN `u`.`id` END AS `__rk0`") and join.residual is None
 
 
+def test_outer_join_functions_of_both_sides():
+    """Each largest part of a condition of both sides that reads one side is computed by
+    Spark in that side's query; the operator compares the values and applies the functions
+    of values from both sides (ABS, COALESCE, CASE, LIKE)."""
+    stage = stages("SELECT a.seller, b.price FROM bid b LEFT JOIN auction a ON b.auction = a.id"
+                   " AND b.ts > a.ts + INTERVAL '1' MINUTE AND ABS(b.price - a.seller * 2) < 5"
+                   " AND a.category LIKE CONCAT(b.channel, '%');")
+    (_, join), = stage.inputs
+    assert join.residual == ("and", ("and", ("cmp", ">", ("col", "__l2"), ("col", "__r2")),
+                                     ("cmp", "<", ("abs", ("arith", "-", ("col", "__l0"), ("col", "__r3"))),
+                                      ("lit", 5))),
+                             ("like", ("col", "__r1"), ("col", "__l1")))
+    assert to_spark_sql(join.right_query).startswith(
+        "SELECT `a`.`id` AS `__rk0`, `a`.`seller` AS `__r0`, `a`.`category` AS `__r1`, TIMESTAMP_MICROS(UNIX_MICROS("
+        "`a`.`ts`)) + INTERVAL '1' MINUTE AS `__r2`, `a`.`seller` * 2 AS `__r3` FROM")
+    assert "CONCAT(`b`.`channel`, '%') AS `__l1`" in to_spark_sql(join.left_query)
+    # in a NOT EXISTS: a CASE of both sides, its one-side condition computed
+    stage = stages("SELECT b.auction FROM bid b WHERE NOT EXISTS (SELECT * FROM users u WHERE u.id = b.bidder"
+                   " AND COALESCE(u.id, 0) > CASE WHEN b.price > 3 THEN b.price ELSE u.id END);")
+    (_, join), = stage.inputs
+    assert join.residual == ("cmp", ">", ("col", "__r0"),
+                             ("case", ((("col", "__l1"), ("col", "__l2")),), ("col", "__r1")))
+    assert "`b`.`price` > 3 AS `__l1`" in to_spark_sql(join.left_query)
+
+
 @pytest.mark.parametrize("sql", [
-    # an outer join's condition of both sides that the operator does not evaluate
-    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND u.name LIKE b.channel;",
+    # an outer join's condition of both sides that the operator does not evaluate: a
+    # volatile function, a function of values from both sides it does not have
+    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND u.name > b.channel"
+    " || CAST(RAND() AS STRING);",
+    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND UPPER(u.name || b.channel) = 'X';",
     # no key equality at all
     "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder > u.id;",
     # an interval join stays Spark's (inner) or is not a regular join (outer)
@@ -147,6 +176,11 @@ QUERIES = {
     "full_on_each_side": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND t.v > 300 AND d.name <> 'one'",
     "right_on_both": "SELECT t.v, d.name, d.lim FROM t RIGHT JOIN d ON t.k = d.k AND (t.v BETWEEN d.lim - 400"
                      " AND d.lim OR d.lim IS NULL)",
+    # functions of both sides (ABS, COALESCE, CASE, LIKE), their one-side parts computed by Spark
+    "left_on_functions": "SELECT t.k, t.v, d.name FROM t LEFT JOIN d ON t.k = d.k"
+                         " AND ABS(t.v - COALESCE(d.lim, 500)) < 300",
+    "full_on_like": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND CONCAT('k', d.name)"
+                    " LIKE CASE WHEN t.v > 500 THEN 'k%o' ELSE 'k_n%' END",
     # IN / EXISTS: semi and anti joins, of inserts and of a changelog
     "in": "SELECT t.k, t.v FROM t WHERE t.v > 100 AND t.k IN (SELECT k FROM d WHERE name <> 'two')",
     "not_exists": "SELECT t.k, t.v FROM t WHERE NOT EXISTS (SELECT * FROM d WHERE d.k = t.k AND d.lim > t.v)",
@@ -183,7 +217,7 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
-            "right_on_both", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
+            "right_on_both", "left_on_functions", "full_on_like", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

@@ -14,6 +14,7 @@ a window join (each side's window end, for ``window_join``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from sqlglot import exp
@@ -127,6 +128,10 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     in_keys = {id(c) for pair in keys for side in pair for c in side.find_all(exp.Column)}
     in_keys |= {id(c) for conditions in pushed.values() for condition in conditions
                 for c in condition.find_all(exp.Column)}
+    computed: dict[tuple[str, str], exp.Expression] = {}
+    if not inner:  # a part of a condition of both sides that reads one side is computed by Spark
+        for condition in residual:
+            _compute_one_side_parts(condition, left, right, computed)
     names: dict[tuple[str, str], str] = {}
     for column in select.find_all(exp.Column):
         side = {left: "__l", right: "__r"}.get(column.table)
@@ -141,7 +146,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                    for i, pair in enumerate(keys)]
         if times:
             columns.append(exp.alias_(times[index], TIMES[index]))
-        columns += [exp.alias_(exp.column(name, alias), own) for (table, name), own in names.items() if table == alias]
+        columns += [exp.alias_(computed.get((table, name)) or exp.column(name, alias), own)
+                    for (table, name), own in names.items() if table == alias]
         if alias in changelogs:
             columns.insert(0, exp.column(ROWKIND_COLUMN, alias))
         item = item.copy()
@@ -227,6 +233,28 @@ def _only_when(key: exp.Expression, conditions: list[exp.Expression], join_type:
     return exp.Case(ifs=[exp.If(this=exp.and_(*[c.copy() for c in conditions]), true=key.copy())])
 
 
+def _compute_one_side_parts(condition: exp.Expression, left: str, right: str,
+                            computed: dict[tuple[str, str], exp.Expression]) -> None:
+    """Replace, in place, each largest part of a condition of both sides that reads one side
+    only (``b.ts + INTERVAL '1' MINUTE``, ``LOWER(u.name)``) by a column of that side, its
+    expression recorded in ``computed``: Spark computes it in that side's query, with every
+    function streamsql translates, and the operator compares the values. A volatile part
+    (RAND, UUID) is left to the operator, which refuses it."""
+    def visit(node: exp.Expression) -> None:
+        structural = isinstance(node, exp.If) and isinstance(node.parent, exp.Case)
+        if not structural and not isinstance(node, exp.Column) and node.find(exp.Column) is not None \
+                and _side(node, left, right) is not None and node.find(*_VOLATILE) is None:
+            side, name = _side(node, left, right), f"__x{len(computed)}"
+            computed[(side, name)] = node.copy()
+            node.replace(exp.column(name, side))
+            return
+        for child in list(node.iter_expressions()):
+            visit(child)
+
+    visit(condition)
+
+
+_VOLATILE = (exp.Rand, exp.Uuid, exp.Subquery, exp.Select)
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
 
@@ -262,6 +290,21 @@ def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
         if isinstance(node, exp.Between):
             value = tree(node.this)
             return ("and", ("cmp", ">=", value, tree(node.args["low"])), ("cmp", "<=", value, tree(node.args["high"])))
+        if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+            value = tree(node.this)
+            return functools.reduce(lambda a, b: ("or", a, b), [("cmp", "=", value, tree(e)) for e in node.expressions])
+        if isinstance(node, exp.Abs):
+            return ("abs", tree(node.this))
+        if isinstance(node, exp.Coalesce):
+            return ("coalesce", *[tree(e) for e in [node.this, *node.expressions]])
+        if isinstance(node, exp.Case):
+            subject = node.this
+            return ("case", tuple((tree(e.this) if subject is None else ("cmp", "=", tree(subject), tree(e.this)),
+                                   tree(e.args["true"])) for e in node.args["ifs"]),
+                    tree(node.args["default"]) if node.args.get("default") is not None else ("lit", None))
+        if isinstance(node, exp.Like):
+            like = ("like", tree(node.this), tree(node.expression))
+            return ("not", like) if node.args.get("negate") else like
         raise _Unsupported()  # an outer join's ON condition the operator does not evaluate yet
 
     return tree(condition)

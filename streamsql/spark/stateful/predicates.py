@@ -5,15 +5,18 @@ only numpy and pandas; the condition comes as plain data (built by ``join_cut.re
 
     ("col", name) | ("lit", value) | ("cmp", op, a, b) | ("arith", op, a, b) | ("neg", a)
     | ("and", a, b) | ("or", a, b) | ("not", a) | ("isnull", a)
+    | ("abs", a) | ("coalesce", a, b, ...) | ("case", ((when, then), ...), else) | ("like", a, pattern)
 
 ``op`` is one of = <> < <= > >= (cmp) or + - * (arith). A comparison with a NULL operand is
 UNKNOWN, and only TRUE selects a pair (an outer join's row whose condition is UNKNOWN for
-every partner is null-padded, as in SQL).
+every partner is null-padded, as in SQL). The functions are those of values from both sides;
+a part of the condition that reads one side only comes computed, as a column.
 """
 
 from __future__ import annotations
 
 import operator
+import re
 
 import numpy as np
 import pandas as pd
@@ -68,7 +71,57 @@ def _eval(node, frame: pd.DataFrame, n: int):
             false = (~a & ~a_null) | (~b & ~b_null)
             return a & b, ~false & (a_null | b_null)
         return a | b, ~(a | b) & (a_null | b_null)  # TRUE wins over UNKNOWN
+    if tag == "abs":
+        a, null = _eval(node[1], frame, n)
+        out = np.full(n, None, dtype=object)
+        out[~null] = np.abs(_at(a, ~null))
+        return out, null
+    if tag == "coalesce":
+        out, null = np.full(n, None, dtype=object), np.ones(n, dtype=bool)
+        for argument in node[1:]:  # the first value that is not NULL
+            value, value_null = _eval(argument, frame, n)
+            take = null & ~value_null
+            out[take] = _at(value, take)
+            null &= value_null
+        return out, null
+    if tag == "case":
+        out, null, open_ = np.full(n, None, dtype=object), np.ones(n, dtype=bool), np.ones(n, dtype=bool)
+        for when, then in node[1]:  # the first WHEN that is TRUE; UNKNOWN goes on
+            picked = open_ & holds(when, frame)
+            if picked.any():
+                value, value_null = _eval(then, frame, n)
+                out[picked], null[picked] = _at(value, picked), _at(value_null, picked)
+            open_ &= ~picked
+        value, value_null = _eval(node[2], frame, n)
+        out[open_], null[open_] = _at(value, open_), _at(value_null, open_)
+        return out, null
+    if tag == "like":
+        a, a_null = _eval(node[1], frame, n)
+        pattern, pattern_null = _eval(node[2], frame, n)
+        null = a_null | pattern_null
+        out = np.zeros(n, dtype=bool)
+        patterns = pd.Series(pattern if isinstance(pattern, np.ndarray) else np.full(n, pattern, dtype=object))
+        values = pd.Series(a if isinstance(a, np.ndarray) else np.full(n, a, dtype=object))
+        for text, rows in patterns[~null].groupby(patterns[~null], sort=False).groups.items():
+            regex = _like_regex(text)
+            out[rows] = [regex.fullmatch(v if isinstance(v, str) else str(v)) is not None for v in values[rows]]
+        return out, null
     raise ValueError(f"not a condition node: {tag!r}")
+
+
+def _like_regex(pattern: str) -> re.Pattern:
+    """SQL LIKE as a regular expression: % any characters, _ one, a backslash escapes the
+    next character (as Spark reads LIKE, which computes the one-side parts)."""
+    parts, escaped = [], False
+    for char in pattern:
+        if escaped:
+            parts.append(re.escape(char))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def _at(values, mask: np.ndarray):
