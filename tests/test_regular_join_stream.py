@@ -80,6 +80,43 @@ def test_a_not_in_correlated_by_equalities_is_null_aware_within_each_key():
     assert to_spark_sql(join.left_query).startswith("SELECT `b`.`bidder` AS `__lk0`, `b`.`channel` AS `__lk1`")
 
 
+def test_scalar_aggregate_subqueries_are_joins_with_the_subquery_grouped_by_its_correlation():
+    """Compared in WHERE, a row without a group is filtered anyway: an inner join."""
+    stage = stages("SELECT b.auction FROM bid b WHERE b.price > 2 * (SELECT AVG(b2.price) FROM bid b2 WHERE"
+                   " b2.auction = b.auction AND b2.bidder <> 7);")
+    (_, join), = stage.inputs
+    assert (join.join_type, join.keys) == ("InnerJoin", 1) and isinstance(join.inputs[0][1], AggregateStage)
+    sq = _sq(join)
+    body = join.inputs[0][1].split.input_query
+    assert "WHERE `b2`.`bidder` <> 7" in to_spark_sql(body)
+    assert to_spark_sql(join.right_query) == (f"SELECT `{sq}`.`__rowkind`, `{sq}`.`__e0` AS `__rk0`, `{sq}`.`__v`"
+                                              f" AS `__r0` FROM `{join.inputs[0][0]}` AS `{sq}`")
+    assert to_spark_sql(stage.query).endswith("WHERE `__joined`.`__l1` > 2 * `__joined`.`__r0`")
+    # in the select list: a left join; a COUNT over no rows is 0, not NULL
+    stage = stages("SELECT u.name, (SELECT COUNT(*) FROM bid b WHERE b.bidder = u.id) AS n FROM users u;")
+    (_, join), = stage.inputs
+    assert join.join_type == "LeftOuterJoin"
+    assert "COALESCE(`__joined`.`__r0`, 0) AS `n`" in to_spark_sql(stage.query)
+    # uncorrelated: one group, joined on a constant key (one bucket)
+    stage = stages("SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) OR b.price IS NULL;")
+    (_, join), = stage.inputs
+    assert join.join_type == "LeftOuterJoin" and to_spark_sql(join.left_query).startswith("SELECT 0 AS `__lk0`")
+
+
+@pytest.mark.parametrize("sql", [
+    # correlated by more than equalities; grouped; a COUNT in a larger value (1 over no rows)
+    "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(b2.price) FROM bid b2 WHERE b2.auction < b.auction);",
+    "SELECT b.auction FROM bid b WHERE b.price > (SELECT MAX(b2.price) FROM bid b2 WHERE b2.auction = b.auction"
+    " GROUP BY b2.bidder);",
+    "SELECT b.auction FROM bid b WHERE b.price > (SELECT COUNT(*) + 1 FROM bid b2 WHERE b2.auction = b.auction);",
+    # two scalar subqueries in one SELECT
+    "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) AND b.price < (SELECT MAX(price)"
+    " FROM bid);",
+])
+def test_scalar_subqueries_not_made_joins(sql):
+    assert stages(sql) is None
+
+
 @pytest.mark.parametrize("sql", [
     # NULL-aware per outer row: a NOT IN correlated by more than equalities
     "SELECT b.auction FROM bid b WHERE b.bidder NOT IN (SELECT u.id FROM users u WHERE u.name > b.channel);",
@@ -181,6 +218,10 @@ QUERIES = {
                          " AND ABS(t.v - COALESCE(d.lim, 500)) < 300",
     "full_on_like": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND CONCAT('k', d.name)"
                     " LIKE CASE WHEN t.v > 500 THEN 'k%o' ELSE 'k_n%' END",
+    # scalar aggregate subqueries: joins with the subquery grouped by its correlation
+    "scalar_correlated": "SELECT t.k, t.v FROM t WHERE t.v > (SELECT AVG(t2.v) FROM t t2 WHERE t2.k = t.k)",
+    "scalar_uncorrelated": "SELECT t.k, t.v FROM t WHERE t.v + 100 > (SELECT AVG(lim) FROM d)",
+    "scalar_count_selected": "SELECT d.name, (SELECT COUNT(*) FROM t WHERE t.k = d.k AND t.v > 300) AS n FROM d",
     # IN / EXISTS: semi and anti joins, of inserts and of a changelog
     "in": "SELECT t.k, t.v FROM t WHERE t.v > 100 AND t.k IN (SELECT k FROM d WHERE name <> 'two')",
     "not_exists": "SELECT t.k, t.v FROM t WHERE NOT EXISTS (SELECT * FROM d WHERE d.k = t.k AND d.lim > t.v)",
@@ -217,7 +258,8 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
         if ops["-D"] + ops["-U"]:
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
-            "right_on_both", "left_on_functions", "full_on_like", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
+            "right_on_both", "left_on_functions", "full_on_like", "scalar_correlated", "scalar_uncorrelated",
+            "scalar_count_selected", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

@@ -257,6 +257,10 @@ class _Compiler:
             from streamsql.spark.stateful.semi_cut import subquery_join
 
             join = subquery_join(query, window_semi_join_of(self, query))
+        if join is None:  # a scalar aggregate subquery: a join with it grouped by its correlation
+            from streamsql.spark.stateful.scalar_cut import scalar_join
+
+            join = scalar_join(query)
         if join is not None and join.kind == "TemporalJoin":
             from streamsql.spark.stateful.join_cut import read_versions
 

@@ -108,8 +108,12 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
         # A temporal join picks a version by its ON keys; WHERE filters the pair it picked.
         pair = _key_pair(condition, left, right) if inner and temporal is None else None
         (keys.append(pair) if pair else kept_where.append(condition))
-    if not keys:
-        raise _Unsupported()
+    if not keys:  # no equi-key: an equality with a constant is the key (one bucket, as Flink's one task)
+        constant = next(((c, p) for c in residual if (p := _constant_pair(c, left, right)) is not None), None)
+        if constant is None:
+            raise _Unsupported()
+        residual.remove(constant[0])
+        keys.append(constant[1])
     pushed: dict[str, list[exp.Expression]] = {left: [], right: []}
     if not inner:  # a residual ON condition of one side moves into that side's query
         for condition in [c for c in residual if _side(c, left, right) is not None]:
@@ -321,6 +325,18 @@ def _key_pair(condition: exp.Expression, left: str, right: str):
     if sides == (right, left):
         return b, a
     return None
+
+
+def _constant_pair(condition: exp.Expression, left: str, right: str):
+    """(left expression, right expression) of an equality of one side with a literal."""
+    if not isinstance(condition, exp.EQ):
+        return None
+    a, b = condition.this, condition.expression
+    if isinstance(a, exp.Literal) and _side(b, left, right) is not None:
+        a, b = b, a
+    if not isinstance(b, exp.Literal) or _side(a, left, right) is None:
+        return None
+    return (a, b) if _side(a, left, right) == left else (b, a)
 
 
 def _side(expression: exp.Expression, left: str, right: str) -> str | None:
