@@ -152,6 +152,9 @@ QUERIES = {
               " GROUP BY d.name",
     "rank_of_counts": "SELECT k, n FROM (SELECT k, n, ROW_NUMBER() OVER (ORDER BY n DESC, k) AS rn FROM"
                       " (SELECT k, COUNT(*) AS n FROM t GROUP BY k)) WHERE rn <= 2",
+    # SELECT DISTINCT and GROUP BY without aggregates: a key leaves when its last row is retracted
+    "distinct_of_counts": "SELECT DISTINCT n FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k)",
+    "bands_of_tops": "SELECT top / 200 AS band FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k) GROUP BY top / 200",
 }
 
 
@@ -175,6 +178,10 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
         final, ops, expected = streamed_and_batch(run, query)
         assert final == expected, name
         assert ops["-U"] + ops["-D"] > 0, f"{name}: no retractions, so nothing was computed incrementally"
+    # DISTINCT over inserts: each value once, never updated (Flink's GroupAggregate emits a
+    # key's row when it first comes, and nothing while its row count only grows)
+    final, ops, expected = streamed_and_batch(run, "SELECT DISTINCT k, v / 250 AS band FROM t")
+    assert final == expected and ops["+I"] == len(expected) and ops["-U"] + ops["+U"] + ops["-D"] == 0
 
 
 def test_bounded_input_into_a_blackhole_streams_when_asked(tmp_path):

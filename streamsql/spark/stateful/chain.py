@@ -274,6 +274,12 @@ class _Compiler:
         if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl
                                  or window):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)
+        if query.args.get("distinct") and not query.args.get("group") and not _aggregates(query) \
+                and not query.args["distinct"].args.get("on") and not any(p.find(exp.Star, exp.Window)
+                                                                          for p in query.expressions):
+            # SELECT DISTINCT: Flink's GroupAggregate by every projection, with no aggregate
+            query.set("group", exp.Group(expressions=[p.unalias().copy() for p in query.expressions]))
+            query.set("distinct", None)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
             if split is None:

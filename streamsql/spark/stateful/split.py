@@ -83,8 +83,8 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
         having = _rewrite(having.this, replace) if having is not None else None
     except _Unsupported:
         return None
-    if not calls or any(c.function not in AGGREGATES.values() for c in calls):
-        return None
+    if not (calls or keys) or any(c.function not in AGGREGATES.values() for c in calls):
+        return None  # (a GROUP BY without aggregates, SELECT DISTINCT's, keeps its keys' row counts)
     for projection in projections:  # a column left over references the input: not computable after
         if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
             return None
