@@ -29,6 +29,25 @@ def stages(sql: str):
 # -- the cut, without Spark ----------------------------------------------------------------------
 
 
+def test_order_by_limit_is_a_top_n_of_the_whole_input():
+    """Flink's SortLimit: one partition, the ORDER BY's keys (a key that is no output is a
+    hidden column); its Limit: no order, so ties go to the earlier row."""
+    stage = stages("SELECT auction FROM bid WHERE price > 3 ORDER BY price DESC, auction LIMIT 5;")
+    assert isinstance(stage, RankStage) and (stage.partition, stage.limit, stage.rank_column) == ([], 5, None)
+    assert stage.order == [("__o0", True), ("auction", False)] and stage.data == ["auction", "__o0"]
+    assert to_spark_sql(stage.input_query) == (
+        "SELECT `__sorted`.`auction`, `__sorted`.`__o0` FROM (SELECT `bid`.`auction` AS `auction`, `bid`.`price` AS"
+        " `__o0` FROM `bid` AS `bid` WHERE `bid`.`price` > 3) AS `__sorted`")
+    assert to_spark_sql(stage.output_query) == "SELECT `__ranked`.`__rowkind`, `__ranked`.`auction` FROM `__ranked`" \
+                                               " AS `__ranked`"
+    stage = stages("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction ORDER BY n DESC LIMIT 2;")
+    assert stage.order == [("n", True)] and isinstance(stage.inputs[0][1], AggregateStage)
+    stage = stages("SELECT auction FROM bid LIMIT 3;")
+    assert (stage.order, stage.limit) == ([], 3)
+    # an OFFSET: not a Top-N from the first row
+    assert stages("SELECT auction FROM bid ORDER BY price LIMIT 3 OFFSET 1;") is None
+
+
 def test_top_n_with_its_rank_number():
     stage = stages("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC, ts)"
                    " AS rn FROM bid) WHERE rn <= 3 AND price > 5;")
@@ -155,6 +174,11 @@ QUERIES = {
     # SELECT DISTINCT and GROUP BY without aggregates: a key leaves when its last row is retracted
     "distinct_of_counts": "SELECT DISTINCT n FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k)",
     "bands_of_tops": "SELECT top / 200 AS band FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k) GROUP BY top / 200",
+    # ORDER BY .. LIMIT: a Top-N of the whole input (Flink's SortLimit), by an output, a
+    # hidden key, an aggregate
+    "order_limit": "SELECT k, v FROM t ORDER BY v DESC LIMIT 3",
+    "order_hidden_limit": "SELECT k FROM t ORDER BY v LIMIT 4",
+    "aggregate_order_limit": "SELECT k, MAX(v) AS top FROM t GROUP BY k ORDER BY MAX(v) DESC LIMIT 2",
 }
 
 
@@ -182,6 +206,11 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     # key's row when it first comes, and nothing while its row count only grows)
     final, ops, expected = streamed_and_batch(run, "SELECT DISTINCT k, v / 250 AS band FROM t")
     assert final == expected and ops["+I"] == len(expected) and ops["-U"] + ops["+U"] + ops["-D"] == 0
+    # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
+    final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
+    rows = sorted(tuple(r) for r in csv.reader(io.StringIO(run.output(BATCH + "SELECT k, v, ts FROM t"))))
+    assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5
+    assert all(int(v) > 100 for _, v, _ in final)
 
 
 def test_bounded_input_into_a_blackhole_streams_when_asked(tmp_path):

@@ -40,7 +40,7 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     stream_bounded = settings.get("execution.bounded-input") == "stream"
     if bounded and sink is not None and sink.options["connector"] == "blackhole" and not stream_bounded:
         return False
-    if bounded and sink is None and plan.query.args.get("limit") is not None:
+    if bounded and sink is None and plan.query.args.get("limit") is not None and not stream_bounded:
         return False
     root = operator_plan(step, settings, check=False).root
     if stateful_stages(engine, step, bounded, root=root) is not None:

@@ -46,7 +46,7 @@ def stateful_operators(root: Operator) -> list[Operator]:
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
-                  "WindowDeduplicate", "TemporalJoin", "WindowJoin", "ChangelogNormalize")  # streamsql's own stateful operators
+                  "WindowDeduplicate", "TemporalJoin", "WindowJoin", "ChangelogNormalize", "SortLimit", "Limit")  # streamsql's own stateful operators
 
 
 def changelog_scan(node: Operator) -> bool:

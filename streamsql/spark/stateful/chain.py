@@ -245,6 +245,10 @@ class _Compiler:
 
         if window_tables(self, query) and not self.plain_windows:
             return cut_window_aggregate(self, query)
+        if query.args.get("limit") is not None or query.args.get("offset") is not None:
+            from streamsql.spark.stateful.limit_cut import ranked_limit
+
+            return self.query(ranked_limit(self, query))
         pattern = _rank_pattern(query, self._view_query)
         if pattern is not None:
             return self._rank(query, pattern)
