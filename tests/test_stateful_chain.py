@@ -38,14 +38,33 @@ def test_order_by_limit_is_a_top_n_of_the_whole_input():
     assert to_spark_sql(stage.input_query) == (
         "SELECT `__sorted`.`auction`, `__sorted`.`__o0` FROM (SELECT `bid`.`auction` AS `auction`, `bid`.`price` AS"
         " `__o0` FROM `bid` AS `bid` WHERE `bid`.`price` > 3) AS `__sorted`")
-    assert to_spark_sql(stage.output_query) == "SELECT `__ranked`.`__rowkind`, `__ranked`.`auction` FROM `__ranked`" \
-                                               " AS `__ranked`"
+    assert to_spark_sql(stage.output_query) == ("SELECT `__ranked`.`__rowkind`, `__ranked`.`auction` AS `auction`"
+                                                " FROM `__ranked` AS `__ranked`")
     stage = stages("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction ORDER BY n DESC LIMIT 2;")
     assert stage.order == [("n", True)] and isinstance(stage.inputs[0][1], AggregateStage)
     stage = stages("SELECT auction FROM bid LIMIT 3;")
     assert (stage.order, stage.limit) == ([], 3)
     # an OFFSET: not a Top-N from the first row
     assert stages("SELECT auction FROM bid ORDER BY price LIMIT 3 OFFSET 1;") is None
+
+
+def test_union_of_changelogs_merges_them():
+    """UNION ALL: a stage's branch is read from its view, a native branch is inserts; UNION
+    is a GroupAggregate by every column over that, with no aggregate."""
+    stage = stages("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction UNION ALL SELECT id, seller FROM auction"
+                   " UNION ALL SELECT auction, price FROM bid;")
+    assert isinstance(stage, CalcStage) and [type(s) for _, s in stage.inputs] == [AggregateStage]
+    assert to_spark_sql(stage.query) == (
+        f"SELECT * FROM `{stage.inputs[0][0]}` UNION ALL SELECT '+I' AS `__rowkind`, * FROM (SELECT `auction`.`id` AS"
+        " `id`, `auction`.`seller` AS `seller` FROM `auction` AS `auction`) AS `__branch` UNION ALL SELECT '+I' AS"
+        " `__rowkind`, * FROM (SELECT `bid`.`auction` AS `auction`, `bid`.`price` AS `price` FROM `bid` AS `bid`) AS"
+        " `__branch`")
+    stage = stages("SELECT auction, price FROM bid UNION SELECT id, seller FROM auction;")
+    assert isinstance(stage, AggregateStage) and stage.split.keys == ["__k0", "__k1"] and not stage.split.calls
+    assert " UNION ALL " in to_spark_sql(stage.split.input_query)
+    assert to_spark_sql(stage.split.output_query) == ("SELECT `__aggregated`.`__rowkind`, `__aggregated`.`__k0` AS"
+                                                      " `auction`, `__aggregated`.`__k1` AS `price` FROM `__aggregated`")
+    assert stages("SELECT auction FROM bid INTERSECT SELECT id FROM auction;") is None
 
 
 def test_top_n_with_its_rank_number():
@@ -179,6 +198,9 @@ QUERIES = {
     "order_limit": "SELECT k, v FROM t ORDER BY v DESC LIMIT 3",
     "order_hidden_limit": "SELECT k FROM t ORDER BY v LIMIT 4",
     "aggregate_order_limit": "SELECT k, MAX(v) AS top FROM t GROUP BY k ORDER BY MAX(v) DESC LIMIT 2",
+    # UNION ALL merges changelogs (a branch of inserts among them); UNION is distinct over it
+    "union_all_of_changelogs": "SELECT k, COUNT(*) AS n FROM t GROUP BY k UNION ALL SELECT k, 1 FROM d",
+    "union_of_tops": "SELECT k, MAX(v) / 300 AS band FROM t GROUP BY k UNION SELECT k, 1 FROM d",
 }
 
 

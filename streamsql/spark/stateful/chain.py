@@ -235,6 +235,10 @@ class _Compiler:
         """The stage computing ``query``, or None when Spark streams all of it natively."""
         from streamsql.plan.logical import _rank_pattern
 
+        if isinstance(query, exp.Union) and (_stateful_inside(query) or query.args.get("distinct")):
+            from streamsql.spark.stateful.union_cut import cut_union
+
+            return cut_union(self, query)
         if not isinstance(query, exp.Select):
             if _stateful_inside(query):
                 raise _Unsupported()
@@ -283,6 +287,8 @@ class _Compiler:
                                                                           for p in query.expressions):
             # SELECT DISTINCT: Flink's GroupAggregate by every projection, with no aggregate
             query.set("group", exp.Group(expressions=[p.unalias().copy() for p in query.expressions]))
+            query.set("expressions", [p if isinstance(p, exp.Alias) else exp.alias_(p, p.alias_or_name)
+                                      for p in query.expressions])
             query.set("distinct", None)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)

@@ -52,7 +52,7 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
     ranked = exp.select(*[exp.column(n, SORTED) for n in names + hidden], exp.alias_(number, NUMBER)).from_(
         exp.Subquery(this=base, alias=exp.TableAlias(this=exp.to_identifier(SORTED))))
     bound = exp.LTE(this=exp.column(NUMBER, RANKED), expression=exp.Literal.number(int(value.name)))
-    return exp.select(*[exp.column(n, RANKED) for n in names]).from_(
+    return exp.select(*[exp.alias_(exp.column(n, RANKED), n) for n in names]).from_(
         exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier(RANKED)))).where(bound)
 
 
