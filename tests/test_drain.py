@@ -34,7 +34,7 @@ def test_drain_fires_windows_behind_filters_joins_and_generated_sources(tmp_path
                                    "a,9,2026-01-01 00:00:12\n"), (time.time() - 60,) * 2)
     os.utime(write(right / "0.csv", "a,x,2026-01-01 00:00:02\nb,y,2026-01-01 00:00:08\na,z,2026-01-01 00:00:13\n"),
              (time.time() - 60,) * 2)
-    outs = {name: tmp_path / name for name in ("hop", "joined", "generated")}
+    outs = {name: tmp_path / name for name in ("hop", "joined", "generated", "padded")}
     watched = "'format' = 'csv', 'source.monitor-interval' = '1s'"
     script = write(tmp_path / "job.sql", f"""
 CREATE TABLE l (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
@@ -49,7 +49,11 @@ CREATE TABLE joined (k STRING, window_start TIMESTAMP(3), v BIGINT, s STRING)
   WITH ('connector' = 'filesystem', 'path' = '{outs["joined"]}', 'format' = 'csv');
 CREATE TABLE generated (window_start TIMESTAMP(3), n BIGINT)
   WITH ('connector' = 'filesystem', 'path' = '{outs["generated"]}', 'format' = 'csv');
+CREATE TABLE padded (k STRING, v BIGINT, s STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{outs["padded"]}', 'format' = 'csv');
 EXECUTE STATEMENT SET BEGIN
+INSERT INTO padded SELECT l.k, l.v, r.s FROM l FULL JOIN r
+  ON l.k = r.k AND l.ts BETWEEN r.ts - INTERVAL '1' SECOND AND r.ts + INTERVAL '1' SECOND;
 INSERT INTO hop SELECT k, window_start, COUNT(*), SUM(v)
   FROM TABLE(HOP(TABLE l, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) WHERE v > 1
   GROUP BY k, window_start, window_end;
@@ -64,7 +68,7 @@ END;
     job = start(tmp_path, script)
     try:
         checkpoints = tmp_path / "catalog" / "_checkpoints"
-        assert wait_for(lambda: len(list(checkpoints.glob("*/checkpoint/commits/0"))) == 3 or job.poll() is not None,
+        assert wait_for(lambda: len(list(checkpoints.glob("*/checkpoint/commits/0"))) == 4 or job.poll() is not None,
                         240), "the job did not run a micro-batch of each query"
         assert wait_for(lambda: lines(outs["generated"]) or job.poll() is not None, 120)
         assert job.poll() is None, job.stderr.read()
@@ -80,6 +84,8 @@ END;
                                   "b,2025-12-31 23:59:55.000,1,7", "b,2026-01-01 00:00:00.000,1,7"]
     assert lines(outs["joined"]) == ["a,2026-01-01 00:00:00.000,1,x", "a,2026-01-01 00:00:00.000,5,x",
                                      "a,2026-01-01 00:00:10.000,9,z", "b,2026-01-01 00:00:00.000,7,y"]
+    # an outer interval join: each row without a partner padded once
+    assert lines(outs["padded"]) == [",,y", "a,1,x", "a,5,x", "a,9,z", "b,7,"]
     generated = lines(outs["generated"])
     starts = [line.split(",")[0] for line in generated]
     assert len(starts) == len(set(starts)) >= 2  # one row per second of event time, none twice

@@ -30,7 +30,7 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     lacks was refused at plan time (check_operators).
     """
     from streamsql.runtime.operator_plan import operator_plan
-    from streamsql.spark.physical import needs_stateful_operator
+    from streamsql.spark.physical import needs_stateful_operator, pads_as_time_passes
 
     settings, plan = engine.settings, step.plan
     sink = step.table if isinstance(step, InsertStep) else None
@@ -45,6 +45,8 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     root = operator_plan(step, settings, check=False).root
     if stateful_stages(engine, step, bounded, root=root) is not None:
         return True
+    if bounded and not stream_bounded and pads_as_time_passes(root):
+        return False
     stateful = needs_stateful_operator(root) if bounded else None
     if bounded and stateful is None and plan.windows and settings.get("execution.bounded-input") == "stream":
         return True  # windows Spark streams natively; the end of input fires the last ones (runtime.end_of_input)

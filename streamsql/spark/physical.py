@@ -19,7 +19,7 @@ input it is refused at plan time, naming the operator.
 from __future__ import annotations
 
 from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate, WindowDeduplicate, WindowRank
-from streamsql.plan.join_operators import Join, TemporalJoin, WindowJoin
+from streamsql.plan.join_operators import IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
 
@@ -111,9 +111,19 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         return False  # a regular join with a state TTL: Spark's stream-stream join has none
     if isinstance(node, WindowJoin) and node.window.kind not in NATIVE_WINDOWS:
         return False  # a CUMULATE window's rows carry no event time Spark's join could evict by
-    if isinstance(node, Join):  # regular, interval, window and lookup joins alike
+    if isinstance(node, IntervalJoin):  # Spark's stream-stream join evicts by the time bounds, pads once
+        return node.join_type in ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin") \
+            and not _stateful_below(node)
+    if isinstance(node, Join):  # regular, window and lookup joins alike
         return node.join_type == "InnerJoin" and not _stateful_below(node)
     return False
+
+
+def pads_as_time_passes(root: Operator) -> bool:
+    """Whether an outer interval join pads rows once the watermark passes their bounds:
+    over bounded input Spark's run to the end (availableNow) never gets there, so such a
+    query runs as one batch unless the end of input is streamed ('execution.bounded-input')."""
+    return any(isinstance(node, IntervalJoin) and node.join_type != "InnerJoin" for node in walk(root))
 
 
 def _fired_by_watermark(node: Operator) -> bool:
