@@ -67,6 +67,19 @@ def test_union_of_changelogs_merges_them():
     assert stages("SELECT auction FROM bid INTERSECT SELECT id FROM auction;") is None
 
 
+def test_grouping_sets_are_one_group_aggregate_per_set():
+    stage = stages("SELECT auction, channel, GROUPING(auction) AS ga, GROUPING_ID(auction, channel) AS gid,"
+                   " SUM(price) AS total FROM bid GROUP BY CUBE (auction, channel);")
+    assert isinstance(stage, CalcStage) and [s.split.keys for _, s in stage.inputs] == [
+        ["__k0", "__k1"], ["__k0"], ["__k0"], []]
+    outputs = [to_spark_sql(s.split.output_query) for _, s in stage.inputs]
+    assert ("CAST(NULL AS BIGINT) AS `auction`, `__aggregated`.`__k0` AS `channel`, CAST(1 AS BIGINT) AS `ga`,"
+            " CAST(2 AS BIGINT) AS `gid`") in outputs[2]
+    assert "CAST(NULL AS STRING) AS `channel`, CAST(1 AS BIGINT) AS `ga`, CAST(3 AS BIGINT) AS `gid`" in outputs[3]
+    stage = stages("SELECT auction, COUNT(*) AS n FROM bid GROUP BY channel, ROLLUP (auction, bidder);")
+    assert [len(s.split.keys) for _, s in stage.inputs] == [3, 2, 1]
+
+
 def test_top_n_with_its_rank_number():
     stage = stages("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC, ts)"
                    " AS rn FROM bid) WHERE rn <= 3 AND price > 5;")
@@ -201,6 +214,11 @@ QUERIES = {
     # UNION ALL merges changelogs (a branch of inserts among them); UNION is distinct over it
     "union_all_of_changelogs": "SELECT k, COUNT(*) AS n FROM t GROUP BY k UNION ALL SELECT k, 1 FROM d",
     "union_of_tops": "SELECT k, MAX(v) / 300 AS band FROM t GROUP BY k UNION SELECT k, 1 FROM d",
+    # GROUPING SETS, ROLLUP, CUBE: one GROUP BY per set, their changelogs merged
+    "rollup": "SELECT k, v / 500 AS band, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY ROLLUP (k, v / 500)",
+    "cube_with_grouping_ids": "SELECT k, SECOND(ts) / 20 AS part, GROUPING(k) AS gk, GROUPING_ID(k, SECOND(ts) / 20)"
+                              " AS gid, SUM(v) AS total FROM t GROUP BY CUBE (k, SECOND(ts) / 20)",
+    "grouping_sets": "SELECT k, v / 500 AS band, COUNT(*) AS n FROM t GROUP BY GROUPING SETS ((k), (v / 500), ())",
 }
 
 

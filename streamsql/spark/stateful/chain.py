@@ -253,6 +253,11 @@ class _Compiler:
             from streamsql.spark.stateful.limit_cut import ranked_limit
 
             return self.query(ranked_limit(self, query))
+        from streamsql.spark.stateful.grouping_cut import grouping_sets_union
+
+        sets = grouping_sets_union(query)
+        if sets is not None:
+            return self.query(sets)
         pattern = _rank_pattern(query, self._view_query)
         if pattern is not None:
             return self._rank(query, pattern)

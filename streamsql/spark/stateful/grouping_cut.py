@@ -1,0 +1,97 @@
+"""GROUPING SETS, ROLLUP and CUBE over a stream (no Spark here), as Flink's Expand feeding
+one GroupAggregate: each grouping set is a GROUP BY of its own, and their changelogs are
+merged (``union_cut``). In the SELECT of a set, a grouping key the set leaves out is a NULL of
+its type outside the aggregate calls, and ``GROUPING(..)`` / ``GROUPING_ID(..)`` are the
+constant bits of the keys it leaves out (the first argument the highest bit).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+from sqlglot import exp
+
+from streamsql.spark.stateful.chain import _same, _Unsupported
+
+_SETS = (exp.GroupingSets, exp.Rollup, exp.Cube)
+
+
+def grouping_sets_union(select: exp.Select) -> exp.Expression | None:
+    """The UNION ALL of one GROUP BY per grouping set of ``select``, or None when its GROUP
+    BY has no GROUPING SETS, ROLLUP or CUBE."""
+    group = select.args.get("group")
+    if group is None or not any(isinstance(e, _SETS) for e in group.expressions):
+        return None
+    plain, choices = [], []
+    for element in group.expressions:
+        if isinstance(element, exp.GroupingSets):
+            choices.append([_keys(e) for e in element.expressions])
+        elif isinstance(element, exp.Rollup):
+            items = [_keys(e) for e in element.expressions]
+            choices.append([sum(items[:n], []) for n in range(len(items), -1, -1)])
+        elif isinstance(element, exp.Cube):
+            items = [_keys(e) for e in element.expressions]
+            choices.append([sum((item for item, keep in zip(items, mask) if keep), [])
+                            for mask in itertools.product((True, False), repeat=len(items))])
+        else:
+            plain.append(element)
+    every = _distinct(plain + [key for sets in choices for keys in sets for key in keys])
+    types = {_same(p.unalias()): p.unalias().type for p in select.expressions}
+    for key in every:  # a NULL of the key's type stands for it where a set leaves it out
+        if not _known(key.type):  # (else a bare NULL: the union takes the type of another set's)
+            key.type = types.get(_same(key))
+    branches = []
+    for combination in itertools.product(*choices):
+        keys = _distinct(plain + [key for keys in combination for key in keys])
+        kept = {_same(key) for key in keys}
+        branch = select.copy()
+        branch.set("group", exp.Group(expressions=[key.copy() for key in keys]) if keys else None)
+        left_out = {_same(key): key for key in every if _same(key) not in kept}
+        branch.set("expressions", [exp.alias_(_grouped(p.unalias(), left_out), p.alias_or_name)
+                                   for p in branch.expressions])
+        having = branch.args.get("having")
+        if having is not None:
+            having.set("this", _grouped(having.this, left_out))
+        branches.append(branch)
+    return functools.reduce(lambda a, b: exp.union(a, b, distinct=False), branches)
+
+
+def _known(type_: exp.DataType | None) -> bool:
+    return type_ is not None and type_.this != exp.DType.UNKNOWN
+
+
+def _keys(element: exp.Expression) -> list[exp.Expression]:
+    """The keys of one grouping set: a parenthesised list, or one expression."""
+    if isinstance(element, exp.Tuple):
+        return list(element.expressions)
+    if isinstance(element, exp.Paren):
+        return [element.this]
+    if isinstance(element, _SETS):
+        raise _Unsupported()  # nested grouping sets
+    return [element]
+
+
+def _distinct(keys: list[exp.Expression]) -> list[exp.Expression]:
+    seen, out = set(), []
+    for key in keys:
+        if _same(key) not in seen:
+            seen.add(_same(key))
+            out.append(key)
+    return out
+
+
+def _grouped(expression: exp.Expression, left_out: dict[str, exp.Expression]) -> exp.Expression:
+    """``expression`` in the SELECT of a set that leaves ``left_out`` out."""
+    def visit(node: exp.Expression):
+        if isinstance(node, (exp.Grouping, exp.GroupingId)):
+            bits = [int(_same(arg) in left_out) for arg in node.expressions]
+            return exp.cast(exp.Literal.number(int("".join(map(str, bits)) or "0", 2)), "BIGINT")  # Flink's type
+        if isinstance(node, exp.AggFunc) or node.find_ancestor(exp.AggFunc) is not None:
+            return node
+        key = left_out.get(_same(node)) if not isinstance(node, exp.Literal) else None
+        if key is None:
+            return node
+        return exp.cast(exp.null(), key.type.copy()) if _known(key.type) else exp.null()
+
+    return expression.copy().transform(visit)
