@@ -287,8 +287,16 @@ def test_order_by_and_limit():
     assert isinstance(temporal, ops.Sort) and temporal.temporal and temporal.describe().startswith("TemporalSort(")
 
 
+def test_intersect_and_except_count_each_side_per_row():
+    root = build("SELECT auction FROM bid EXCEPT SELECT id FROM auction")
+    assert isinstance(root, ops.Calc) and root.condition == "$left > 0 AND $right = 0" and root.updating
+    grouped = root.inputs[0]
+    assert isinstance(grouped, ops.GroupAggregate) and grouped.group_by == ["auction"]
+    assert isinstance(grouped.inputs[0], ops.Union)
+
+
 def test_unrecognised_shapes_are_conservative():
-    root = build("SELECT auction FROM bid INTERSECT SELECT id FROM auction")
+    root = build("SELECT auction FROM bid INTERSECT ALL SELECT id FROM auction")
     assert isinstance(root, ops.Unrecognized) and root.updating
     assert "not recognised" in root.describe()
 

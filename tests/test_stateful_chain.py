@@ -64,7 +64,12 @@ def test_union_of_changelogs_merges_them():
     assert " UNION ALL " in to_spark_sql(stage.split.input_query)
     assert to_spark_sql(stage.split.output_query) == ("SELECT `__aggregated`.`__rowkind`, `__aggregated`.`__k0` AS"
                                                       " `auction`, `__aggregated`.`__k1` AS `price` FROM `__aggregated`")
-    assert stages("SELECT auction FROM bid INTERSECT SELECT id FROM auction;") is None
+    stage = stages("SELECT auction FROM bid EXCEPT SELECT id FROM auction;")
+    assert isinstance(stage, AggregateStage) and [c.function for c in stage.split.calls] == ["SUM", "SUM"]
+    assert "HAVING" not in to_spark_sql(stage.split.output_query)
+    assert to_spark_sql(stage.split.output_query).endswith(
+        "FROM `__aggregated` WHERE `__aggregated`.`__a0` > 0 AND `__aggregated`.`__a1` = 0")
+    assert stages("SELECT auction FROM bid INTERSECT ALL SELECT id FROM auction;") is None
 
 
 def test_grouping_sets_are_one_group_aggregate_per_set():
@@ -214,6 +219,9 @@ QUERIES = {
     # UNION ALL merges changelogs (a branch of inserts among them); UNION is distinct over it
     "union_all_of_changelogs": "SELECT k, COUNT(*) AS n FROM t GROUP BY k UNION ALL SELECT k, 1 FROM d",
     "union_of_tops": "SELECT k, MAX(v) / 300 AS band FROM t GROUP BY k UNION SELECT k, 1 FROM d",
+    # INTERSECT / EXCEPT: each side's rows counted per row of the union
+    "except": "SELECT k FROM t EXCEPT SELECT k FROM d",
+    "intersect_of_changelog": "SELECT k, COUNT(*) / 3 AS c FROM t GROUP BY k INTERSECT SELECT k, 1 FROM d",
     # GROUPING SETS, ROLLUP, CUBE: one GROUP BY per set, their changelogs merged
     "rollup": "SELECT k, v / 500 AS band, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY ROLLUP (k, v / 500)",
     "cube_with_grouping_ids": "SELECT k, SECOND(ts) / 20 AS part, GROUPING(k) AS gk, GROUPING_ID(k, SECOND(ts) / 20)"

@@ -64,8 +64,10 @@ class Builder:
             return self._order_limit(node, self.query(node.this))
         if isinstance(node, exp.Select):
             return self.select(node)
-        if isinstance(node, exp.Union) and not isinstance(node, (exp.Intersect, exp.Except)):
+        if isinstance(node, exp.Union):
             return self._order_limit(node, self._union(node))
+        if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct"):
+            return self._order_limit(node, self._set_difference(node))
         inputs = [self.query(q) for q in (node.this, node.expression) if isinstance(q, exp.Query)]
         fields = [Field(n) for n in getattr(node, "named_selects", [])]
         return Unrecognized(inputs=inputs, fields=fields, sql=text(node), aggregates=True)
@@ -82,6 +84,19 @@ class Builder:
             op = GroupAggregate(inputs=[op], fields=_plain(fields), upsert_keys=[tuple(names)],
                                 group_by=names, select=names)
         return op
+
+    def _set_difference(self, node: exp.SetOperation) -> Operator:
+        """INTERSECT / EXCEPT (distinct), as Calcite rewrites them to run on a stream: the
+        inputs' union, grouped by every column with a count of each input's rows, and the
+        groups both inputs have (INTERSECT), or the left one only (EXCEPT)."""
+        union = self._union(exp.union(node.this, node.expression, distinct=False))
+        names = [f.name for f in union.fields]
+        counts = ["COUNT(left) AS $left", "COUNT(right) AS $right"]
+        grouped = GroupAggregate(inputs=[union], fields=_plain(union.fields), upsert_keys=[tuple(names)],
+                                 group_by=names, select=names + counts)
+        right = "$right > 0" if isinstance(node, exp.Intersect) else "$right = 0"
+        return Calc(inputs=[grouped], fields=grouped.fields, upsert_keys=grouped.upsert_keys, projections=names,
+                    condition=f"$left > 0 AND {right}")
 
     def select(self, select: exp.Select, rank: tuple[str, int, bool] | None = None) -> Operator:
         pattern = None if rank else _rank_pattern(select, self._view_query)

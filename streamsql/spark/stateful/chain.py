@@ -235,7 +235,8 @@ class _Compiler:
         """The stage computing ``query``, or None when Spark streams all of it natively."""
         from streamsql.plan.logical import _rank_pattern
 
-        if isinstance(query, exp.Union) and (_stateful_inside(query) or query.args.get("distinct")):
+        if isinstance(query, exp.SetOperation) and (_stateful_inside(query) or query.args.get("distinct")
+                                             or isinstance(query, (exp.Intersect, exp.Except))):
             from streamsql.spark.stateful.union_cut import cut_union
 
             return cut_union(self, query)
