@@ -16,7 +16,9 @@ import pytest
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.chain import AggregateStage, CalcStage, RankStage, compile_query, inserts_only
+from streamsql.spark.stateful.chain import (
+    AggregateStage, CalcStage, OverStage, RankStage, compile_query, inserts_only,
+)
 from tests.conftest import write
 from tests.test_operator_plan import steps
 
@@ -46,6 +48,19 @@ def test_order_by_limit_is_a_top_n_of_the_whole_input():
     assert (stage.order, stage.limit) == ([], 3)
     # an OFFSET: not a Top-N from the first row
     assert stages("SELECT auction FROM bid ORDER BY price LIMIT 3 OFFSET 1;") is None
+
+
+def test_order_by_a_rowtime_is_an_over_of_the_current_row():
+    """Flink's TemporalSort: rows leave as the watermark passes them, in time order."""
+    stage = stages("SELECT auction, price, ts FROM bid WHERE price > 3 ORDER BY ts;")
+    assert isinstance(stage, CalcStage)
+    (_, over), = stage.inputs
+    assert isinstance(over, OverStage) and (over.partition, over.unit, over.preceding, over.rowtime) == (
+        [], "ROWS", 0, True)
+    assert to_spark_sql(stage.query).startswith("SELECT `__ordered`.`__rowkind`, `__ordered`.`auction` AS `auction`")
+    for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY ts, auction;",
+                "SELECT auction, ts FROM bid ORDER BY price;"):
+        assert stages(sql) is None, sql
 
 
 def test_union_of_changelogs_merges_them():
@@ -254,9 +269,15 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     # key's row when it first comes, and nothing while its row count only grows)
     final, ops, expected = streamed_and_batch(run, "SELECT DISTINCT k, v / 250 AS band FROM t")
     assert final == expected and ops["+I"] == len(expected) and ops["-U"] + ops["+U"] + ops["-D"] == 0
+    rows = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(BATCH + "SELECT k, v, ts FROM t"))))[1:])
+    run.output("RESET 'execution.runtime-mode';")
+    # ORDER BY a rowtime (Flink's TemporalSort): every row once, in time order
+    text = run.output(STREAMED + "SELECT k, v, ts FROM t ORDER BY ts")
+    streamed = [row for row in csv.reader(io.StringIO(text))][1:]
+    assert {row[0] for row in streamed} == {"+I"} and [r[3] for r in streamed] == sorted(r[3] for r in streamed)
+    assert sorted(tuple(r[1:]) for r in streamed) == rows and len(rows) == 40
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
-    rows = sorted(tuple(r) for r in csv.reader(io.StringIO(run.output(BATCH + "SELECT k, v, ts FROM t"))))
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5
     assert all(int(v) > 100 for _, v, _ in final)
 

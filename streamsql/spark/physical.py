@@ -21,7 +21,7 @@ from __future__ import annotations
 from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate, WindowDeduplicate, WindowRank
 from streamsql.plan.join_operators import IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
-from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Union, Values, WindowAssign, walk
+from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Sort, Union, Values, WindowAssign, walk
 
 NATIVE_WINDOWS = ("TUMBLE", "HOP")
 OPERATOR_WINDOWS = ("TUMBLE", "HOP", "CUMULATE")  # the windows streamsql's window operators take
@@ -62,7 +62,8 @@ def runs_on_stateful_operators(root: Operator) -> bool:
     WindowAggregate (spark.stateful.chain then cuts the
     query around them; a shape it cannot cut is still refused there)."""
     missing = stateful_operators(root)
-    return bool(missing) and all(node.kind in STATEFUL_KINDS or changelog_scan(node) for node in missing)
+    return bool(missing) and all(node.kind in STATEFUL_KINDS or changelog_scan(node)
+                                 or isinstance(node, Sort) and node.temporal for node in missing)
 
 
 def _fed(node: Operator) -> list[Operator]:

@@ -254,6 +254,10 @@ class _Compiler:
             from streamsql.spark.stateful.limit_cut import ranked_limit
 
             return self.query(ranked_limit(self, query))
+        if query.args.get("order") is not None:
+            from streamsql.spark.stateful.limit_cut import sorted_by_time
+
+            return self.query(sorted_by_time(self, query))
         from streamsql.spark.stateful.grouping_cut import grouping_sets_union
 
         sets = grouping_sets_union(query)

@@ -19,7 +19,34 @@ from sqlglot import exp
 
 from streamsql.spark.stateful.chain import _same, _Unsupported
 
-SORTED, RANKED, NUMBER = "__sorted", "__ranked", "__rn"
+SORTED, RANKED, NUMBER, ORDERED = "__sorted", "__ranked", "__rn", "__ordered"
+
+
+def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
+    """``ORDER BY`` a rowtime ascending without LIMIT (Flink's TemporalSort): each row waits
+    until the watermark passes its time and leaves then, in time order (of equal times, in
+    arrival order); a late row is dropped. That is the OVER operator with a frame of the
+    current row alone, so the SELECT is rewritten into one whose OVER call is not output.
+    Further ORDER BY keys (Flink sorts equal times by them) are refused."""
+    from streamsql.plan.operators import Sort
+
+    order = select.args.get("order")
+    node = compiler.builder.query(select)
+    if not isinstance(node, Sort) or not node.temporal or len(order.expressions) != 1:
+        raise _Unsupported()
+    base = select.copy()
+    base.set("order", None)
+    names = [field.name for field in compiler.builder.select(base).fields]
+    time = _output_name(order.expressions[0].this, base, names)
+    if time is None or len(set(names)) != len(names) or any(name.startswith("__") for name in names):
+        raise _Unsupported()
+    frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
+    call = exp.Window(this=exp.Count(this=exp.Star()), order=exp.Order(expressions=[
+        exp.Ordered(this=exp.column(time, SORTED))]), spec=frame, over="OVER")
+    numbered = exp.select(*[exp.alias_(exp.column(n, SORTED), n) for n in names], exp.alias_(call, NUMBER)).from_(
+        exp.Subquery(this=base, alias=exp.TableAlias(this=exp.to_identifier(SORTED))))
+    return exp.select(*[exp.alias_(exp.column(n, ORDERED), n) for n in names]).from_(
+        exp.Subquery(this=numbered, alias=exp.TableAlias(this=exp.to_identifier(ORDERED))))
 
 
 def ranked_limit(compiler, select: exp.Select) -> exp.Select:
