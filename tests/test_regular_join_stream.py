@@ -109,6 +109,7 @@ def test_scalar_aggregate_subqueries_are_joins_with_the_subquery_grouped_by_its_
     "SELECT b.auction FROM bid b WHERE b.price > (SELECT MAX(b2.price) FROM bid b2 WHERE b2.auction = b.auction"
     " GROUP BY b2.bidder);",
     "SELECT b.auction FROM bid b WHERE b.price > (SELECT COUNT(*) + 1 FROM bid b2 WHERE b2.auction = b.auction);",
+    "SELECT b.auction, (SELECT COALESCE(SUM(b2.price), 0) FROM bid b2 WHERE b2.auction = b.auction) FROM bid b;",
     # two scalar subqueries in one SELECT
     "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) AND b.price < (SELECT MAX(price)"
     " FROM bid);",

@@ -46,6 +46,9 @@ def test_order_by_limit_is_a_top_n_of_the_whole_input():
     assert stage.order == [("n", True)] and isinstance(stage.inputs[0][1], AggregateStage)
     stage = stages("SELECT auction FROM bid LIMIT 3;")
     assert (stage.order, stage.limit) == ([], 3)
+    # a position; NULLs ordered otherwise than the Rank operator's default are refused
+    assert stages("SELECT auction, price FROM bid ORDER BY 2 DESC LIMIT 3;").order == [("price", True)]
+    assert stages("SELECT auction, price FROM bid ORDER BY price NULLS LAST LIMIT 3;") is None
     # an OFFSET: not a Top-N from the first row
     assert stages("SELECT auction FROM bid ORDER BY price LIMIT 3 OFFSET 1;") is None
 
@@ -98,6 +101,15 @@ def test_grouping_sets_are_one_group_aggregate_per_set():
     assert "CAST(NULL AS STRING) AS `channel`, CAST(1 AS BIGINT) AS `ga`, CAST(3 AS BIGINT) AS `gid`" in outputs[3]
     stage = stages("SELECT auction, COUNT(*) AS n FROM bid GROUP BY channel, ROLLUP (auction, bidder);")
     assert [len(s.split.keys) for _, s in stage.inputs] == [3, 2, 1]
+    # a FILTER reads the rows as they are; a kept key is read as it is, even when a
+    # left-out key is part of it
+    stage = stages("SELECT auction + bidder AS ab, auction, COUNT(*) FILTER (WHERE bidder > 0) AS n FROM bid"
+                   " GROUP BY GROUPING SETS ((auction + bidder, auction), (auction));")
+    full, coarse = (to_spark_sql(s.split.output_query) for _, s in stage.inputs)
+    assert "`__aggregated`.`__k0` AS `ab`" in full and "CAST(NULL AS BIGINT) AS `ab`" in coarse
+    assert "`bid`.`bidder` > 0 AS `__f0`" in to_spark_sql(stage.inputs[1][1].split.input_query)
+    # the empty set without an aggregate would be one row of NULLs: refused
+    assert stages("SELECT auction FROM bid GROUP BY ROLLUP (auction);") is None
 
 
 def test_top_n_with_its_rank_number():

@@ -37,22 +37,24 @@ def grouping_sets_union(select: exp.Select) -> exp.Expression | None:
         else:
             plain.append(element)
     every = _distinct(plain + [key for sets in choices for keys in sets for key in keys])
+    # A NULL of the key's type stands for it where a set leaves it out (else a bare NULL:
+    # the union takes the type of another set's).
     types = {_same(p.unalias()): p.unalias().type for p in select.expressions}
-    for key in every:  # a NULL of the key's type stands for it where a set leaves it out
-        if not _known(key.type):  # (else a bare NULL: the union takes the type of another set's)
-            key.type = types.get(_same(key))
+    types.update({_same(key): key.type for key in every if _known(key.type)})
     branches = []
     for combination in itertools.product(*choices):
         keys = _distinct(plain + [key for keys in combination for key in keys])
         kept = {_same(key) for key in keys}
         branch = select.copy()
         branch.set("group", exp.Group(expressions=[key.copy() for key in keys]) if keys else None)
-        left_out = {_same(key): key for key in every if _same(key) not in kept}
-        branch.set("expressions", [exp.alias_(_grouped(p.unalias(), left_out), p.alias_or_name)
+        left_out = {_same(key): types.get(_same(key)) for key in every if _same(key) not in kept}
+        branch.set("expressions", [exp.alias_(_grouped(p.unalias(), left_out, kept), p.alias_or_name)
                                    for p in branch.expressions])
         having = branch.args.get("having")
         if having is not None:
-            having.set("this", _grouped(having.this, left_out))
+            having.set("this", _grouped(having.this, left_out, kept))
+        if not keys and not any(p.find(exp.AggFunc) for p in branch.expressions):
+            raise _Unsupported()  # the empty set without an aggregate: one row of NULLs, not a projection
         branches.append(branch)
     return functools.reduce(lambda a, b: exp.union(a, b, distinct=False), branches)
 
@@ -81,17 +83,21 @@ def _distinct(keys: list[exp.Expression]) -> list[exp.Expression]:
     return out
 
 
-def _grouped(expression: exp.Expression, left_out: dict[str, exp.Expression]) -> exp.Expression:
-    """``expression`` in the SELECT of a set that leaves ``left_out`` out."""
-    def visit(node: exp.Expression):
+def _grouped(expression: exp.Expression, left_out: dict, kept: set[str]) -> exp.Expression:
+    """``expression`` in the SELECT of a set that keeps the keys ``kept`` and leaves the keys
+    ``left_out`` out (their types by their form): aggregate calls (and their FILTER) read the
+    rows as they are, a kept key is read as it is, a left-out one is NULL."""
+    def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, (exp.Grouping, exp.GroupingId)):
             bits = [int(_same(arg) in left_out) for arg in node.expressions]
             return exp.cast(exp.Literal.number(int("".join(map(str, bits)) or "0", 2)), "BIGINT")  # Flink's type
-        if isinstance(node, exp.AggFunc) or node.find_ancestor(exp.AggFunc) is not None:
+        if isinstance(node, (exp.AggFunc, exp.Filter, exp.Literal)) or _same(node) in kept:
             return node
-        key = left_out.get(_same(node)) if not isinstance(node, exp.Literal) else None
-        if key is None:
-            return node
-        return exp.cast(exp.null(), key.type.copy()) if _known(key.type) else exp.null()
+        if _same(node) in left_out:
+            type_ = left_out[_same(node)]
+            return exp.cast(exp.null(), type_.copy()) if _known(type_) else exp.null()
+        for child in list(node.iter_expressions()):
+            child.replace(visit(child))
+        return node
 
-    return expression.copy().transform(visit)
+    return visit(expression.copy())

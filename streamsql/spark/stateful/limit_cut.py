@@ -66,6 +66,9 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
         raise _Unsupported()
     keys, hidden = [], []
     for i, ordered in enumerate(order.expressions if order is not None else []):
+        if ordered.args.get("nulls_first") is not None and bool(ordered.args["nulls_first"]) == bool(
+                ordered.args.get("desc")):
+            raise _Unsupported()  # NULLs ordered otherwise than the Rank operator's (first ascending, last descending)
         name = _output_name(ordered.this, base, names)
         if name is None:
             if base.args.get("distinct"):
@@ -84,7 +87,13 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
 
 
 def _output_name(expression: exp.Expression, select: exp.Select, names: list[str]) -> str | None:
-    """The output column an ORDER BY key is: one named so, or one computed the same way."""
+    """The output column an ORDER BY key is: one named so, one computed the same way, or
+    one by its position (``ORDER BY 2``)."""
+    if isinstance(expression, exp.Literal) and not expression.is_string and expression.name.isdigit():
+        position = int(expression.name)
+        if not 1 <= position <= len(names):
+            raise _Unsupported()
+        return names[position - 1]
     if isinstance(expression, exp.Column) and expression.name in names and (
             not expression.table or not any(p.alias_or_name == expression.name and p.unalias() is not p
                                             for p in select.expressions)):

@@ -74,7 +74,8 @@ def _eval(node, frame: pd.DataFrame, n: int):
     if tag == "abs":
         a, null = _eval(node[1], frame, n)
         out = np.full(n, None, dtype=object)
-        out[~null] = np.abs(_at(a, ~null))
+        if (~null).any():
+            out[~null] = np.abs(_at(a, ~null))
         return out, null
     if tag == "coalesce":
         out, null = np.full(n, None, dtype=object), np.ones(n, dtype=bool)
@@ -103,7 +104,7 @@ def _eval(node, frame: pd.DataFrame, n: int):
         patterns = pd.Series(pattern if isinstance(pattern, np.ndarray) else np.full(n, pattern, dtype=object))
         values = pd.Series(a if isinstance(a, np.ndarray) else np.full(n, a, dtype=object))
         for text, rows in patterns[~null].groupby(patterns[~null], sort=False).groups.items():
-            regex = _like_regex(text)
+            regex = _like_regex(text if isinstance(text, str) else str(text))
             out[rows] = [regex.fullmatch(v if isinstance(v, str) else str(v)) is not None for v in values[rows]]
         return out, null
     raise ValueError(f"not a condition node: {tag!r}")

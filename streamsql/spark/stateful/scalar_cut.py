@@ -18,8 +18,8 @@ constant key (one bucket, as Flink runs such a join on one task).
 
 Shapes not rewritten (the query is then refused over unbounded input): more than one
 scalar subquery in a SELECT, a correlation other than equalities, a subquery with GROUP BY,
-HAVING, DISTINCT, ORDER BY or LIMIT, or one whose value combines a COUNT with more (its
-value over no rows is not NULL, nor a bare COUNT's 0).
+HAVING, DISTINCT, ORDER BY or LIMIT, or one whose value over no rows is neither NULL nor a
+bare COUNT's 0 (``COUNT(*) + 1``, ``COALESCE(SUM(x), 0)``).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def scalar_join(select: exp.Select) -> SemiJoin | None:
     if not any(isinstance(n, exp.AggFunc) for n in value.walk()):
         return None  # a subquery of one row per outer row, not an aggregate: not a join
     bare_count = isinstance(value, exp.Count)
-    if not bare_count and value.find(exp.Count) is not None:
-        return None
+    if not bare_count and not _null_over_no_rows(value):
+        return None  # its value over no rows is not NULL (COUNT + 1, COALESCE(SUM(..), 0)): not the join's NULL
     outer = {select.args["from_"].this.alias_or_name}
     inner = {body.args["from_"].this.alias_or_name} if body.args.get("from_") else set()
     inner |= {j.this.alias_or_name for j in body.args.get("joins") or []}
@@ -88,6 +88,18 @@ def scalar_join(select: exp.Select) -> SemiJoin | None:
     select.set("joins", [exp.Join(this=exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))),
                                   on=exp.and_(*on), side=None if inner_join else "LEFT")])
     return SemiJoin("InnerJoin" if inner_join else "LeftOuterJoin")
+
+
+_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast, exp.Literal, exp.DataType)
+
+
+def _null_over_no_rows(value: exp.Expression) -> bool:
+    """Whether a subquery's value is NULL when it aggregates no rows: aggregates other than
+    COUNT, combined by operators that are NULL when an operand is (arithmetic, CAST)."""
+    if isinstance(value, exp.AggFunc):
+        return not isinstance(value, exp.Count)
+    return isinstance(value, _STRICT) and all(_null_over_no_rows(child) for child in value.iter_expressions()
+                                              if not isinstance(child, (exp.Literal, exp.DataType)))
 
 
 def _own_subqueries(select: exp.Select) -> list[exp.Subquery]:

@@ -61,7 +61,7 @@ def _counted(compiler, node: exp.SetOperation) -> exp.Select:
         names = [field.name for field in compiler.builder.query(query).fields]
         sides.append((query, names, marks))
     output = sides[0][1]
-    if len(set(output)) != len(output) or len(sides[1][1]) != len(output):
+    if any(len(set(names)) != len(names) or len(names) != len(output) for _, names, _ in sides):
         raise _Unsupported()
     branches = [exp.select(*[exp.alias_(exp.column(name, BRANCH), out) for name, out in zip(names, output)],
                            exp.alias_(exp.Literal.number(marks[0]), "__in_left"),
