@@ -7,7 +7,6 @@ constant bits of the keys it leaves out (the first argument the highest bit).
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 from sqlglot import exp
@@ -56,7 +55,7 @@ def grouping_sets_union(select: exp.Select) -> exp.Expression | None:
         if not keys and not any(p.find(exp.AggFunc) for p in branch.expressions):
             raise _Unsupported()  # the empty set without an aggregate: one row of NULLs, not a projection
         branches.append(branch)
-    return functools.reduce(lambda a, b: exp.union(a, b, distinct=False), branches)
+    return exp.union(*branches, distinct=False) if len(branches) > 1 else branches[0]
 
 
 def _known(type_: exp.DataType | None) -> bool:

@@ -34,19 +34,17 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
     node = compiler.builder.query(select)
     if not isinstance(node, Sort) or not node.temporal or len(order.expressions) != 1:
         raise _Unsupported()
-    base = select.copy()
-    base.set("order", None)
-    names = [field.name for field in compiler.builder.select(base).fields]
+    base, names = _unordered(compiler, select, "order")
     time = _output_name(order.expressions[0].this, base, names)
-    if time is None or len(set(names)) != len(names) or any(name.startswith("__") for name in names):
+    if time is None:
         raise _Unsupported()
     frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
     call = exp.Window(this=exp.Count(this=exp.Star()), order=exp.Order(expressions=[
         exp.Ordered(this=exp.column(time, SORTED))]), spec=frame, over="OVER")
     numbered = exp.select(*[exp.alias_(exp.column(n, SORTED), n) for n in names], exp.alias_(call, NUMBER)).from_(
-        exp.Subquery(this=base, alias=exp.TableAlias(this=exp.to_identifier(SORTED))))
+        base.subquery(SORTED, copy=False))
     return exp.select(*[exp.alias_(exp.column(n, ORDERED), n) for n in names]).from_(
-        exp.Subquery(this=numbered, alias=exp.TableAlias(this=exp.to_identifier(ORDERED))))
+        numbered.subquery(ORDERED, copy=False))
 
 
 def ranked_limit(compiler, select: exp.Select) -> exp.Select:
@@ -57,13 +55,8 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
     if select.args.get("offset") is not None or not (
             isinstance(value, exp.Literal) and value.name.isdigit() and int(value.name) > 0):
         raise _Unsupported()
-    base = select.copy()
-    order = base.args.get("order")
-    for arg in ("order", "limit"):
-        base.set(arg, None)
-    names = [field.name for field in compiler.builder.select(base).fields]
-    if len(set(names)) != len(names) or any(name.startswith("__") for name in names):
-        raise _Unsupported()
+    order = select.args.get("order")
+    base, names = _unordered(compiler, select, "order", "limit")
     keys, hidden = [], []
     for i, ordered in enumerate(order.expressions if order is not None else []):
         if ordered.args.get("nulls_first") is not None and bool(ordered.args["nulls_first"]) == bool(
@@ -80,10 +73,22 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
                                 nulls_first=ordered.args.get("nulls_first")))
     number = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=keys) if keys else None)
     ranked = exp.select(*[exp.column(n, SORTED) for n in names + hidden], exp.alias_(number, NUMBER)).from_(
-        exp.Subquery(this=base, alias=exp.TableAlias(this=exp.to_identifier(SORTED))))
+        base.subquery(SORTED, copy=False))
     bound = exp.LTE(this=exp.column(NUMBER, RANKED), expression=exp.Literal.number(int(value.name)))
     return exp.select(*[exp.alias_(exp.column(n, RANKED), n) for n in names]).from_(
-        exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier(RANKED)))).where(bound)
+        ranked.subquery(RANKED, copy=False)).where(bound)
+
+
+def _unordered(compiler, select: exp.Select, *clauses: str) -> tuple[exp.Select, list[str]]:
+    """A copy of ``select`` without ``clauses``, and its output names, which the rewrite reads
+    it by: refused when two are the same or one could clash with the rewrite's own."""
+    base = select.copy()
+    for clause in clauses:
+        base.set(clause, None)
+    names = [field.name for field in compiler.builder.select(base).fields]
+    if len(set(names)) != len(names) or any(name.startswith("__") for name in names):
+        raise _Unsupported()
+    return base, names
 
 
 def _output_name(expression: exp.Expression, select: exp.Select, names: list[str]) -> str | None:

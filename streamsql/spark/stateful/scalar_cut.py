@@ -85,8 +85,8 @@ def scalar_join(select: exp.Select) -> SemiJoin | None:
     column = exp.column(VALUE, alias)
     inner_join = not bare_count and _compared_in_where(select, subquery)
     subquery.replace(exp.func("COALESCE", column, exp.Literal.number(0)) if bare_count else column)
-    select.set("joins", [exp.Join(this=exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))),
-                                  on=exp.and_(*on), side=None if inner_join else "LEFT")])
+    select.set("joins", [exp.Join(this=body.subquery(alias, copy=False), on=exp.and_(*on),
+                                  side=None if inner_join else "LEFT")])
     return SemiJoin("InnerJoin" if inner_join else "LeftOuterJoin")
 
 

@@ -30,23 +30,20 @@ def cut_union(compiler, union: exp.SetOperation):
         every = union.copy()
         every.set("distinct", False)
         distinct = exp.select(*[exp.alias_(exp.column(n, UNIONED), n) for n in names]).from_(
-            exp.Subquery(this=every, alias=exp.TableAlias(this=exp.to_identifier(UNIONED)))).distinct()
+            every.subquery(UNIONED, copy=False)).distinct()
         return compiler.query(distinct)
     inputs, branches = [], []
     for branch in _branches(union):
         stage = compiler.query(branch.copy())
         if stage is None:  # Spark streams it natively: its rows are inserts
             read = exp.select(exp.alias_(exp.Literal.string("+I"), ROWKIND_COLUMN), exp.Star()).from_(
-                exp.Subquery(this=branch.copy(), alias=exp.TableAlias(this=exp.to_identifier(BRANCH))))
+                branch.subquery(BRANCH))
         else:
             view = stage_view()
             inputs.append((view, stage))
             read = exp.select(exp.Star()).from_(view)
         branches.append(read)
-    query = branches[0]
-    for read in branches[1:]:
-        query = exp.union(query, read, distinct=False)
-    return CalcStage(inputs=inputs, query=query)
+    return CalcStage(inputs=inputs, query=exp.union(*branches, distinct=False))
 
 
 def _counted(compiler, node: exp.SetOperation) -> exp.Select:
@@ -66,15 +63,14 @@ def _counted(compiler, node: exp.SetOperation) -> exp.Select:
     branches = [exp.select(*[exp.alias_(exp.column(name, BRANCH), out) for name, out in zip(names, output)],
                            exp.alias_(exp.Literal.number(marks[0]), "__in_left"),
                            exp.alias_(exp.Literal.number(marks[1]), "__in_right")).from_(
-        exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(BRANCH))))
-        for query, names, marks in sides]
+        query.subquery(BRANCH)) for query, names, marks in sides]
     right = exp.column("__in_right", UNIONED)
     having = exp.and_(exp.GT(this=exp.func("SUM", exp.column("__in_left", UNIONED)), expression=exp.Literal.number(0)),
                       (exp.GT if isinstance(node, exp.Intersect) else exp.EQ)(
                           this=exp.func("SUM", right), expression=exp.Literal.number(0)))
     return exp.select(*[exp.alias_(exp.column(name, UNIONED), name) for name in output]).from_(
-        exp.Subquery(this=exp.union(*branches, distinct=False), alias=exp.TableAlias(
-            this=exp.to_identifier(UNIONED)))).group_by(*[exp.column(name, UNIONED) for name in output]).having(having)
+        exp.union(*branches, distinct=False).subquery(UNIONED, copy=False)).group_by(
+        *[exp.column(name, UNIONED) for name in output]).having(having)
 
 
 def _branches(union: exp.Expression) -> list[exp.Expression]:
