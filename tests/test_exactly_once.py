@@ -7,6 +7,7 @@ wrong answer.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -271,8 +272,6 @@ def visible_files(directory) -> set[str]:
 
 def committed_files(tmp_path, directory) -> set[str]:
     """The files the jobs' commit records say they published into ``directory``."""
-    import json
-
     files = set()
     for record in (tmp_path / "catalog" / "_checkpoints").glob("*/commits/*/*.json"):
         state = json.loads((record.parents[2] / "job.json").read_text())
@@ -282,15 +281,22 @@ def committed_files(tmp_path, directory) -> set[str]:
 
 
 def all_read(tmp_path) -> bool:
-    """Each streaming query has read every input file and finished the micro-batch that did."""
+    """Each streaming query has read every input file and committed the micro-batch that did.
+
+    Spark's file source logs the files it picks (``sources/0/<n>``) before the micro-batch's
+    offsets are logged, so a file in that log is read only once a committed batch's offset
+    (the source log's batch id it reached) covers its entry."""
     checkpoints = list((tmp_path / "catalog" / "_checkpoints").glob("*/checkpoint"))
     if len(checkpoints) != 2:
         return False
     for checkpoint in checkpoints:
-        read = {line for log in (checkpoint / "sources" / "0").glob("[0-9]*") for line in log.read_text().splitlines()
-                if line.startswith("{")}
-        last = lambda folder: max((int(p.name) for p in (checkpoint / folder).glob("[0-9]*")), default=-1)
-        if len(read) < FILES or last("commits") < last("offsets"):
+        logs = {int(p.name.split(".")[0]): p for p in (checkpoint / "sources" / "0").glob("[0-9]*")}
+        read = {line for log in logs.values() for line in log.read_text().splitlines() if line.startswith("{")}
+        committed = max((int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")), default=-1)
+        if len(read) < FILES or committed < 0:
+            return False
+        offsets = (checkpoint / "offsets" / str(committed)).read_text().splitlines()
+        if json.loads(offsets[2])["logOffset"] < max(logs):
             return False
     return True
 
