@@ -185,3 +185,84 @@ def test_history_from_before_the_state_ttl_is_touched_when_it_next_emits():
     assert out["w2"].tolist() == [3] and history[over_frames.TOUCHED].tolist() == [50]
     pending, history, seq, out = _feed(plain, pending, history, seq, [("a", 4, None, at(11))], 15_000, now=10**9)
     assert out["w2"].tolist() == [7] and over_frames.TOUCHED not in history.columns
+
+
+VALUE_CALLS = [("LAG", {"offset": 1, "default": None}), ("LAG", {"offset": 2, "default": "d"}),
+               ("LAG", {"offset": 0, "default": None}), ("FIRST_VALUE", {}), ("LAST_VALUE", {}), ("SUM", {}),
+               ("MIN", {})]
+
+
+def _value_plan(unit, preceding, rowtime=True):
+    calls = [c for c in VALUE_CALLS if preceding is None or c[0] != "LAG"]  # LAG: unbounded frames only
+    aggs = [{"function": f, "column": "x", "kind": "int", "out_kind": "int", "out_bits": 64, "out_scale": None,
+             "name": f"v{i}", **options} for i, (f, options) in enumerate(calls)]
+    return {"partition": ["k"], "time": "ts", "rowtime": rowtime, "unit": unit, "preceding": preceding,
+            "aggs": aggs, "columns": ["k", "x", "d", "ts"], "kinds": {"k": "object", "x": "int", "d": "int"}}
+
+
+def _value_reference(rows, plan):
+    """Flink's streaming semantics row by row: LagAggFunction's buffer after the frame's last
+    row (for RANGE, the last peer: peers are accumulated, then emitted), FIRST_VALUE and
+    LAST_VALUE skipping NULLs."""
+    out = []
+    for row in rows:
+        same = sorted((r for r in rows if r["k"] == row["k"]), key=lambda r: (r["ms"], r["seq"]))
+        p = same.index(row)
+        hi = max(i for i, r in enumerate(same) if r["ms"] == row["ms"]) if plan["unit"] == "RANGE" else p
+        preceding = plan["preceding"]
+        if plan["unit"] == "ROWS":
+            lo = max(0, p - preceding) if preceding is not None else 0
+        else:
+            low = row["ms"] - (preceding if preceding is not None else 10**18)
+            lo = min(i for i, r in enumerate(same) if r["ms"] >= low)
+        xs = [r["x"] for r in same[lo:hi + 1] if r["x"] is not None]
+        values = []
+        for agg in plan["aggs"]:
+            if agg["function"] == "LAG":
+                at = hi - agg["offset"]
+                values.append(same[at]["x"] if at >= 0 else same[hi]["d"] if agg["default"] else None)
+            else:
+                values.append({"FIRST_VALUE": xs[0] if xs else None, "LAST_VALUE": xs[-1] if xs else None,
+                               "SUM": sum(xs) if xs else None, "MIN": min(xs) if xs else None}[agg["function"]])
+        out.append((row["k"], row["x"], row["ms"], *values))
+    return sorted(out, key=repr)
+
+
+@pytest.mark.parametrize("unit, preceding", [("ROWS", None), ("RANGE", None), ("ROWS", 2), ("RANGE", 3000)])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_lag_first_and_last_value_match_flinks_row_by_row_semantics(unit, preceding, seed):
+    """Equal times (peers) and NULL values are frequent, rows come in several micro-batches (the
+    rows LAG reaches back to are in the state), some late."""
+    rng = random.Random(seed)
+    base = pd.Timestamp("2026-01-01")
+    batches = []
+    for b in range(7):
+        batch = []
+        for _ in range(rng.randint(0, 10)):
+            ms = (b * 3 + rng.randint(-4, 3)) * 1000
+            batch.append((rng.choice(["a", "b", None]), rng.choice([None, rng.randint(-50, 50)]),
+                          rng.randint(100, 200), base + pd.Timedelta(milliseconds=max(ms, 0))))
+        batches.append(batch)
+    delay, plan = 2000, _value_plan(unit, preceding)
+    pending, history, seq, seen, outputs = None, None, 0, -10**15, []
+    for batch in batches + [[]]:
+        watermark = seen - delay if batch else np.iinfo("int64").max
+        pending, seq = over_frames.accept(plan, pending, pd.DataFrame(batch, columns=["k", "x", "d", "ts"]),
+                                          watermark, seq)
+        seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
+        pending, history, out = over_frames.fire(plan, pending, history, seen - delay if batch else watermark)
+        outputs.append(out)
+    accepted = []
+    seen = -10**15
+    for batch in batches:
+        for k, x, d, ts in batch:
+            ms = int(pd.Timestamp(ts).value // 10**6)
+            if ms >= seen - delay:
+                accepted.append({"k": k, "x": x, "d": d, "ms": ms, "seq": len(accepted)})
+        seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
+    result = pd.concat([o for o in outputs if len(o)], ignore_index=True)
+    got = sorted(((r.k, _plain(r.x), int(pd.Timestamp(r.ts).value // 10**6), *[_plain(v) for v in r[4:]])
+                  for r in result.itertuples(index=False)), key=repr)
+    assert got == _value_reference(accepted, plan)
+    if preceding is None:  # the state: a summary per partition, and LAG's last two rows
+        assert len(history) <= 3 * history["k"].nunique(dropna=False)

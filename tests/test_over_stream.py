@@ -44,6 +44,26 @@ def test_frames(frame, unit, preceding):
     assert (stage.unit, stage.preceding) == (unit, preceding)
 
 
+def test_lag_first_and_last_value_are_computed_by_the_operator():
+    """Flink's streaming OVER has LAG (its frame unbounded: LagAggFunction has no retraction),
+    FIRST_VALUE and LAST_VALUE; LAG's default is an input column the operator casts."""
+    stage = stages("SELECT auction, LAG(price) OVER w, LAG(price, 3, bidder * 2) OVER w, FIRST_VALUE(bidder) OVER w,"
+                   " LAST_VALUE(price) OVER w FROM bid WINDOW w AS (PARTITION BY auction ORDER BY ts);")
+    assert isinstance(stage, OverStage) and (stage.unit, stage.preceding) == ("RANGE", None)
+    assert [c[0] for c in stage.calls] == ["LAG", "LAG", "FIRST_VALUE", "LAST_VALUE"]
+    assert [c[3] for c in stage.calls][:2] == [{"offset": 1, "default": None}, {"offset": 3, "default": "__v1"}]
+    from streamsql.spark.dialect import to_spark_sql
+
+    assert "`bid`.`bidder` * 2 AS `__v1`" in to_spark_sql(stage.input_query)
+    stage = stages("SELECT FIRST_VALUE(price) OVER (PARTITION BY auction ORDER BY ts ROWS BETWEEN 3 PRECEDING AND"
+                   " CURRENT ROW) FROM bid;")
+    assert (stage.calls[0][0], stage.preceding) == ("FIRST_VALUE", 3)
+    for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
+                "SELECT LAG(price, auction) OVER (ORDER BY ts) FROM bid;",
+                "SELECT LEAD(price) OVER (ORDER BY ts) FROM bid;"):
+        assert stages(sql) is None, sql
+
+
 def test_processing_time_over():
     stage = stages("SELECT user_id, COUNT(url) OVER (PARTITION BY user_id ORDER BY p) FROM clicks;")
     assert isinstance(stage, OverStage) and not stage.rowtime
@@ -74,6 +94,12 @@ QUERIES = {
              " PRECEDING AND CURRENT ROW) - v AS gap FROM t WHERE v > 100",
     "unbounded": "SELECT k, ts, COUNT(v) OVER (PARTITION BY k ORDER BY ts) AS n, MAX(v) OVER (PARTITION BY k"
                  " ORDER BY ts) AS top FROM t",
+    "values": "SELECT k, v, LAG(v) OVER w AS prev, LAG(ts) OVER w AS prev_ts, LAG(v, 2, v - 1000) OVER w AS back2,"
+              " FIRST_VALUE(v) OVER w AS first_v, LAST_VALUE(v) OVER w AS last_v,"
+              " FIRST_VALUE(CONCAT(k, '-', CAST(v AS STRING))) OVER w AS fk, SUM(v) OVER w AS s FROM t"
+              " WINDOW w AS (PARTITION BY k ORDER BY ts)",
+    "bounded values": "SELECT k, v, FIRST_VALUE(v) OVER w AS f, LAST_VALUE(v) OVER w AS l FROM t"
+                      " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
 }
 
 

@@ -40,15 +40,20 @@ def _load_prctl() -> Callable | None:
 _prctl = _load_prctl()
 
 
-def die_with_parent() -> Callable[[], None]:
+def die_with_parent(ignore_sigterm: bool = False) -> Callable[[], None]:
     """A Popen ``preexec_fn``: the child gets SIGKILL when this process (strictly: the thread
     that forks it) ends. Also makes the child ignore SIGINT, as PySpark does for its JVM:
-    Ctrl-C is for streamsql, which then stops Spark in order."""
+    Ctrl-C is for streamsql, which then stops Spark in order. With ``ignore_sigterm`` SIGTERM
+    too (the JVM then installs no handler for it): a SIGTERM sent to the whole process group
+    (``timeout``, a supervisor's ``kill -- -pgid``) would otherwise end the JVM under a running
+    query while streamsql, which got it too, stops its queries in order."""
     parent = os.getpid()
     prctl = _prctl
 
     def preexec() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if ignore_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
@@ -86,7 +91,7 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
         spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
 
         def launch():
-            kwargs = _ChainedPreexec(preexec_fn=die_with_parent(), stderr=subprocess.PIPE)
+            kwargs = _ChainedPreexec(preexec_fn=die_with_parent(ignore_sigterm=True), stderr=subprocess.PIPE)
             return launch_gateway(spark_conf, popen_kwargs=kwargs)
 
         gateway = _in_lasting_thread(launch)

@@ -28,30 +28,39 @@ BUCKET = "__bucket"
 
 
 def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit: str, preceding: int | None,
-         calls: list[tuple[str, str | None, str]], buckets: int | None = None,
+         calls: list[tuple], buckets: int | None = None,
          ttl_ms: int | None = None) -> DataFrame:
     """Every row of ``frame`` (insert-only; with a watermark on ``time`` for event time)
     with ``function(column) OVER (PARTITION BY partition ORDER BY time {unit} BETWEEN
     preceding PRECEDING AND CURRENT ROW)`` appended per call (function, column or None for
-    COUNT(*), output name): ``__rowkind`` (always +I) first, then the input columns.
+    COUNT(*), output name; for LAG a fourth item, ``{"offset": n, "default": column or
+    None}``): ``__rowkind`` (always +I) first, then the input columns.
     With ``ttl_ms`` ('table.exec.state.ttl') a partition idle that long forgets its rows
     (``over_frames.expire``)."""
     if unit not in ("ROWS", "RANGE"):
         raise ValueError(f"an OVER frame is ROWS or RANGE, not {unit!r}")
+    if preceding is not None and any(call[0] == "LAG" for call in calls):
+        raise ValueError("LAG's frame is every row up to the current one: UNBOUNDED PRECEDING")
     if buckets is None:
         buckets = default_buckets(frame)
+    for function, column, name, *extra in calls:
+        default = dict(*extra).get("default")
+        if default:  # LAG's default takes the value's type (Flink asks for that cast)
+            frame = frame.withColumn(default, F.col(f"`{default}`").cast(frame.schema[column].dataType))
     fields = {f.name: f for f in frame.schema.fields}
     columns = list(fields)
     aggs, out = [], [T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
     out += [T.StructField(c, fields[c].dataType, True) for c in columns]
-    for function, column, name in calls:
-        spec = AggSpec(function, column, output_name=name)
+    for function, column, name, *extra in calls:
         in_type = fields[column].dataType if column else None
-        out_type = result_type(spec, in_type)
-        aggs.append({"function": spec.function, "column": column, "name": name,
+        if function in over_frames.VALUE_FUNCTIONS:
+            out_type, options = in_type, dict(*extra)
+        else:
+            out_type, options = result_type(AggSpec(function, column, output_name=name), in_type), {}
+        aggs.append({"function": function, "column": column, "name": name,
                      "kind": value_kind(in_type) if in_type is not None else "int",
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
-                     "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
+                     "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None, **options})
         out.append(T.StructField(name, out_type, True))
     plan = {"partition": list(partition), "time": time, "rowtime": bool(rowtime), "unit": unit,
             "preceding": preceding, "aggs": aggs, "columns": columns, "buckets": buckets,

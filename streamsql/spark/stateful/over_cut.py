@@ -55,13 +55,12 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
 
     functions = []
     for j, call in enumerate(calls):
-        function = OVER_FUNCTIONS.get(type(call.this))
-        argument = call.this.this
-        if function is None or isinstance(argument, exp.Distinct) or call.this.args.get("expressions"):
-            raise _Unsupported()
+        function, argument, options = _function(call.this, preceding)
         column = None if isinstance(argument, exp.Star) or (function == "COUNT" and argument is None) \
             else column_of(argument, "__v")
-        functions.append((function, column, f"__w{j}"))
+        if options.get("default") is not None:
+            options["default"] = column_of(options["default"], "__v")
+        functions.append((function, column, f"__w{j}", options))
     time_name = column_of(time_column, "__c")
     partition = [column_of(p, "__p") for p in window.args.get("partition_by") or []]
     placeholders = set()
@@ -81,6 +80,27 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
                                                 alias=exp.TableAlias(this=exp.to_identifier(OVERED)))))
     return OverStage(input_query=inner, partition=partition, time=time_name, rowtime=attribute == "rowtime",
                      unit=unit, preceding=preceding, calls=functions, output_query=output)
+
+def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Expression | None, dict]:
+    """An OVER call the operator computes: (function, argument, LAG's offset and default)."""
+    from streamsql.dialect.functions import FlinkAggCall
+
+    if isinstance(call, exp.Lag):  # Flink's streaming LAG keeps no retraction: unbounded frames only
+        offset, default = call.args.get("offset"), call.args.get("default")
+        if preceding is not None or (offset is not None and not (isinstance(offset, exp.Literal) and offset.is_int)):
+            raise _Unsupported()
+        if isinstance(default, exp.Null):
+            default = None
+        return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
+    if isinstance(call, FlinkAggCall) and call.name.upper() in ("FIRST_VALUE", "LAST_VALUE"):
+        if len(call.expressions) != 1:
+            raise _Unsupported()
+        return call.name.upper(), call.expressions[0], {}
+    function = OVER_FUNCTIONS.get(type(call))
+    if function is None or isinstance(call.this, exp.Distinct) or call.args.get("expressions"):
+        raise _Unsupported()
+    return function, call.this, {}
+
 
 def _window_key(window: exp.Window) -> tuple:
     parts = [*(window.args.get("partition_by") or []), window.args.get("order"), window.args.get("spec")]

@@ -10,7 +10,8 @@ configuration as a plain dict, the *plan* (built by ``over.build_plan``):
     unit:       'ROWS' | 'RANGE'
     preceding:  rows, milliseconds, or None for UNBOUNDED PRECEDING (the frame ends at the
                 current row, the only end Flink's streaming OVER has)
-    aggs:       [{function, column, kind, out_kind, out_bits, out_scale, name}]
+    aggs:       [{function, column, kind, out_kind, out_bits, out_scale, name}], LAG's also
+                with offset (rows back) and default (a column, or None for NULL)
     columns:    [column]            the input columns, passed through to the output
     kinds:      {column: kind}      how each column is held in pandas
     ttl_ms:     'table.exec.state.ttl' in ms, or None: an idle partition's state expires
@@ -24,11 +25,19 @@ arrives, in arrival order.
 A bucket's state is two tables: ``pending`` (rows waiting for the watermark, with their
 time in ms ``__ms`` and arrival number ``__seq``) and ``history``, what later frames still
 need, as *contributions*: per call ``__cs{i}`` (sum of non-NULL values), ``__cn{i}`` (their
-count), ``__cm{i}`` (the extreme), and ``__k`` (rows). A raw row contributes its own value;
-for UNBOUNDED PRECEDING one summary row per partition holds the totals so far, so the state
-stays one row per partition. ``fire`` computes every frame at once: the rows are sorted by
-(partition, time, arrival), each row's frame is an index range [lo, hi], sums and counts
-come from prefix sums, MIN/MAX from a sparse table.
+count), ``__cm{i}`` (the extreme), ``__cv{i}`` (the value, for LAG, FIRST_VALUE and
+LAST_VALUE), and ``__k`` (rows). A raw row contributes its own value; for UNBOUNDED
+PRECEDING one summary row per partition holds the totals so far (and its first or last
+value that is not NULL), so the state stays one row per partition — plus, with LAG(x, n),
+the partition's last n rows, which contribute their values only. ``fire`` computes every
+frame at once: the rows are sorted by (partition, time, arrival), each row's frame is an
+index range [lo, hi], sums and counts come from prefix sums, MIN/MAX and the positions of
+the first and last values from a sparse table.
+
+FIRST_VALUE and LAST_VALUE skip NULLs, as Flink's. LAG is Flink's streaming LagAggFunction:
+the value ``offset`` rows before the frame's last row (for RANGE, the last of the current
+row's peers: peers share one result), else the default of that last row; it keeps no
+retraction, so its frame is UNBOUNDED PRECEDING.
 
 With a state TTL, every history row carries ``__t``, when its partition last emitted
 (processing time, epoch ms). ``expire`` drops a partition's history once that is longer
@@ -47,6 +56,7 @@ import pandas as pd
 from streamsql.spark.stateful import accumulate
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
+VALUE_FUNCTIONS = ("LAG", "FIRST_VALUE", "LAST_VALUE")  # a row's value, not a running total
 _FIRST = np.iinfo("int64").min  # a summary row sorts before every row of its partition
 
 
@@ -152,6 +162,9 @@ def _contributions(plan, rows: pd.DataFrame) -> pd.DataFrame:
         if agg["column"] is None:
             continue
         values = rows[agg["column"]]
+        if agg["function"] in VALUE_FUNCTIONS:
+            out[f"__cv{i}"] = values
+            continue
         valid = values.notna().to_numpy()
         out[f"__cn{i}"] = valid.astype("int64")
         if agg["function"] in ("SUM", "AVG"):
@@ -198,6 +211,8 @@ def _frames(plan, ms: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
     """One call's result for the rows whose frames are [lo, hi]."""
+    if agg["function"] in VALUE_FUNCTIONS:
+        return _value(plan, agg, i, combined, lo, hi)
     t = pd.DataFrame(index=range(len(lo)))
     function = agg["function"]
     rows = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), lo, hi)
@@ -216,6 +231,29 @@ def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndar
                 [v if c > 0 else None for v, c in zip(extreme, count)], dtype=object)
     result = accumulate._result(dict(agg, ms=None), i, t)
     return accumulate._shape(result, agg)
+
+
+def _value(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
+    """LAG, FIRST_VALUE or LAST_VALUE for the rows whose frames are [lo, hi]."""
+    values = combined[f"__cv{i}"]
+    if agg["function"] == "LAG":  # the frame is the partition's rows so far (lo: its first)
+        first_row = lo + (combined[SEQ].to_numpy()[lo] < 0)  # past the summary row
+        at = hi - agg["offset"]
+        found = at >= first_row
+        picked = values.take(np.where(found, at, 0)).reset_index(drop=True).where(pd.Series(found))
+        if agg.get("default"):
+            defaults = combined[agg["default"]].take(hi).reset_index(drop=True)
+            picked = picked.where(pd.Series(found), defaults)
+        return accumulate._shape(picked, agg)
+    n = len(values)
+    valid = values.notna().to_numpy()
+    if agg["function"] == "FIRST_VALUE":
+        at = _sparse_extreme(np.where(valid, np.arange(n), n), lo, hi, np.minimum)
+    else:
+        at = _sparse_extreme(np.where(valid, np.arange(n), -1), lo, hi, np.maximum)
+    found = (at >= 0) & (at < n)
+    picked = values.take(np.where(found, at, 0)).reset_index(drop=True).where(pd.Series(found))
+    return accumulate._shape(picked, agg)
 
 
 def _range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -243,7 +281,12 @@ def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: 
         fill = np.inf if function == "MIN" else -np.inf
         array = values.to_numpy(dtype="float64", na_value=np.nan)
         array = np.where(np.isnan(array), fill, array)
-    combine = np.minimum if function == "MIN" else np.maximum
+    out = _sparse_extreme(array, lo, hi, np.minimum if function == "MIN" else np.maximum)
+    return pd.Series(out, dtype="Int64" if kind == "int" else "float64")
+
+
+def _sparse_extreme(array: np.ndarray, lo: np.ndarray, hi: np.ndarray, combine) -> np.ndarray:
+    """combine (np.minimum or np.maximum) over array[lo:hi + 1] per row, from a sparse table."""
     levels = [array]
     width = 1
     while width * 2 <= len(array):
@@ -257,7 +300,7 @@ def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: 
         rows = level == k
         table = levels[k]
         out[rows] = combine(table[lo[rows]], table[hi[rows] - (1 << k) + 1])
-    return pd.Series(out, dtype="Int64" if kind == "int" else "float64")
+    return out
 
 
 def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int | None) -> pd.DataFrame | None:
@@ -267,7 +310,13 @@ def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int 
         [TOUCHED] if TOUCHED in combined.columns else [])
     preceding = plan["preceding"]
     if preceding is None:
-        return _summaries(plan, combined, group)[keep_columns]
+        summaries = _summaries(plan, combined, group)[keep_columns]
+        back = max((agg["offset"] for agg in plan["aggs"] if agg["function"] == "LAG"), default=0)
+        if not back:
+            return summaries
+        rows = combined[combined[SEQ].to_numpy() >= 0]  # LAG's rows back: their values only
+        last = rows.groupby(group[combined[SEQ].to_numpy() >= 0], sort=False).tail(back)
+        return pd.concat([summaries, _values_only(plan, last[keep_columns])], ignore_index=True)
     if plan["unit"] == "ROWS":
         if preceding == 0:
             return None
@@ -277,6 +326,22 @@ def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int 
         floor = watermark_ms if plan["rowtime"] and watermark_ms is not None else ms.max()
         kept = combined[ms >= floor - preceding]
     return kept[keep_columns].reset_index(drop=True) if len(kept) else None
+
+
+def _values_only(plan, rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows kept for LAG, contributing their values and nothing to the totals."""
+    rows = rows.copy()
+    nothing = np.zeros(len(rows), dtype=bool)
+    rows[COUNT_ROWS] = 0
+    for i, agg in enumerate(plan["aggs"]):
+        if agg["column"] is None or agg["function"] in VALUE_FUNCTIONS:
+            continue
+        rows[f"__cn{i}"] = 0
+        if agg["function"] in ("SUM", "AVG"):
+            rows[f"__cs{i}"] = rows[f"__cs{i}"].where(nothing, 0)
+        else:
+            rows[f"__cm{i}"] = rows[f"__cm{i}"].where(nothing)  # NULL, in the column's dtype
+    return rows
 
 
 def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
@@ -289,6 +354,12 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
     out[COUNT_ROWS] = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), starts, last)
     for i, agg in enumerate(plan["aggs"]):
         if agg["column"] is None:
+            continue
+        if agg["function"] == "LAG":  # LAG reads the rows kept after the summary, never it
+            out[f"__cv{i}"] = out[f"__cv{i}"].where(np.zeros(len(out), dtype=bool))
+        elif agg["function"] in VALUE_FUNCTIONS:  # the first or last value that is not NULL
+            out[f"__cv{i}"] = _value(plan, agg, i, combined, starts, last).values
+        if agg["function"] in VALUE_FUNCTIONS:
             continue
         out[f"__cn{i}"] = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
         if agg["function"] in ("SUM", "AVG"):
@@ -303,6 +374,9 @@ def contribution_columns(plan) -> list[str]:
     names = []
     for i, agg in enumerate(plan["aggs"]):
         if agg["column"] is None:
+            continue
+        if agg["function"] in VALUE_FUNCTIONS:
+            names.append(f"__cv{i}")
             continue
         names.append(f"__cn{i}")
         names.append(f"__cs{i}" if agg["function"] in ("SUM", "AVG") else f"__cm{i}" if agg["function"] in ("MIN", "MAX") else None)
