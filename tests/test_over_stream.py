@@ -55,6 +55,11 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
     from streamsql.spark.dialect import to_spark_sql
 
     assert "`bid`.`bidder` * 2 AS `__v1`" in to_spark_sql(stage.input_query)
+    # one column per distinct argument: string literals differing in case are different values
+    stage = stages("SELECT LAST_VALUE(CONCAT(CAST(price AS STRING), 'A')) OVER w, LAST_VALUE(CONCAT(CAST(price AS"
+                   " STRING), 'a')) OVER w, LAST_VALUE(concat(cast(`price` as string), 'a')) OVER w FROM bid"
+                   " WINDOW w AS (ORDER BY ts);")
+    assert [c[1] for c in stage.calls] == ["__v0", "__v1", "__v1"]
     stage = stages("SELECT FIRST_VALUE(price) OVER (PARTITION BY auction ORDER BY ts ROWS BETWEEN 3 PRECEDING AND"
                    " CURRENT ROW) FROM bid;")
     assert (stage.calls[0][0], stage.preceding) == ("FIRST_VALUE", 3)

@@ -403,11 +403,15 @@ def _carry_rowkind(select: exp.Select, aliases: list[str]) -> None:
 
 
 def _same(expression: exp.Expression) -> str:
-    """A form two spellings of one expression share (quoted or not)."""
+    """A form two spellings of one expression share (names quoted or not, in any case; string
+    literals as they are: 'A' is not 'a')."""
     copy = expression.copy()
     for identifier in copy.find_all(exp.Identifier):
+        identifier.set("this", identifier.name.lower())
         identifier.set("quoted", False)
-    return copy.sql().lower()
+    for call in copy.find_all(exp.Anonymous):  # a function's name, as written
+        call.set("this", call.name.lower())
+    return copy.sql()
 
 
 def _aggregates(select: exp.Select) -> bool:
