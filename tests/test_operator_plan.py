@@ -295,10 +295,21 @@ def test_intersect_and_except_count_each_side_per_row():
     assert isinstance(grouped.inputs[0], ops.Union)
 
 
-def test_unrecognised_shapes_are_conservative():
+def test_intersect_all_and_except_all_replicate_each_row_by_its_copies():
     root = build("SELECT auction FROM bid INTERSECT ALL SELECT id FROM auction")
-    assert isinstance(root, ops.Unrecognized) and root.updating
+    assert isinstance(root, ops.Correlate) and root.updating and root.upsert_keys == []  # duplicates: no key
+    assert root.describe() == "Correlate(invocation=[$REPLICATE_ROWS$($copies, auction)], select=[auction])"
+    counted = root.inputs[0]
+    assert isinstance(counted, ops.Calc) and counted.projections[0] == "LEAST($left, $right) AS $copies"
+    assert isinstance(counted.inputs[0], ops.GroupAggregate)
+    assert build("SELECT auction FROM bid EXCEPT ALL SELECT id FROM auction").inputs[0].condition == "$left - $right > 0"
+
+
+def test_unrecognised_shapes_are_conservative():
+    root = build("SELECT * FROM UNNEST(ARRAY[1, 2]) AS t(x)").inputs[0]
+    assert isinstance(root, ops.Unrecognized) and not root.updating  # no aggregate: forwards its inputs
     assert "not recognised" in root.describe()
+    assert ops.Unrecognized(inputs=[], fields=[], sql="x", aggregates=True).updating
 
 
 # -- checks --------------------------------------------------------------------------

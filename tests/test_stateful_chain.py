@@ -87,7 +87,17 @@ def test_union_of_changelogs_merges_them():
     assert "HAVING" not in to_spark_sql(stage.split.output_query)
     assert to_spark_sql(stage.split.output_query).endswith(
         "FROM `__aggregated` WHERE `__aggregated`.`__a0` > 0 AND `__aggregated`.`__a1` = 0")
-    assert stages("SELECT auction FROM bid INTERSECT ALL SELECT id FROM auction;") is None
+    # ALL: every group with its number of copies, each changelog row repeated that many times
+    stage = stages("SELECT auction FROM bid INTERSECT ALL SELECT id FROM auction;")
+    assert isinstance(stage, CalcStage) and isinstance(stage.inputs[0][1], AggregateStage)
+    assert to_spark_sql(stage.query) == (
+        f"SELECT `__rowkind`, `auction` FROM (SELECT *, EXPLODE(ARRAY_REPEAT(0, CAST(`__copies` AS INT))) AS"
+        f" `__copy` FROM `{stage.inputs[0][0]}`) AS `__copies`")
+    assert to_spark_sql(stage.inputs[0][1].split.output_query).endswith(
+        "LEAST(`__aggregated`.`__a0`, `__aggregated`.`__a1`) AS `__copies` FROM `__aggregated`")
+    stage = stages("SELECT auction FROM bid EXCEPT ALL SELECT id FROM auction;")
+    assert "GREATEST(`__aggregated`.`__a0` - `__aggregated`.`__a1`, 0) AS `__copies`" in to_spark_sql(
+        stage.inputs[0][1].split.output_query)
 
 
 def test_grouping_sets_are_one_group_aggregate_per_set():
@@ -249,6 +259,9 @@ QUERIES = {
     # INTERSECT / EXCEPT: each side's rows counted per row of the union
     "except": "SELECT k FROM t EXCEPT SELECT k FROM d",
     "intersect_of_changelog": "SELECT k, COUNT(*) / 3 AS c FROM t GROUP BY k INTERSECT SELECT k, 1 FROM d",
+    # ALL: rows repeated by their copies (min of both sides' counts; the left's less the right's)
+    "except_all": "SELECT k FROM t EXCEPT ALL SELECT k FROM d",
+    "intersect_all": "SELECT k, v / 400 AS band FROM t INTERSECT ALL SELECT k, v / 300 FROM t WHERE v > 200",
     # GROUPING SETS, ROLLUP, CUBE: one GROUP BY per set, their changelogs merged
     "rollup": "SELECT k, v / 500 AS band, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY ROLLUP (k, v / 500)",
     "cube_with_grouping_ids": "SELECT k, SECOND(ts) / 20 AS part, GROUPING(k) AS gk, GROUPING_ID(k, SECOND(ts) / 20)"

@@ -32,7 +32,7 @@ from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.aggregate_operators import (
     Deduplicate, GroupAggregate, OverAggregate, Rank, WindowAggregate, WindowDeduplicate, WindowRank,
 )
-from streamsql.plan.operators import Calc, Field, Limit, Operator, Sort, SortLimit, Union, Unrecognized, WindowSpec, walk
+from streamsql.plan.operators import Calc, Correlate, Field, Limit, Operator, Sort, SortLimit, Union, Unrecognized, WindowSpec, walk
 
 
 def build_operator_plan(plan, bounded: Callable[[TableDef], bool], state_ttl: str | None = None) -> Operator:
@@ -66,7 +66,7 @@ class Builder:
             return self.select(node)
         if isinstance(node, exp.Union):
             return self._order_limit(node, self._union(node))
-        if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct"):
+        if isinstance(node, (exp.Intersect, exp.Except)):
             return self._order_limit(node, self._set_difference(node))
         inputs = [self.query(q) for q in (node.this, node.expression) if isinstance(q, exp.Query)]
         fields = [Field(n) for n in getattr(node, "named_selects", [])]
@@ -86,17 +86,24 @@ class Builder:
         return op
 
     def _set_difference(self, node: exp.SetOperation) -> Operator:
-        """INTERSECT / EXCEPT (distinct), as Calcite rewrites them to run on a stream: the
-        inputs' union, grouped by every column with a count of each input's rows, and the
-        groups both inputs have (INTERSECT), or the left one only (EXCEPT)."""
+        """INTERSECT / EXCEPT, as Calcite rewrites them to run on a stream: the inputs'
+        union, grouped by every column with a count of each input's rows, and the groups
+        both inputs have (INTERSECT), or the left one only (EXCEPT); with ALL, each group's
+        row repeated min(left, right) times (INTERSECT) or left - right times (EXCEPT) by
+        a table function, whose output has no key."""
         union = self._union(exp.union(node.this, node.expression, distinct=False))
         names = [f.name for f in union.fields]
         counts = ["COUNT(left) AS $left", "COUNT(right) AS $right"]
         grouped = GroupAggregate(inputs=[union], fields=_plain(union.fields), upsert_keys=[tuple(names)],
                                  group_by=names, select=names + counts)
-        right = "$right > 0" if isinstance(node, exp.Intersect) else "$right = 0"
-        return Calc(inputs=[grouped], fields=grouped.fields, upsert_keys=grouped.upsert_keys, projections=names,
-                    condition=f"$left > 0 AND {right}")
+        if node.args.get("distinct"):
+            right = "$right > 0" if isinstance(node, exp.Intersect) else "$right = 0"
+            return Calc(inputs=[grouped], fields=grouped.fields, upsert_keys=grouped.upsert_keys, projections=names,
+                        condition=f"$left > 0 AND {right}")
+        copies = "LEAST($left, $right)" if isinstance(node, exp.Intersect) else "$left - $right"
+        counted = Calc(inputs=[grouped], fields=grouped.fields, upsert_keys=grouped.upsert_keys,
+                       projections=[f"{copies} AS $copies", *names], condition=f"{copies} > 0")
+        return Correlate(inputs=[counted], fields=counted.fields, call=f"$REPLICATE_ROWS$($copies, {', '.join(names)})")
 
     def select(self, select: exp.Select, rank: tuple[str, int, bool] | None = None) -> Operator:
         pattern = None if rank else _rank_pattern(select, self._view_query)

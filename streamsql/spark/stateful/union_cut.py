@@ -14,7 +14,7 @@ from sqlglot import exp
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful.chain import CalcStage, _Unsupported, stage_view
 
-BRANCH, UNIONED = "__branch", "__unioned"
+BRANCH, UNIONED, COPIES = "__branch", "__unioned", "__copies"
 
 
 def cut_union(compiler, union: exp.SetOperation):
@@ -22,7 +22,9 @@ def cut_union(compiler, union: exp.SetOperation):
     if union.args.get("with_") or any(union.args.get(k) for k in ("order", "limit", "offset")):
         raise _Unsupported()
     if isinstance(union, (exp.Intersect, exp.Except)):
-        return compiler.query(_counted(compiler, union))
+        if union.args.get("distinct"):
+            return compiler.query(_counted(compiler, union))
+        return _replicated(compiler, union)
     if union.args.get("distinct"):
         names = [field.name for field in compiler.builder.query(union).fields]
         if len(set(names)) != len(names):
@@ -46,13 +48,24 @@ def cut_union(compiler, union: exp.SetOperation):
     return CalcStage(inputs=inputs, query=exp.union(*branches, distinct=False))
 
 
+def _replicated(compiler, node: exp.SetOperation) -> CalcStage:
+    """INTERSECT ALL / EXCEPT ALL: the groups of ``_counted`` with their number of copies,
+    each changelog row repeated that many times (Flink's REPLICATE_ROWS table function: a
+    group's update retracts its old copies and inserts its new ones)."""
+    counted = _counted(compiler, node)
+    names = [name for name in counted.named_selects if name != COPIES]
+    stage, view = compiler.query(counted), stage_view()
+    repeat = exp.Anonymous(this="ARRAY_REPEAT", expressions=[exp.Literal.number(0), exp.cast(exp.column(COPIES), "INT")])
+    copies = exp.select(exp.Star(), exp.alias_(exp.Explode(this=repeat), "__copy")).from_(view)
+    query = exp.select(*[exp.column(n) for n in (ROWKIND_COLUMN, *names)]).from_(copies.subquery("__copies"))
+    return CalcStage(inputs=[(view, stage)], query=query)
+
+
 def _counted(compiler, node: exp.SetOperation) -> exp.Select:
-    """INTERSECT / EXCEPT (distinct) as Calcite runs them on a stream: the union of both
-    inputs, each row marked with its side, grouped by every column (NULLs group together,
-    as the set operations compare them), and the groups with rows on both sides (INTERSECT)
-    or on the left only (EXCEPT). ALL (rows repeated by their counts) is refused."""
-    if not node.args.get("distinct"):
-        raise _Unsupported()
+    """INTERSECT / EXCEPT as Calcite runs them on a stream: the union of both inputs, each
+    row marked with its side, grouped by every column (NULLs group together, as the set
+    operations compare them), and the groups with rows on both sides (INTERSECT) or on the
+    left only (EXCEPT); with ALL every group, with its number of copies (``COPIES``)."""
     sides = []
     for side, (query, marks) in enumerate(((node.this, (1, 0)), (node.expression, (0, 1)))):
         names = [field.name for field in compiler.builder.query(query).fields]
@@ -65,12 +78,18 @@ def _counted(compiler, node: exp.SetOperation) -> exp.Select:
                            exp.alias_(exp.Literal.number(marks[1]), "__in_right")).from_(
         query.subquery(BRANCH)) for query, names, marks in sides]
     right = exp.column("__in_right", UNIONED)
+    grouped = exp.select(*[exp.alias_(exp.column(name, UNIONED), name) for name in output]).from_(
+        exp.union(*branches, distinct=False).subquery(UNIONED, copy=False)).group_by(
+        *[exp.column(name, UNIONED) for name in output])
+    if not node.args.get("distinct"):
+        left, right = exp.func("SUM", exp.column("__in_left", UNIONED)), exp.func("SUM", right)
+        copies = exp.func("LEAST", left, right) if isinstance(node, exp.Intersect) else exp.func(
+            "GREATEST", exp.Sub(this=left, expression=right), exp.Literal.number(0))
+        return grouped.select(exp.alias_(copies, COPIES))
     having = exp.and_(exp.GT(this=exp.func("SUM", exp.column("__in_left", UNIONED)), expression=exp.Literal.number(0)),
                       (exp.GT if isinstance(node, exp.Intersect) else exp.EQ)(
                           this=exp.func("SUM", right), expression=exp.Literal.number(0)))
-    return exp.select(*[exp.alias_(exp.column(name, UNIONED), name) for name in output]).from_(
-        exp.union(*branches, distinct=False).subquery(UNIONED, copy=False)).group_by(
-        *[exp.column(name, UNIONED) for name in output]).having(having)
+    return grouped.having(having)
 
 
 def _branches(union: exp.Expression) -> list[exp.Expression]:
