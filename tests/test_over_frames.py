@@ -266,3 +266,17 @@ def test_lag_first_and_last_value_match_flinks_row_by_row_semantics(unit, preced
     assert got == _value_reference(accepted, plan)
     if preceding is None:  # the state: a summary per partition, and LAG's last two rows
         assert len(history) <= 3 * history["k"].nunique(dropna=False)
+
+
+def test_rows_of_equal_time_are_ordered_by_the_further_keys():
+    """A TemporalSort's further ORDER BY keys: equal times by the keys (NULLs where the key
+    puts them), then by arrival; times first."""
+    at = lambda s: pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=s)  # noqa: E731
+    plan = {"partition": [], "time": "ts", "rowtime": True, "unit": "ROWS", "preceding": 0, "aggs": [],
+            "columns": ["k", "x", "ts"], "kinds": {"k": "object", "x": "int"},
+            "ties": [["x", True, False], ["k", False, True]]}
+    rows = [("b", 1, at(2)), ("a", 5, at(2)), (None, 5, at(2)), ("c", None, at(2)), ("z", 0, at(1)), ("a", 1, at(2))]
+    pending, _ = over_frames.accept(plan, None, pd.DataFrame(rows, columns=["k", "x", "ts"]), 0, 0)
+    _, _, out = over_frames.fire(plan, pending, None, np.iinfo("int64").max)
+    assert [(_plain(k), _plain(x)) for k, x in zip(out["k"], out["x"])] == [
+        ("z", 0), (None, 5), ("a", 5), ("a", 1), ("b", 1), ("c", None)]

@@ -61,9 +61,15 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     assert isinstance(over, OverStage) and (over.partition, over.unit, over.preceding, over.rowtime) == (
         [], "ROWS", 0, True)
     assert to_spark_sql(stage.query).startswith("SELECT `__ordered`.`__rowkind`, `__ordered`.`auction` AS `auction`")
-    for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY ts, auction;",
-                "SELECT auction, ts FROM bid ORDER BY price;"):
+    # further keys order rows of equal time: output columns, each with its direction and NULL order
+    (_, over), = stages("SELECT auction, price, ts FROM bid ORDER BY ts, price DESC, auction NULLS LAST;").inputs
+    assert over.ties == [("__c1", True, False), ("__c2", False, False)]
+    for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY price;",
+                "SELECT auction, ts FROM bid ORDER BY ts, price;"):
         assert stages(sql) is None, sql
+    # an OVER's own window keeps one ORDER BY key, as Flink's
+    assert stages("SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid;") \
+        is None
 
 
 def test_union_of_changelogs_merges_them():
@@ -301,6 +307,13 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     streamed = [row for row in csv.reader(io.StringIO(text))][1:]
     assert {row[0] for row in streamed} == {"+I"} and [r[3] for r in streamed] == sorted(r[3] for r in streamed)
     assert sorted(tuple(r[1:]) for r in streamed) == rows and len(rows) == 40
+    # ... and rows of equal time by the further keys
+    write(tmp_path / "ties" / "part-0.csv", "a,1,2026-01-01 00:00:01\nb,7,2026-01-01 00:00:01\nc,,2026-01-01 00:00:00\n"
+                                             "d,3,2026-01-01 00:00:01\ne,7,2026-01-01 00:00:01\n")
+    run.output(f"CREATE TEMPORARY TABLE ties (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH"
+               f" ('connector' = 'filesystem', 'path' = '{tmp_path / 'ties'}', 'format' = 'csv');")
+    text = run.output(STREAMED + "SELECT k, v, ts FROM ties ORDER BY ts, v DESC, k DESC")
+    assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5

@@ -96,8 +96,9 @@ class OverStage(Stage):
     rowtime: bool = True
     unit: str = "RANGE"  # ROWS | RANGE
     preceding: int | None = None  # rows, or milliseconds for RANGE; None: UNBOUNDED PRECEDING
-    calls: list[tuple[str, str | None, str]] = field(default_factory=list)  # (function, column, __w<j>)
+    calls: list[tuple] = field(default_factory=list)  # (function, column, __w<j>[, LAG's offset and default])
     output_query: exp.Select | None = None  # reads OVERED: __rowkind, then the projections
+    ties: list[tuple[str, bool, bool]] = field(default_factory=list)  # TemporalSort's further keys: (column, desc, nulls first)
 
 
 @dataclass

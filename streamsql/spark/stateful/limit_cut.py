@@ -27,20 +27,24 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
     until the watermark passes its time and leaves then, in time order (of equal times, in
     arrival order); a late row is dropped. That is the OVER operator with a frame of the
     current row alone, so the SELECT is rewritten into one whose OVER call is not output.
-    Further ORDER BY keys (Flink sorts equal times by them) are refused."""
+    Further ORDER BY keys order rows of equal time (as Flink sorts them); each must be an
+    output column."""
     from streamsql.plan.operators import Sort
 
     order = select.args.get("order")
     node = compiler.builder.query(select)
-    if not isinstance(node, Sort) or not node.temporal or len(order.expressions) != 1:
+    if not isinstance(node, Sort) or not node.temporal:
         raise _Unsupported()
     base, names = _unordered(compiler, select, "order")
-    time = _output_name(order.expressions[0].this, base, names)
-    if time is None:
-        raise _Unsupported()
+    keys = []
+    for ordered in order.expressions:
+        name = _output_name(ordered.this, base, names)
+        if name is None:
+            raise _Unsupported()
+        keys.append(exp.Ordered(this=exp.column(name, SORTED), desc=ordered.args.get("desc"),
+                                nulls_first=ordered.args.get("nulls_first")))
     frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
-    call = exp.Window(this=exp.Count(this=exp.Star()), order=exp.Order(expressions=[
-        exp.Ordered(this=exp.column(time, SORTED))]), spec=frame, over="OVER")
+    call = exp.Window(this=exp.Count(this=exp.Star()), order=exp.Order(expressions=keys), spec=frame, over="OVER")
     numbered = exp.select(*[exp.alias_(exp.column(n, SORTED), n) for n in names], exp.alias_(call, NUMBER)).from_(
         base.subquery(SORTED, copy=False))
     return exp.select(*[exp.alias_(exp.column(n, ORDERED), n) for n in names]).from_(

@@ -29,14 +29,15 @@ BUCKET = "__bucket"
 
 def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit: str, preceding: int | None,
          calls: list[tuple], buckets: int | None = None,
-         ttl_ms: int | None = None) -> DataFrame:
+         ttl_ms: int | None = None, ties: list[tuple[str, bool, bool]] = ()) -> DataFrame:
     """Every row of ``frame`` (insert-only; with a watermark on ``time`` for event time)
     with ``function(column) OVER (PARTITION BY partition ORDER BY time {unit} BETWEEN
     preceding PRECEDING AND CURRENT ROW)`` appended per call (function, column or None for
     COUNT(*), output name; for LAG a fourth item, ``{"offset": n, "default": column or
     None}``): ``__rowkind`` (always +I) first, then the input columns.
     With ``ttl_ms`` ('table.exec.state.ttl') a partition idle that long forgets its rows
-    (``over_frames.expire``)."""
+    (``over_frames.expire``). ``ties`` (column, descending, NULLs first) order rows of equal
+    time before their arrival does (a TemporalSort's further ORDER BY keys)."""
     if unit not in ("ROWS", "RANGE"):
         raise ValueError(f"an OVER frame is ROWS or RANGE, not {unit!r}")
     if preceding is not None and any(call[0] == "LAG" for call in calls):
@@ -64,7 +65,8 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
         out.append(T.StructField(name, out_type, True))
     plan = {"partition": list(partition), "time": time, "rowtime": bool(rowtime), "unit": unit,
             "preceding": preceding, "aggs": aggs, "columns": columns, "buckets": buckets,
-            "kinds": {c: value_kind(fields[c].dataType) for c in columns}, "ttl_ms": ttl_ms}
+            "kinds": {c: value_kind(fields[c].dataType) for c in columns}, "ttl_ms": ttl_ms,
+            "ties": [list(t) for t in ties]}
     hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
     bucketed = frame.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     _ship_by_value()

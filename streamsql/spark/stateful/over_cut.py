@@ -35,13 +35,15 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
         raise _Unsupported()  # Flink: all aggregates must be computed on the same window
     window = windows[0]
     order = window.args.get("order")
-    if order is None or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
+    if order is None or order.expressions[0].args.get("desc"):
         raise _Unsupported()
     time_column = order.expressions[0].this
     attribute = _time_attribute(node, time_column)
     if attribute is None:
         raise _Unsupported()
     unit, preceding = _frame(window.args.get("spec"))
+    if len(order.expressions) > 1 and (unit, preceding) != ("ROWS", 0):
+        raise _Unsupported()  # further keys only order a TemporalSort's rows of equal time
 
     names: dict[str, str] = {}
     selects: list[exp.Expression] = []
@@ -62,6 +64,7 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
             options["default"] = column_of(options["default"], "__v")
         functions.append((function, column, f"__w{j}", options))
     time_name = column_of(time_column, "__c")
+    ties = [(column_of(o.this, "__c"), bool(o.args.get("desc")), _nulls_first(o)) for o in order.expressions[1:]]
     partition = [column_of(p, "__p") for p in window.args.get("partition_by") or []]
     placeholders = set()
     for j, call in enumerate(calls):
@@ -79,7 +82,13 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
     output.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(OVERED),
                                                 alias=exp.TableAlias(this=exp.to_identifier(OVERED)))))
     return OverStage(input_query=inner, partition=partition, time=time_name, rowtime=attribute == "rowtime",
-                     unit=unit, preceding=preceding, calls=functions, output_query=output)
+                     unit=unit, preceding=preceding, calls=functions, output_query=output, ties=ties)
+
+
+def _nulls_first(ordered: exp.Ordered) -> bool:
+    """Flink's NULL order: first ascending, last descending, unless the key says."""
+    given = ordered.args.get("nulls_first")
+    return bool(given) if given is not None else not ordered.args.get("desc")
 
 def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Expression | None, dict]:
     """An OVER call the operator computes: (function, argument, LAG's offset and default)."""

@@ -15,6 +15,7 @@ configuration as a plain dict, the *plan* (built by ``over.build_plan``):
     columns:    [column]            the input columns, passed through to the output
     kinds:      {column: kind}      how each column is held in pandas
     ttl_ms:     'table.exec.state.ttl' in ms, or None: an idle partition's state expires
+    ties:       [(column, descending, nulls first)]: order rows of equal time before arrival
 
 Flink's rowtime OVER operators buffer a row until the watermark passes its time, then
 emit it with the aggregates over its frame: rows of equal time in arrival order for ROWS,
@@ -181,9 +182,16 @@ def _sorted(plan, combined: pd.DataFrame, new: np.ndarray):
     group = (combined.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys
              else np.zeros(len(combined), dtype="int64"))
     # a summary row (time and arrival number below any row's) sorts first in its partition
-    within = [combined[SEQ].to_numpy()] + ([combined[MS].to_numpy()] if plan["rowtime"] else [])
+    ties = [_tie_rank(combined[column], desc, nulls_first) for column, desc, nulls_first in plan.get("ties", [])]
+    within = [combined[SEQ].to_numpy(), *reversed(ties)] + ([combined[MS].to_numpy()] if plan["rowtime"] else [])
     order = np.lexsort(within + [group])
     return combined.iloc[order].reset_index(drop=True), new[order], group[order]
+
+
+def _tie_rank(values: pd.Series, desc: bool, nulls_first: bool) -> np.ndarray:
+    """Ranks that sort ``values`` ascending as the key orders them (NULLs first or last)."""
+    ranks = values.rank(method="dense", ascending=not desc, na_option="top" if nulls_first else "bottom")
+    return ranks.to_numpy(dtype="float64")
 
 
 def _frames(plan, ms: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ def stage_frame(spark, stage: Stage, to_sql):
 
         source = spark.sql(to_sql(stage.input_query))
         overed = over(source, stage.partition, stage.time, stage.rowtime, stage.unit, stage.preceding, stage.calls,
-                      ttl_ms=stage.ttl_ms)
+                      ttl_ms=stage.ttl_ms, ties=stage.ties)
         return _read_through(spark, overed, OVERED, stage.output_query, to_sql)
     if isinstance(stage, JoinStage):
         from streamsql.spark.stateful.join import regular_join
