@@ -103,6 +103,23 @@ def test_scalar_aggregate_subqueries_are_joins_with_the_subquery_grouped_by_its_
     assert join.join_type == "LeftOuterJoin" and to_spark_sql(join.left_query).startswith("SELECT 0 AS `__lk0`")
 
 
+def test_several_scalar_subqueries_are_joined_one_at_a_time():
+    """Each level one join: the first subquery's value is a column of a derived table of the
+    FROM item's name, over which the next is joined."""
+    stage = stages("SELECT b.auction, (SELECT MAX(b2.price) FROM bid b2 WHERE b2.auction = b.auction) AS top"
+                   " FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) AND b.bidder < (SELECT COUNT(*) FROM"
+                   " users u WHERE u.id = b.bidder);")
+    top, joins = to_spark_sql(stage.query), []
+    while stage is not None:
+        joins += [stage] if isinstance(stage, JoinStage) else []
+        stage = next((s for _, s in stage.inputs if not isinstance(s, AggregateStage)), None)
+    # a value taken into a derived table is compared in the outer WHERE: left joins, then the filter
+    assert [j.join_type for j in joins] == ["LeftOuterJoin"] * 3
+    assert "WHERE `__joined`.`__l2` > `__joined`.`__l3` AND `__joined`.`__l4` < COALESCE(`__joined`.`__r0`, 0)" in top
+    innermost = to_spark_sql(joins[-1].left_query)
+    assert innermost.startswith("SELECT `b`.`auction` AS `__lk0`, `b`.`auction` AS `__l0`, `b`.`bidder` AS `__l1`")
+
+
 @pytest.mark.parametrize("sql", [
     # correlated by more than equalities; grouped; a COUNT in a larger value (1 over no rows)
     "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(b2.price) FROM bid b2 WHERE b2.auction < b.auction);",
@@ -110,9 +127,9 @@ def test_scalar_aggregate_subqueries_are_joins_with_the_subquery_grouped_by_its_
     " GROUP BY b2.bidder);",
     "SELECT b.auction FROM bid b WHERE b.price > (SELECT COUNT(*) + 1 FROM bid b2 WHERE b2.auction = b.auction);",
     "SELECT b.auction, (SELECT COALESCE(SUM(b2.price), 0) FROM bid b2 WHERE b2.auction = b.auction) FROM bid b;",
-    # two scalar subqueries in one SELECT
-    "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) AND b.price < (SELECT MAX(price)"
-    " FROM bid);",
+    # two scalar subqueries, one of them correlated beyond equalities
+    "SELECT b.auction FROM bid b WHERE b.price > (SELECT AVG(price) FROM bid) AND b.price < (SELECT MAX(b2.price)"
+    " FROM bid b2 WHERE b2.auction < b.auction);",
 ])
 def test_scalar_subqueries_not_made_joins(sql):
     assert stages(sql) is None
@@ -223,6 +240,8 @@ QUERIES = {
     "scalar_correlated": "SELECT t.k, t.v FROM t WHERE t.v > (SELECT AVG(t2.v) FROM t t2 WHERE t2.k = t.k)",
     "scalar_uncorrelated": "SELECT t.k, t.v FROM t WHERE t.v + 100 > (SELECT AVG(lim) FROM d)",
     "scalar_count_selected": "SELECT d.name, (SELECT COUNT(*) FROM t WHERE t.k = d.k AND t.v > 300) AS n FROM d",
+    "scalar_three": "SELECT t.k, t.v, (SELECT MAX(t2.v) FROM t t2 WHERE t2.k = t.k) AS top, (SELECT COUNT(*) FROM d"
+                    " WHERE d.k = t.k) AS dims FROM t WHERE t.v > (SELECT AVG(t3.v) FROM t t3 WHERE t3.k = t.k)",
     # IN / EXISTS: semi and anti joins, of inserts and of a changelog
     "in": "SELECT t.k, t.v FROM t WHERE t.v > 100 AND t.k IN (SELECT k FROM d WHERE name <> 'two')",
     "not_exists": "SELECT t.k, t.v FROM t WHERE NOT EXISTS (SELECT * FROM d WHERE d.k = t.k AND d.lim > t.v)",

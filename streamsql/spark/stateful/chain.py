@@ -281,7 +281,7 @@ class _Compiler:
         if join is None:  # a scalar aggregate subquery: a join with it grouped by its correlation
             from streamsql.spark.stateful.scalar_cut import scalar_join
 
-            join = scalar_join(query)
+            join = scalar_join(query, self._names_of)
         if join is not None and join.kind == "TemporalJoin":
             from streamsql.spark.stateful.join_cut import read_versions
 
@@ -325,6 +325,16 @@ class _Compiler:
         return CalcStage(inputs=inputs, query=query)
 
     # -- inputs --------------------------------------------------------------------
+    def _names_of(self, item: exp.Expression) -> list[str] | None:
+        """The column names of a FROM item (a table, a view, a derived table)."""
+        from streamsql.plan.logical_from import from_clause
+
+        try:
+            source, _, _ = from_clause(self.builder, exp.select(exp.Star()).from_(item.copy()))
+        except Exception:  # a shape the builder does not know: not rewritten
+            return None
+        return [name for name in source.names if name != "*"] or None
+
     def _inputs(self, select: exp.Select, window_rows: bool = False) -> tuple[list[tuple[str, Stage]], list[str]]:
         """Replace each FROM item a stage computes with its view; (stages, their aliases).
         ``window_rows``: a window join's sides may be a window TVF's rows, which Spark reads."""

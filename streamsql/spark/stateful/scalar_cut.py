@@ -16,8 +16,9 @@ value in a WHERE conjunct, a row without a group is filtered anyway and the join
 inner one, as Flink's. Uncorrelated, the subquery is one group, joined with every row on a
 constant key (one bucket, as Flink runs such a join on one task).
 
-Shapes not rewritten (the query is then refused over unbounded input): more than one
-scalar subquery in a SELECT, a correlation other than equalities, a subquery with GROUP BY,
+Several scalar subqueries in a SELECT are taken one at a time, each a join of its own.
+Shapes not rewritten (the query is then refused over unbounded input): a correlation
+other than equalities, a subquery with GROUP BY,
 HAVING, DISTINCT, ORDER BY or LIMIT, or one whose value over no rows is neither NULL nor a
 bare COUNT's 0 (``COUNT(*) + 1``, ``COALESCE(SUM(x), 0)``).
 """
@@ -36,13 +37,16 @@ _NAMES = itertools.count(1)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
-def scalar_join(select: exp.Select) -> SemiJoin | None:
+def scalar_join(select: exp.Select, names_of=None) -> SemiJoin | None:
     """Rewrite ``select`` in place: its one scalar aggregate subquery as a join of its
     single FROM item with the subquery grouped by its correlation. None, untouched, when
-    there is none or the shape is one this does not rewrite."""
+    there is none or the shape is one this does not rewrite. With several, and
+    ``names_of`` (a FROM item's column names), they are taken one at a time (``_nested``)."""
     if select.args.get("joins") or select.args.get("from_") is None:
         return None
     found = [s for s in _own_subqueries(select)]
+    if len(found) > 1 and names_of is not None:
+        return _nested(select, found[0], names_of)
     if len(found) != 1 or not isinstance(found[0].this, exp.Select):
         return None
     subquery = found[0]
@@ -88,6 +92,31 @@ def scalar_join(select: exp.Select) -> SemiJoin | None:
     select.set("joins", [exp.Join(this=body.subquery(alias, copy=False), on=exp.and_(*on),
                                   side=None if inner_join else "LEFT")])
     return SemiJoin("InnerJoin" if inner_join else "LeftOuterJoin")
+
+
+def _nested(select: exp.Select, first: exp.Subquery, names_of) -> SemiJoin | None:
+    """Several scalar subqueries: the first one's value becomes a column of the FROM item,
+    read through a derived table of the same name, ``(SELECT b.*, (<first>) AS __s<n> FROM
+    b) AS b``, which its own stage joins; the rest are rewritten over that (each level one
+    join, as Flink's decorrelation chains one join per subquery)."""
+    candidate = select.copy()
+    first = next(s for s in _own_subqueries(candidate) if s == first)
+    item = candidate.args["from_"].this
+    columns = names_of(item)
+    if not columns:
+        return None
+    alias, value = item.alias_or_name, f"__s{next(_NAMES)}"
+    inner = exp.select(*[exp.alias_(exp.column(c, alias), c) for c in columns],
+                       exp.Alias(this=first.copy(), alias=exp.to_identifier(value))).from_(item.copy())
+    if scalar_join(inner.copy()) is None:
+        return None
+    first.replace(exp.column(value, alias))
+    candidate.set("from_", exp.From(this=inner.subquery(alias, copy=False)))
+    join = scalar_join(candidate, names_of)
+    if join is not None:
+        for key, part in candidate.args.items():
+            select.set(key, part)
+    return join
 
 
 _STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast, exp.Literal, exp.DataType)
