@@ -144,6 +144,29 @@ def test_subqueries_not_made_joins(sql):
     assert stages(sql) is None
 
 
+def test_several_joins_are_nested_one_join_per_select():
+    """The joins before the last one read through a derived table carrying the columns the
+    rest uses under names of their own; WHERE conjuncts of the inner inputs go with them
+    (an inner join's keys), unless the last join pads the inner side (FULL, RIGHT)."""
+    stage = stages("SELECT b.auction, u.name FROM bid b CROSS JOIN auction a LEFT JOIN users u ON u.id = a.seller"
+                   " WHERE b.auction = a.id AND b.price > 3 AND (u.name IS NULL OR b.price > a.seller);")
+    (_, join), = stage.inputs
+    assert (join.join_type, join.keys) == ("LeftOuterJoin", 1)
+    left = to_spark_sql(join.left_query)
+    assert left.startswith("SELECT `__nested") and " AS `__n0`, `b`.`price` AS `__n1`, `a`.`seller` AS `__n2` FROM" in left
+    assert left.endswith("WHERE `b`.`auction` = `a`.`id` AND `b`.`price` > 3) AS `" + left.rsplit("AS `", 1)[1])
+    assert to_spark_sql(stage.query).endswith("WHERE `__joined`.`__r0` IS NULL OR `__joined`.`__l1` > `__joined`.`__l2`")
+    stage = stages("SELECT b.auction, u.name FROM bid b JOIN auction a ON b.auction = a.id FULL JOIN users u"
+                   " ON u.id = a.seller WHERE b.price > 3;")
+    (_, join), = stage.inputs
+    assert join.join_type == "FullOuterJoin" and "WHERE" not in to_spark_sql(join.left_query)
+    assert stages("SELECT b.auction, u.name, u2.name FROM bid b JOIN auction a ON b.auction = a.id LEFT JOIN users u"
+                  " ON u.id = a.seller RIGHT JOIN users u2 ON u2.id = b.bidder;") is not None
+    # a comma binds looser than JOIN: b × (a ⟕ u), not nested left-deep
+    assert stages("SELECT b.auction, u.name FROM bid b, auction a LEFT JOIN users u ON u.id = a.seller"
+                  " WHERE b.auction = a.id;") is None
+
+
 def test_keys_inside_parentheses_are_keys():
     stage = stages("SELECT u.name, b.price FROM bid b LEFT JOIN users u ON (b.bidder = u.id AND b.auction = u.id);")
     (_, join), = stage.inputs
@@ -253,6 +276,11 @@ QUERIES = {
     # a correlated NOT IN: NULL-aware among the rows of d with the same key; k2's NULL lim
     # empties only k2's rows
     "not_in_correlated": "SELECT t.k, t.v FROM t WHERE t.v / 100 NOT IN (SELECT lim / 100 FROM d WHERE d.k = t.k)",
+    # several joins in one SELECT: one join per level, inner then left, the same names on both sides
+    "three_way": "SELECT t.k, t.v, d.name, e.k AS other FROM t JOIN d ON t.k = d.k LEFT JOIN d e ON e.name = d.name"
+                 " AND e.k <> d.k WHERE t.v > 100",
+    "counts_then_full": "SELECT c.k, c.n, d.lim, e.name FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) c"
+                        " JOIN d ON c.k = d.k FULL JOIN d e ON e.lim = d.lim + 300 WHERE c.n > 2 OR c.n IS NULL",
 }
 
 
@@ -279,7 +307,8 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
             retracted.add(name)
     assert {"left", "full", "right_of_counts", "counts_per_name", "left_on_both", "full_on_each_side",
             "right_on_both", "left_on_functions", "full_on_like", "scalar_correlated", "scalar_uncorrelated",
-            "scalar_count_selected", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated"} <= retracted
+            "scalar_count_selected", "not_exists", "in_changelog", "not_in", "not_in_a_null", "not_in_correlated",
+            "three_way", "counts_then_full"} <= retracted
     # STATE_TTL: rows expire between micro-batches (seconds apart), so the count starts
     # afresh in each and nothing is retracted; without the hint it is updated in place.
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('t' = '1 ms') */ k, COUNT(*) AS n"

@@ -272,6 +272,10 @@ class _Compiler:
         query = query.copy()
         from streamsql.spark.stateful.join_cut import cut_join, stateful_join_of
 
+        if len(query.args.get("joins") or []) > 1 and self._joined_statefully(query):
+            from streamsql.spark.stateful.join_nest import nest_joins
+
+            nest_joins(query)  # one JOIN per SELECT
         join = stateful_join_of(self, query)
         if join is None:  # IN / EXISTS in WHERE: a semi (anti) join, as Flink plans it
             from streamsql.spark.stateful.join_cut import window_semi_join_of
@@ -325,6 +329,13 @@ class _Compiler:
         return CalcStage(inputs=inputs, query=query)
 
     # -- inputs --------------------------------------------------------------------
+    def _joined_statefully(self, select: exp.Select) -> bool:
+        """Whether a SELECT's JOINs need streamsql's join operator: an outer, semi or anti
+        join, or a changelog among the inputs (Spark joins inserts, inner)."""
+        if any(j.side or j.kind for j in select.args.get("joins") or []):
+            return True
+        return bool(self._inputs(select.copy())[1])
+
     def _names_of(self, item: exp.Expression) -> list[str] | None:
         """The column names of a FROM item (a table, a view, a derived table)."""
         from streamsql.plan.logical_from import from_clause
