@@ -68,6 +68,22 @@ def test_min_max_of_strings_over_insert_only_input():
     assert outs[2] == [("-U", 1, "b", "b"), ("+U", 1, "b", "c")]
 
 
+def test_first_and_last_value_skip_nulls_and_keep_arrival_order():
+    """Flink's FIRST_VALUE / LAST_VALUE over insert-only input: the first (last) value that
+    is not NULL, in the order rows come, within a micro-batch and across them."""
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("v", T.LongType()),
+                           T.StructField("s", T.StringType())])
+    specs = [AggSpec("FIRST_VALUE", "v", output_name="f"), AggSpec("LAST_VALUE", "v", output_name="l"),
+             AggSpec("LAST_VALUE", "s", output_name="ls")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, None, None), (1, 5, "a"), (1, 3, None), (2, 9, "x")],
+                                            [(1, None, "b"), (2, 8, None), (1, 4, None)], [(2, None, None)]])
+    assert sorted(outs[0]) == [("+I", 1, 5, 3, "a"), ("+I", 2, 9, 9, "x")]
+    assert outs[1] == [("-U", 1, 5, 3, "a"), ("+U", 1, 5, 4, "b"), ("-U", 2, 9, 9, "x"), ("+U", 2, 9, 8, "x")]
+    assert outs[2] == []  # a NULL changes nothing
+    with pytest.raises(ValueError, match="insert-only"):
+        build_plan(T.StructType([*schema.fields, T.StructField(ROWKIND_COLUMN, T.StringType())]), ["k"], specs)
+
+
 def test_decimal_sum_and_avg():
     from decimal import Decimal
 

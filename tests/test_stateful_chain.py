@@ -280,9 +280,11 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     rng = random.Random(3)
     folder, dims = tmp_path / "parts", tmp_path / "dims"
     values = rng.sample(range(1000), 40)  # no ties: batch mode's ROW_NUMBER orders ties at random
+    lines = []
     for i in range(4):  # Spark's file stream reads files by modification time
         rows = "".join(f"k{rng.randint(0, 5)},{values[i * 10 + j]},2026-01-01 00:00:{i * 10 + j:02d}\n"
                        for j in range(10))
+        lines += [line.split(",") for line in rows.splitlines()]
         os.utime(write(folder / f"part-{i}.csv", rows), (time.time() - 100 + i,) * 2)
     for i, text in enumerate(["k0,zero,2026-01-01 00:00:00\nk1,one,2026-01-01 00:00:15\n",
                               "k2,two,2026-01-01 00:00:20\nk3,one,2026-01-01 00:00:00\n"]):
@@ -314,6 +316,13 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
                f" ('connector' = 'filesystem', 'path' = '{tmp_path / 'ties'}', 'format' = 'csv');")
     text = run.output(STREAMED + "SELECT k, v, ts FROM ties ORDER BY ts, v DESC, k DESC")
     assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
+    # FIRST_VALUE / LAST_VALUE: in the order rows come, file by file (batch mode's order is Spark's)
+    final, ops, _ = streamed_and_batch(run, "SELECT k, FIRST_VALUE(v) AS f, LAST_VALUE(v) AS l FROM t GROUP BY k")
+    firsts, lasts = {}, {}
+    for k, v, _ in lines:
+        firsts.setdefault(k, v)
+        lasts[k] = v
+    assert final == sorted((k, firsts[k], lasts[k]) for k in firsts) and ops["-U"] > 0
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5

@@ -171,7 +171,7 @@ def _contributions(plan, batch, keys, sign):
         if agg["function"] == "COUNT":
             parts[f"__c{i}"] = sign * ok
             continue
-        if agg["function"] in ("MIN", "MAX"):  # insert-only input: the extreme is enough
+        if agg["function"] in ("MIN", "MAX", "FIRST_VALUE", "LAST_VALUE"):  # insert-only input: one value is enough
             parts[f"__m{i}"] = v.where(ok)
             continue
         parts[f"__n{i}"] = sign * ok
@@ -183,7 +183,7 @@ def _contributions(plan, batch, keys, sign):
             zero = decimal.Decimal(0)
             parts[f"__s{i}"] = pd.Series([x * s if o else zero for x, o, s in zip(v, ok, sign)], dtype=object)
     frame = pd.DataFrame(parts)
-    how = {c: (plan["aggs"][int(c[3:])]["function"].lower() if c.startswith("__m") else "sum")
+    how = {c: (_PICK[plan["aggs"][int(c[3:])]["function"]] if c.startswith("__m") else "sum")
            for c in frame.columns if c not in keys}
     grouped = frame.groupby(keys, dropna=False, sort=False)
     delta = (grouped.sum() if set(how.values()) == {"sum"} else grouped.agg(how)).reset_index()
@@ -259,7 +259,7 @@ def _result(agg, i, t) -> pd.Series:
         total, n = x, t[f"__y{i}"].fillna(0)
     elif fn == "COUNT":
         return t[f"__c{i}"]
-    elif fn in ("MIN", "MAX"):
+    elif fn in ("MIN", "MAX", "FIRST_VALUE", "LAST_VALUE"):
         return t[f"__m{i}"]
     else:
         total, n = t[f"__s{i}"], t[f"__n{i}"]
@@ -284,12 +284,18 @@ def _zero_nulls(values: pd.Series) -> pd.Series:
     return values.fillna(0)
 
 
+_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"}  # pandas skips NULLs
+
+
 def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:
-    """MIN/MAX of two columns, NULL where both are."""
+    """MIN/MAX of two columns (FIRST_VALUE: the old one, LAST_VALUE: the new one), NULL where
+    both are."""
     o_na, n_na = old.isna().to_numpy(), new.isna().to_numpy()
     take = o_na & ~n_na
     both = ~o_na & ~n_na
-    if both.any():
+    if function == "LAST_VALUE":
+        take |= both
+    elif function != "FIRST_VALUE" and both.any():
         better = (new < old) if function == "MIN" else (new > old)
         take |= both & better.fillna(False).to_numpy(dtype=bool)
     return old.mask(take, new) if take.any() else old

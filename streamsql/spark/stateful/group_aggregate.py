@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts
-from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
+from streamsql.spark.stateful.specs import VALUE_FUNCTIONS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
@@ -95,6 +95,8 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
     for a in aggregates:
         if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
             raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
+        if a.function in VALUE_FUNCTIONS and (a.distinct or ROWKIND_COLUMN in fields):
+            raise ValueError(f"{a.function} takes an insert-only input, without DISTINCT")
     names = [a.name for a in aggregates]
     if len(set(names)) != len(names) or set(names) & set(keys):
         raise ValueError(f"Output names must be distinct from each other and from the keys: {names}")

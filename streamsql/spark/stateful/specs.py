@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
-FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG")
+FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE")
+VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")  # over insert-only input only: no retraction
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -58,7 +59,7 @@ def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
     if spec.function == "COUNT":
         return T.LongType()
     assert input_type is not None
-    if spec.function in ("MIN", "MAX"):
+    if spec.function in ("MIN", "MAX", *VALUE_FUNCTIONS):
         return input_type
     if isinstance(input_type, INTEGRAL):
         return input_type
