@@ -49,11 +49,11 @@ def _reference(rows, unit, preceding):
     return sorted(out, key=repr)
 
 
-def _run(plan, batches, delay):
+def _run(plan, batches, delay, columns=("k", "x", "f", "ts")):
     pending, history, seq, seen, outputs = None, None, 0, -10**15, []
     for batch in batches:
         watermark = seen - delay  # Spark's watermark when the batch arrives
-        frame = pd.DataFrame(batch, columns=["k", "x", "f", "ts"])
+        frame = pd.DataFrame(batch, columns=list(columns))
         pending, seq = over_frames.accept(plan, pending, frame, watermark, seq)
         seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
         pending, history, out = over_frames.fire(plan, pending, history, seen - delay)
@@ -64,7 +64,7 @@ def _run(plan, batches, delay):
     result = pd.concat([o for o in outputs if len(o)], ignore_index=True)
     rows = [(r.k, _plain(r.x), int(pd.Timestamp(r.ts).value // 10**6), *[_plain(v) for v in r[4:]])
             for r in result.itertuples(index=False)]
-    return sorted(rows, key=repr)
+    return sorted(rows, key=repr), history
 
 
 def _plain(value):
@@ -73,16 +73,31 @@ def _plain(value):
     return value.item() if isinstance(value, (np.integer, np.floating)) else value
 
 
-def _accepted(batches, delay):
+def _accepted(batches, delay, third="f"):
     rows, seen, seq = [], -10**15, 0
     for batch in batches:
-        for k, x, f, ts in batch:
+        for k, x, other, ts in batch:
             ms = int(pd.Timestamp(ts).value // 10**6)
             if ms >= seen - delay:
-                rows.append({"k": k, "x": x, "f": f, "ms": ms, "seq": seq})
+                rows.append({"k": k, "x": x, third: other, "ms": ms, "seq": seq})
                 seq += 1
         seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
     return rows
+
+
+def _random_batches(rng, count: int, rows: int, step: int, spread: tuple[int, int], keys, third) -> list[list]:
+    """Micro-batches of (k, x, third(), ts): times rise batch by batch but go out of order
+    within ``spread`` seconds, so some rows are late; x and k are often NULL."""
+    base = pd.Timestamp("2026-01-01")
+    batches = []
+    for b in range(count):
+        batch = []
+        for _ in range(rng.randint(0, rows)):
+            ms = (b * step + rng.randint(*spread)) * 1000
+            batch.append((rng.choice(keys), rng.choice([None, rng.randint(-50, 50)]), third(),
+                          base + pd.Timedelta(milliseconds=max(ms, 0))))
+        batches.append(batch)
+    return batches
 
 
 @pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", 0), ("ROWS", None), ("RANGE", 3000),
@@ -90,19 +105,11 @@ def _accepted(batches, delay):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_frames_match_a_row_by_row_reference(unit, preceding, seed):
     rng = random.Random(seed)
-    base = pd.Timestamp("2026-01-01")
-    batches = []
-    for b in range(6):
-        batch = []
-        for _ in range(rng.randint(0, 12)):
-            ms = (b * 4 + rng.randint(-6, 4)) * 1000  # out of order, some late
-            batch.append((rng.choice(["a", "b", "c", None]), rng.choice([None, rng.randint(-50, 50)]),
-                          rng.choice([None, rng.random()]), base + pd.Timedelta(milliseconds=max(ms, 0))))
-        batches.append(batch)
+    batches = _random_batches(rng, 6, 12, 4, (-6, 4), ["a", "b", "c", None], lambda: rng.choice([None, rng.random()]))
     delay = 2000
     plan = _plan(unit, preceding)
     expected = _reference(_accepted(batches, delay), unit, preceding)
-    got = _run(plan, batches, delay)
+    got, _ = _run(plan, batches, delay)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g[:9] == e[:9], (g, e)
@@ -234,36 +241,10 @@ def test_lag_first_and_last_value_match_flinks_row_by_row_semantics(unit, preced
     """Equal times (peers) and NULL values are frequent, rows come in several micro-batches (the
     rows LAG reaches back to are in the state), some late."""
     rng = random.Random(seed)
-    base = pd.Timestamp("2026-01-01")
-    batches = []
-    for b in range(7):
-        batch = []
-        for _ in range(rng.randint(0, 10)):
-            ms = (b * 3 + rng.randint(-4, 3)) * 1000
-            batch.append((rng.choice(["a", "b", None]), rng.choice([None, rng.randint(-50, 50)]),
-                          rng.randint(100, 200), base + pd.Timedelta(milliseconds=max(ms, 0))))
-        batches.append(batch)
+    batches = _random_batches(rng, 7, 10, 3, (-4, 3), ["a", "b", None], lambda: rng.randint(100, 200))
     delay, plan = 2000, _value_plan(unit, preceding)
-    pending, history, seq, seen, outputs = None, None, 0, -10**15, []
-    for batch in batches + [[]]:
-        watermark = seen - delay if batch else np.iinfo("int64").max
-        pending, seq = over_frames.accept(plan, pending, pd.DataFrame(batch, columns=["k", "x", "d", "ts"]),
-                                          watermark, seq)
-        seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
-        pending, history, out = over_frames.fire(plan, pending, history, seen - delay if batch else watermark)
-        outputs.append(out)
-    accepted = []
-    seen = -10**15
-    for batch in batches:
-        for k, x, d, ts in batch:
-            ms = int(pd.Timestamp(ts).value // 10**6)
-            if ms >= seen - delay:
-                accepted.append({"k": k, "x": x, "d": d, "ms": ms, "seq": len(accepted)})
-        seen = max([seen] + [int(pd.Timestamp(r[3]).value // 10**6) for r in batch])
-    result = pd.concat([o for o in outputs if len(o)], ignore_index=True)
-    got = sorted(((r.k, _plain(r.x), int(pd.Timestamp(r.ts).value // 10**6), *[_plain(v) for v in r[4:]])
-                  for r in result.itertuples(index=False)), key=repr)
-    assert got == _value_reference(accepted, plan)
+    got, history = _run(plan, batches, delay, columns=("k", "x", "d", "ts"))
+    assert got == _value_reference(_accepted(batches, delay, third="d"), plan)
     if preceding is None:  # the state: a summary per partition, and LAG's last two rows
         assert len(history) <= 3 * history["k"].nunique(dropna=False)
 
