@@ -51,10 +51,10 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
                    " LAST_VALUE(price) OVER w FROM bid WINDOW w AS (PARTITION BY auction ORDER BY ts);")
     assert isinstance(stage, OverStage) and (stage.unit, stage.preceding) == ("RANGE", None)
     assert [c[0] for c in stage.calls] == ["LAG", "LAG", "FIRST_VALUE", "LAST_VALUE"]
-    assert [c[3] for c in stage.calls][:2] == [{"offset": 1, "default": None}, {"offset": 3, "default": "__v1"}]
+    assert [c[3] for c in stage.calls][:2] == [{"offset": 1, "default": None}, {"offset": 3, "default": "__d1"}]
     from streamsql.spark.dialect import to_spark_sql
 
-    assert "`bid`.`bidder` * 2 AS `__v1`" in to_spark_sql(stage.input_query)
+    assert "`bid`.`bidder` * 2 AS `__d1`" in to_spark_sql(stage.input_query)
     # one column per distinct argument: string literals differing in case are different values
     stage = stages("SELECT LAST_VALUE(CONCAT(CAST(price AS STRING), 'A')) OVER w, LAST_VALUE(CONCAT(CAST(price AS"
                    " STRING), 'a')) OVER w, LAST_VALUE(concat(cast(`price` as string), 'a')) OVER w FROM bid"
@@ -63,7 +63,13 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
     stage = stages("SELECT FIRST_VALUE(price) OVER (PARTITION BY auction ORDER BY ts ROWS BETWEEN 3 PRECEDING AND"
                    " CURRENT ROW) FROM bid;")
     assert (stage.calls[0][0], stage.preceding) == ("FIRST_VALUE", 3)
+    # LAG's default is a column of its own, though another projection reads the same value
+    stage = stages("SELECT price, LAG(price * 2, 1, price) OVER (PARTITION BY auction ORDER BY ts) AS prev FROM bid;")
+    assert stage.calls[0][3] == {"offset": 1, "default": "__d0"}
+    assert "`bid`.`price` AS `__d0`" in to_spark_sql(stage.input_query)
     for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
+                "SELECT FIRST_VALUE(DISTINCT price) OVER (PARTITION BY auction ORDER BY ts) FROM bid;",
+                "SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM bid;",
                 "SELECT LAG(price, auction) OVER (ORDER BY ts) FROM bid;",
                 "SELECT LEAD(price) OVER (ORDER BY ts) FROM bid;"):
         assert stages(sql) is None, sql

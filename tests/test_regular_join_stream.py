@@ -167,6 +167,35 @@ def test_several_joins_are_nested_one_join_per_select():
                   " WHERE b.auction = a.id;") is None
 
 
+def test_several_joins_keep_their_hints_and_count_star_and_leave_temporal_joins_whole():
+    from streamsql.runtime.sources import is_bounded
+    from streamsql.spark.stateful.chain import compile_query
+    from tests.test_operator_plan import DDL, SOURCES, steps
+
+    # a STATE_TTL hint's inputs go with their join (Flink's cascade: the inner join's two
+    # sides, the outer join's right side)
+    stage = stages("SELECT /*+ STATE_TTL('b' = '1d', 'a' = '3d', 'u' = '2d') */ b.auction, u.name FROM bid b"
+                   " LEFT JOIN auction a ON b.auction = a.id LEFT JOIN users u ON u.id = a.seller;")
+    (_, outer), = stage.inputs
+    (_, inner), = [(v, s) for v, s in outer.inputs if isinstance(s, CalcStage)]
+    assert outer.side_ttls() == (None, 172_800_000) and inner.inputs[0][1].side_ttls() == (86_400_000, 259_200_000)
+    # COUNT(*) is no star of the select list
+    stage = stages("SELECT a.seller, COUNT(*) AS n FROM bid b JOIN auction a ON b.auction = a.id LEFT JOIN users u"
+                   " ON u.id = a.seller GROUP BY a.seller;")
+    assert isinstance(stage, AggregateStage) and stage.inputs[0][1].join_type == "LeftOuterJoin"
+    # a temporal join keeps the SELECT whole (refused, as before: its versions must stay versions)
+    (SOURCES / "rates.csv").touch()
+    ddl = DDL + ("CREATE TEMPORARY TABLE rates (cur STRING, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts,"
+                 " PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'filesystem', 'path' = 'rates.csv',"
+                 " 'format' = 'csv');")
+    temporal = "JOIN rates FOR SYSTEM_TIME AS OF b.ts AS r ON r.cur = b.channel"
+    for sql in (f"SELECT b.auction, r.rate, u.name FROM bid b {temporal} LEFT JOIN users u ON u.id = b.bidder;",
+                f"SELECT b.auction, r.rate, u.name FROM bid b LEFT JOIN users u ON u.id = b.bidder {temporal};"):
+        assert compile_query(steps(sql, ddl)[-1].plan, is_bounded) is None, sql
+    assert compile_query(steps(f"SELECT b.auction, r.rate FROM bid b {temporal};", ddl)[-1].plan, is_bounded).inputs[
+        0][1].temporal
+
+
 def test_keys_inside_parentheses_are_keys():
     stage = stages("SELECT u.name, b.price FROM bid b LEFT JOIN users u ON (b.bidder = u.id AND b.auction = u.id);")
     (_, join), = stage.inputs

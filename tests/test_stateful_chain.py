@@ -67,6 +67,7 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY price;",
                 "SELECT auction, ts FROM bid ORDER BY ts, price;"):
         assert stages(sql) is None, sql
+    assert stages("SELECT auction, FIRST_VALUE(DISTINCT price) FROM bid GROUP BY auction;") is None
     # an OVER's own window keeps one ORDER BY key, as Flink's
     assert stages("SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid;") \
         is None

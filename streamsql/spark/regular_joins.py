@@ -50,7 +50,12 @@ def hide_join_times(query: exp.Expression, plan, bounded, time_columns: set[str]
 def _plain_input(source: exp.Expression, tables: dict, times: set[str]) -> None:
     """A join input without event-time columns: Spark's stream-stream join drops input rows
     behind the watermark when its input has one, whatever the condition; Flink's regular
-    join drops nothing."""
+    join drops nothing. A temporal join's versioned table stays as it is (its meta marks
+    the join)."""
+    from streamsql.plan.temporal import TEMPORAL
+
+    if source.meta.get(TEMPORAL):
+        return
     if isinstance(source, exp.Table) and not source.db and source.name.lower() in tables:
         table = tables[source.name.lower()]
         projections = [_opaque(exp.column(c.name), c.name) if c.name.lower() in times else exp.column(c.name)

@@ -330,9 +330,15 @@ class _Compiler:
 
     # -- inputs --------------------------------------------------------------------
     def _joined_statefully(self, select: exp.Select) -> bool:
-        """Whether a SELECT's JOINs need streamsql's join operator: an outer, semi or anti
-        join, or a changelog among the inputs (Spark joins inserts, inner)."""
-        if any(j.side or j.kind for j in select.args.get("joins") or []):
+        """Whether a SELECT's JOINs are all regular joins and need streamsql's join operator:
+        an outer, semi or anti join, or a changelog among the inputs (Spark joins inserts,
+        inner). A temporal, interval, window or lookup join among them keeps the SELECT whole."""
+        from streamsql.plan.join_operators import Join
+        from streamsql.plan.operators import walk
+
+        if any(isinstance(n, Join) and type(n) is not Join for n in walk(self.builder.select(select))):
+            return False
+        if any(j.side or j.kind in ("SEMI", "ANTI") for j in select.args.get("joins") or []):
             return True
         return bool(self._inputs(select.copy())[1])
 
@@ -431,7 +437,7 @@ def _same(expression: exp.Expression) -> str:
     for identifier in copy.find_all(exp.Identifier):
         identifier.set("this", identifier.name.lower())
         identifier.set("quoted", False)
-    for call in copy.find_all(exp.Anonymous):  # a function's name, as written
+    for call in copy.find_all(exp.Anonymous, exp.Var):  # a function's name, a unit (HOUR), as written
         call.set("this", call.name.lower())
     return copy.sql()
 

@@ -14,9 +14,11 @@ the rest of the query uses under a name of its own (two inputs may share column 
 
 A WHERE conjunct of the inner inputs alone moves into the derived table (it gives an inner
 join its keys), unless the last join pads the inner side with NULLs (RIGHT, FULL), where a
-filter on that side is not the same before the join as after it. Not rewritten: a column
-without its table's name, a star, a subquery that reuses one of the inner names, an outer
-join after a comma (``a, b LEFT JOIN c`` joins ``a`` with ``b LEFT JOIN c``).
+filter on that side is not the same before the join as after it. A STATE_TTL hint's
+inputs go with their join. Not rewritten: a column without its table's name, a star in
+the select list, a subquery that reuses one of the inner names, a last join with USING or
+reading the inner inputs (a lateral item), an outer join after a comma (``a, b LEFT JOIN
+c`` joins ``a`` with ``b LEFT JOIN c``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.plan.logical_from import conjuncts
+from streamsql.plan.state_ttl import STATE_TTL
 
 NESTED = "__nested"
 _NAMES = itertools.count(1)
@@ -43,10 +46,12 @@ def nest_joins(select: exp.Select) -> bool:
     last = joins[-1]
     inner_items = [select.args["from_"].this] + [j.this for j in joins[:-1]]
     inner = {item.alias_or_name for item in inner_items}
-    parts = [node for key in _OUTER_PARTS for node in _as_list(select.args.get(key))] + _as_list(last.args.get("on"))
-    if any(isinstance(n, exp.Star) or isinstance(n, exp.Column) and isinstance(n.this, exp.Star)
-           for part in parts for n in part.walk()):
+    if last.args.get("using") or any(c.table in inner for c in last.this.find_all(exp.Column)):
+        return False  # USING, or a lateral item reading the inner inputs
+    if any(isinstance(p, exp.Star) or isinstance(p, exp.Column) and isinstance(p.this, exp.Star)
+           for p in select.expressions):
         return False
+    parts = [node for key in _OUTER_PARTS for node in _as_list(select.args.get(key))] + _as_list(last.args.get("on"))
     for part in parts:
         for query in part.find_all(exp.Select):
             own = {s.alias_or_name for s in query.find_all(exp.Table)} | {
@@ -77,6 +82,9 @@ def nest_joins(select: exp.Select) -> bool:
     body.set("joins", [j.copy() for j in joins[:-1]])
     if pushed:
         body.set("where", exp.Where(this=exp.and_(*[c.copy() for c in pushed])))
+    ttls = select.meta.get(STATE_TTL)
+    if ttls:  # a STATE_TTL hint names the inputs of the join it belongs to, as in Flink's cascades
+        body.meta[STATE_TTL] = {name: ttl for name, ttl in ttls.items() if name in inner}
     select.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
     for projection in select.expressions:  # an output keeps its name
         if isinstance(projection, exp.Column):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.spark.stateful.chain import _same, _Unsupported
+from streamsql.spark.stateful.over_cut import TEMPORAL_SORT
 
 SORTED, RANKED, NUMBER, ORDERED = "__sorted", "__ranked", "__rn", "__ordered"
 
@@ -45,6 +46,7 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
                                 nulls_first=ordered.args.get("nulls_first")))
     frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
     call = exp.Window(this=exp.Count(this=exp.Star()), order=exp.Order(expressions=keys), spec=frame, over="OVER")
+    call.meta[TEMPORAL_SORT] = True  # its further ORDER BY keys order rows of equal time
     numbered = exp.select(*[exp.alias_(exp.column(n, SORTED), n) for n in names], exp.alias_(call, NUMBER)).from_(
         base.subquery(SORTED, copy=False))
     return exp.select(*[exp.alias_(exp.column(n, ORDERED), n) for n in names]).from_(

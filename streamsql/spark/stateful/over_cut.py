@@ -10,6 +10,7 @@ from sqlglot import exp
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful.chain import OVERED, OverStage, _same, _Unsupported
 
+TEMPORAL_SORT = "temporal_sort"  # meta of the OVER window limit_cut.sorted_by_time writes
 OVER_FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 
 
@@ -42,7 +43,7 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
     if attribute is None:
         raise _Unsupported()
     unit, preceding = _frame(window.args.get("spec"))
-    if len(order.expressions) > 1 and (unit, preceding) != ("ROWS", 0):
+    if len(order.expressions) > 1 and not window.meta.get(TEMPORAL_SORT):
         raise _Unsupported()  # further keys only order a TemporalSort's rows of equal time
 
     names: dict[str, str] = {}
@@ -60,8 +61,9 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
         function, argument, options = _function(call.this, preceding)
         column = None if isinstance(argument, exp.Star) or (function == "COUNT" and argument is None) \
             else column_of(argument, "__v")
-        if options.get("default") is not None:
-            options["default"] = column_of(options["default"], "__v")
+        if options.get("default") is not None:  # a column of its own: the operator casts it
+            selects.append(exp.alias_(options["default"].copy(), f"__d{j}"))
+            options["default"] = f"__d{j}"
         functions.append((function, column, f"__w{j}", options))
     time_name = column_of(time_column, "__c")
     ties = [(column_of(o.this, "__c"), bool(o.args.get("desc")), _nulls_first(o)) for o in order.expressions[1:]]
@@ -102,7 +104,7 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
     if isinstance(call, FlinkAggCall) and call.name.upper() in ("FIRST_VALUE", "LAST_VALUE"):
-        if len(call.expressions) != 1:
+        if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise _Unsupported()
         return call.name.upper(), call.expressions[0], {}
     function = OVER_FUNCTIONS.get(type(call))

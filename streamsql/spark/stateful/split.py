@@ -136,7 +136,7 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in VALUES:
-        if len(node.expressions) != 1:
+        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Distinct):
             raise _Unsupported()
         return AggregateCall(node.name.upper(), node.expressions[0], False, condition, node.type)
     if function is None:
