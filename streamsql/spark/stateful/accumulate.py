@@ -36,6 +36,8 @@ import pandas as pd
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
+# the calls a key keeps one value for over insert-only input, and how pandas picks it (NULLs skipped)
+_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"}
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
 ORDER = "__order"
@@ -171,7 +173,7 @@ def _contributions(plan, batch, keys, sign):
         if agg["function"] == "COUNT":
             parts[f"__c{i}"] = sign * ok
             continue
-        if agg["function"] in ("MIN", "MAX", "FIRST_VALUE", "LAST_VALUE"):  # insert-only input: one value is enough
+        if agg["function"] in _PICK:  # insert-only input: one value is enough
             parts[f"__m{i}"] = v.where(ok)
             continue
         parts[f"__n{i}"] = sign * ok
@@ -259,7 +261,7 @@ def _result(agg, i, t) -> pd.Series:
         total, n = x, t[f"__y{i}"].fillna(0)
     elif fn == "COUNT":
         return t[f"__c{i}"]
-    elif fn in ("MIN", "MAX", "FIRST_VALUE", "LAST_VALUE"):
+    elif fn in _PICK:
         return t[f"__m{i}"]
     else:
         total, n = t[f"__s{i}"], t[f"__n{i}"]
@@ -282,9 +284,6 @@ def _zero_nulls(values: pd.Series) -> pd.Series:
     if values.dtype == object:  # DECIMAL sums
         return pd.Series(np.where(values.isna().to_numpy(), 0, values.to_numpy()), dtype=object, index=values.index)
     return values.fillna(0)
-
-
-_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"}  # pandas skips NULLs
 
 
 def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:

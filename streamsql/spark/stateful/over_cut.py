@@ -95,6 +95,7 @@ def _nulls_first(ordered: exp.Ordered) -> bool:
 def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Expression | None, dict]:
     """An OVER call the operator computes: (function, argument, LAG's offset and default)."""
     from streamsql.dialect.functions import FlinkAggCall
+    from streamsql.spark.stateful.specs import VALUE_FUNCTIONS
 
     if isinstance(call, exp.Lag):  # Flink's streaming LAG keeps no retraction: unbounded frames only
         offset, default = call.args.get("offset"), call.args.get("default")
@@ -103,7 +104,7 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
         if isinstance(default, exp.Null):
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
-    if isinstance(call, FlinkAggCall) and call.name.upper() in ("FIRST_VALUE", "LAST_VALUE"):
+    if isinstance(call, FlinkAggCall) and call.name.upper() in VALUE_FUNCTIONS:
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise _Unsupported()
         return call.name.upper(), call.expressions[0], {}

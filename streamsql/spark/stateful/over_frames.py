@@ -248,20 +248,21 @@ def _value(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray)
         first_row = lo + (combined[SEQ].to_numpy()[lo] < 0)  # past the summary row
         at = hi - agg["offset"]
         found = at >= first_row
-        picked = values.take(np.where(found, at, 0)).reset_index(drop=True).where(pd.Series(found))
-        if agg.get("default"):
-            defaults = combined[agg["default"]].take(hi).reset_index(drop=True)
-            picked = picked.where(pd.Series(found), defaults)
-        return accumulate._shape(picked, agg)
+        default = combined[agg["default"]].take(hi).reset_index(drop=True) if agg.get("default") else None
+        return accumulate._shape(_taken(values, at, found, default), agg)
     n = len(values)
     valid = values.notna().to_numpy()
     if agg["function"] == "FIRST_VALUE":
         at = _sparse_extreme(np.where(valid, np.arange(n), n), lo, hi, np.minimum)
     else:
         at = _sparse_extreme(np.where(valid, np.arange(n), -1), lo, hi, np.maximum)
-    found = (at >= 0) & (at < n)
-    picked = values.take(np.where(found, at, 0)).reset_index(drop=True).where(pd.Series(found))
-    return accumulate._shape(picked, agg)
+    return accumulate._shape(_taken(values, at, (at >= 0) & (at < n)), agg)
+
+
+def _taken(values: pd.Series, at: np.ndarray, found: np.ndarray, otherwise: pd.Series | None = None) -> pd.Series:
+    """values[at] where ``found``, else ``otherwise`` (NULL without it)."""
+    picked = values.take(np.where(found, at, 0)).reset_index(drop=True)
+    return picked.where(pd.Series(found), otherwise) if otherwise is not None else picked.where(pd.Series(found))
 
 
 def _range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -322,8 +323,8 @@ def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int 
         back = max((agg["offset"] for agg in plan["aggs"] if agg["function"] == "LAG"), default=0)
         if not back:
             return summaries
-        rows = combined[combined[SEQ].to_numpy() >= 0]  # LAG's rows back: their values only
-        last = rows.groupby(group[combined[SEQ].to_numpy() >= 0], sort=False).tail(back)
+        raw = combined[SEQ].to_numpy() >= 0  # LAG's rows back, not the summaries: their values only
+        last = combined[raw].groupby(group[raw], sort=False).tail(back)
         return pd.concat([summaries, _values_only(plan, last[keep_columns])], ignore_index=True)
     if plan["unit"] == "ROWS":
         if preceding == 0:
@@ -365,9 +366,9 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
             continue
         if agg["function"] == "LAG":  # LAG reads the rows kept after the summary, never it
             out[f"__cv{i}"] = out[f"__cv{i}"].where(np.zeros(len(out), dtype=bool))
-        elif agg["function"] in VALUE_FUNCTIONS:  # the first or last value that is not NULL
+            continue
+        if agg["function"] in VALUE_FUNCTIONS:  # the first or last value that is not NULL
             out[f"__cv{i}"] = _value(plan, agg, i, combined, starts, last).values
-        if agg["function"] in VALUE_FUNCTIONS:
             continue
         out[f"__cn{i}"] = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
         if agg["function"] in ("SUM", "AVG"):

@@ -22,9 +22,9 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.functions import FlinkAggCall
+from streamsql.spark.stateful.specs import VALUE_FUNCTIONS
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
-VALUES = ("FIRST_VALUE", "LAST_VALUE")  # Flink's over insert-only input: the first or last value not NULL
 AGGREGATED = "__aggregated"  # the temp view the output part reads
 
 
@@ -85,7 +85,7 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
         having = _rewrite(having.this, replace) if having is not None else None
     except _Unsupported:
         return None
-    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *VALUES) for c in calls):
+    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *VALUE_FUNCTIONS) for c in calls):
         return None  # (a GROUP BY without aggregates, SELECT DISTINCT's, keeps its keys' row counts)
     for projection in projections:  # a column left over references the input: not computable after
         if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
@@ -135,7 +135,7 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         condition = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
-    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in VALUES:
+    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in VALUE_FUNCTIONS:
         if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Distinct):
             raise _Unsupported()
         return AggregateCall(node.name.upper(), node.expressions[0], False, condition, node.type)
