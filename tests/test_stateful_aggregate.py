@@ -95,6 +95,101 @@ def test_decimal_sum_and_avg():
     assert output["s"].dataType == T.DecimalType(38, 2) and output["a"].dataType == T.DecimalType(38, 6)
 
 
+def _spread(values: list, function: str):
+    """Flink's STDDEV/VAR of some values (NULLs skipped), in exact arithmetic then as a float."""
+    from fractions import Fraction
+
+    xs = [Fraction(x) for x in values if x is not None]
+    sample = function.endswith("_SAMP")
+    if len(xs) <= (1 if sample else 0):
+        return None
+    mean = sum(xs) / len(xs)
+    variance = float(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1 if sample else len(xs)))
+    return variance ** 0.5 if function.startswith("STDDEV") else variance
+
+
+def test_stddev_and_variance_are_typed_as_flink_types_them():
+    """An integer argument gives an integer (truncated), DECIMAL(p, s) DECIMAL(38, max(6, s))
+    (rounded half up), from the DOUBLE computation; the sample forms of one value are NULL."""
+    from decimal import Decimal
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
+                           T.StructField("p", T.DecimalType(10, 2))])
+    specs = [AggSpec("STDDEV_POP", "v", output_name="sp"), AggSpec("VAR_SAMP", "v", output_name="vs"),
+             AggSpec("STDDEV_SAMP", "p", output_name="ssp"), AggSpec("VAR_POP", "p", output_name="vpp")]
+    outs = _fold_all(schema, ["k"], specs, [[("a", 1, Decimal("1.50")), ("a", 2, Decimal("2.25")),
+                                             ("a", 4, Decimal("3.00")), ("b", 9, Decimal("1.00"))]])
+    assert sorted(outs[0]) == [("+I", "a", 1, 2, Decimal("0.750000"), Decimal("0.375000")),
+                               ("+I", "b", 0, None, None, Decimal("0.000000"))]
+    _, output = build_plan(schema, ["k"], specs)
+    assert [f.dataType for f in output.fields[2:]] == [T.LongType(), T.LongType()] + [T.DecimalType(38, 6)] * 2
+    with pytest.raises(ValueError, match="DISTINCT"):
+        AggSpec("VAR_POP", "v", distinct=True)
+
+
+def _slack(rows: list, position: int, function: str) -> float:
+    """How far a double's variance of a key may be off: the rounding of sums of squares of
+    the widest spread its values ever had, retractions having cancelled the rest."""
+    values = [float(r[position]) for r in rows if r[position] is not None]
+    error = 1e-13 * len(values) * (max(values) - min(values)) ** 2 + 1e-9
+    return error ** 0.5 if function.startswith("STDDEV") else error
+
+
+def test_stddev_and_variance_under_random_retractions():
+    """STDDEV_POP/SAMP and VAR_POP/SAMP over a changelog: after every micro-batch the
+    changelog applied so far holds, per key, the statistics of the rows still there, typed as
+    Flink types them (an integer truncates, DECIMAL(38, 6) rounds), NULLs and FILTERed rows
+    skipped, one value giving NULL for the sample forms."""
+    from decimal import Decimal
+
+    rng = random.Random(11)
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
+                           T.StructField("i", T.IntegerType()), T.StructField("x", T.DoubleType()),
+                           T.StructField("p", T.DecimalType(10, 2)), T.StructField("f", T.BooleanType())])
+    functions = ["STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP"]
+    specs = [AggSpec(fn, column, output_name=f"{fn}_{column}") for fn in functions for column in "ixp"]
+    specs.append(AggSpec("VAR_SAMP", "x", filter_column="f", output_name="filtered"))
+    plan, output = build_plan(schema, ["k"], specs)
+    assert [output[s.name].dataType for s in specs[:3]] == [T.IntegerType(), T.DoubleType(), T.DecimalType(38, 6)]
+    state, table, live, ever = None, {}, [], {}
+    for _ in range(12):
+        rows = []
+        for _ in range(rng.randint(1, 25)):
+            if live and rng.random() < 0.35:
+                row = live.pop(rng.randrange(len(live)))
+                rows.append((rng.choice(["-U", "-D"]), *row))
+            else:
+                i = rng.choice([None, rng.randint(-50, 50), rng.randint(10**6, 10**6 + 9)])
+                row = (rng.choice("abcd"), i, None if i is None else i / 4 + 1e6, None if i is None else Decimal(i) / 100,
+                       rng.choice([True, False, None]))
+                live.append(row)
+                ever.setdefault(row[0], []).append(row)
+                rows.append((rng.choice(["+I", "+U"]), *row))
+        state, out = accumulate.fold(plan, state, pd.DataFrame(rows, columns=schema.names))
+        state = accumulate.decode(accumulate.encode(state)) if state is not None else None
+        for kind, key, *values in out.itertuples(index=False):
+            values = [None if pd.isna(x) else x for x in values]
+            if kind in ("+I", "+U"):
+                table[key] = values
+            else:
+                assert table.pop(key) == values
+        for key in sorted({row[0] for row in live}):
+            mine = [row for row in live if row[0] == key]
+            got = dict(zip([s.name for s in specs], table[key]))
+            for fn in functions:
+                exact = _spread([r[1] for r in mine], fn)  # integers: exact, truncated, saturated
+                assert got[f"{fn}_i"] == (None if exact is None else min(int(exact), 2**31 - 1))
+                for column, position in (("x", 2), ("p", 3)):  # in DOUBLE: as near as a double gets
+                    exact, value = _spread([r[position] for r in mine], fn), got[f"{fn}_{column}"]
+                    assert (exact is None) == (value is None), (fn, column)
+                    if exact is not None:
+                        rounding = 5e-7 if column == "p" else 0  # (DECIMAL(38, 6))
+                        assert float(value) == pytest.approx(exact, rel=1e-9, abs=_slack(ever[key], position, fn) + rounding)
+            exact = _spread([r[2] for r in mine if r[4]], "VAR_SAMP")
+            assert (exact is None) == (got["filtered"] is None)
+        assert set(table) == {row[0] for row in live}
+
+
 def test_state_ttl_forgets_keys_untouched_for_longer():
     """'table.exec.state.ttl': a key's accumulators expire that long after its last change
     (processing time), without output; its next row starts afresh with +I, as in Flink."""

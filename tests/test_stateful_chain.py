@@ -255,6 +255,10 @@ QUERIES = {
     # SELECT DISTINCT and GROUP BY without aggregates: a key leaves when its last row is retracted
     "distinct_of_counts": "SELECT DISTINCT n FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k)",
     "bands_of_tops": "SELECT top / 200 AS band FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k) GROUP BY top / 200",
+    # STDDEV / VAR over a changelog: integer results truncate; a DOUBLE's rounded to compare
+    "spread_of_tops": "SELECT top / 300 AS band, STDDEV_POP(top) AS sp, VAR_SAMP(top) AS vs, ROUND(STDDEV_SAMP("
+                      "CAST(top AS DOUBLE)), 6) AS ss, COUNT(*) AS n FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k)"
+                      " GROUP BY top / 300",
     # ORDER BY .. LIMIT: a Top-N of the whole input (Flink's SortLimit), by an output, a
     # hidden key, an aggregate
     "order_limit": "SELECT k, v FROM t ORDER BY v DESC LIMIT 3",

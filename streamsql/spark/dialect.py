@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel
 
+from streamsql.dialect import builtins as B
 from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
@@ -51,33 +52,51 @@ def _split_index(self, e: F.SplitIndex) -> str:
     return self.sql(exp.Case(ifs=[exp.If(this=empty, true=exp.null())], default=element))
 
 
-def _integer_avg_type(e: exp.Expression) -> exp.DataType | None:
-    """Flink's AVG of an integer column is an integer (truncated): the type to cast to."""
-    arg_type = e.this.type if isinstance(e, exp.Avg) else None
-    return arg_type if arg_type is not None and arg_type.this in INTEGER_TYPES else None
+def _average_type(e: exp.Expression) -> exp.DataType | None:
+    """The type Flink gives AVG, STDDEV_* or VAR_* when Spark's differs (an integer argument:
+    that integer, truncated; DECIMAL: DECIMAL(38, max(6, s))), so the call is cast to it."""
+    if not isinstance(e, B.AVERAGES):
+        return None
+    data_type = e.type
+    if data_type is None or data_type.this == exp.DType.UNKNOWN:  # not annotated: the argument's
+        arg_type = e.this.type if not isinstance(e.this, exp.Distinct) else None
+        data_type = arg_type if arg_type is not None and arg_type.this in INTEGER_TYPES else None
+    if data_type is None or data_type.this not in (*INTEGER_TYPES, exp.DType.DECIMAL):
+        return None
+    return data_type
 
 
-def _avg(self, e: exp.Avg) -> str:
-    sql = self.func("AVG", e.this)
-    cast_to = _integer_avg_type(e)
-    if cast_to is None or isinstance(e.parent, (exp.Window, exp.Filter)):
+def _cast_average(self, sql: str, e: exp.Expression) -> str:
+    """An average's Spark SQL cast to Flink's type. A variance beyond an integer type's range
+    saturates at its maximum, as Java's double-to-integer conversion does."""
+    cast_to = _average_type(e)
+    if cast_to is None:
         return sql
+    if isinstance(e, (exp.VariancePop, exp.Variance)) and cast_to.this in INTEGER_TYPES:
+        bound = 2 ** (_BITS[cast_to.this] - 1)
+        sql = f"CASE WHEN {sql} >= {bound} THEN {bound - 1} ELSE {sql} END"
     return f"CAST({sql} AS {self.sql(cast_to)})"
+
+
+_BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DType.BIGINT: 64}
+
+
+def _average(name: str):
+    def sql(self, e: exp.Expression) -> str:
+        text = self.func(name, e.this)
+        return text if isinstance(e.parent, (exp.Window, exp.Filter)) else _cast_average(self, text, e)
+    return sql
 
 
 def _filter(self, e: exp.Filter) -> str:
-    """``AGG(..) FILTER (WHERE ..)``: an integer AVG's cast goes around the FILTER clause."""
+    """``AGG(..) FILTER (WHERE ..)``: an average's cast goes around the FILTER clause."""
     sql = self.filter_sql(e)
-    cast_to = _integer_avg_type(e.this)
-    if cast_to is None or isinstance(e.parent, exp.Window):
-        return sql
-    return f"CAST({sql} AS {self.sql(cast_to)})"
+    return sql if isinstance(e.parent, exp.Window) else _cast_average(self, sql, e.this)
 
 
 def _window(self, e: exp.Window) -> str:
     sql = Spark.Generator.window_sql(self, e)
-    cast_to = _integer_avg_type(e.this)
-    return f"CAST({sql} AS {self.sql(cast_to)})" if cast_to is not None else sql
+    return _cast_average(self, sql, e.this.this if isinstance(e.this, exp.Filter) else e.this)
 
 
 def _div(self, e: exp.Div) -> str:
@@ -128,7 +147,12 @@ class SparkTarget(Spark):
             exp.SimilarTo: NF.similar_to_sql,
             exp.Overlaps: NF.overlaps_sql,
             exp.JSONObjectAgg: JF.json_objectagg_sql,
-            exp.Avg: _avg,
+            exp.Avg: _average("AVG"),
+            exp.StddevPop: _average("STDDEV_POP"),
+            exp.StddevSamp: _average("STDDEV_SAMP"),
+            exp.Stddev: _average("STDDEV_SAMP"),
+            exp.VariancePop: _average("VAR_POP"),
+            exp.Variance: _average("VAR_SAMP"),
             exp.Filter: _filter,
             exp.Window: _window,
             exp.Div: _div,

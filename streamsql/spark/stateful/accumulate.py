@@ -14,8 +14,12 @@ A bucket's state is two kinds of tables keyed by the group key columns:
 - ``acc``: one row per live key: ``__cnt`` (rows added minus rows retracted: the key is
   deleted when it reaches 0), per COUNT call ``__c{i}``, per SUM/AVG call ``__s{i}`` (sum of
   non-null values) and ``__n{i}`` (their count), per MIN/MAX call over insert-only input
-  ``__m{i}`` (the extreme so far), and per call ``__o{i}``, the value last emitted (what
-  ``-U``/``-D`` carry; also how identical updates are suppressed);
+  ``__m{i}`` (the extreme so far), per STDDEV/VAR call ``__n{i}`` (the count of values),
+  ``__z{i}`` (the key's centre: its first value) and ``__p{i}``, ``__q{i}`` (the sums of
+  the values' deviations from the centre and of their squares: additive, so a retraction
+  subtracts exactly what its row added, and centred, so the variance does not cancel
+  catastrophically as a plain sum of squares does), and per call ``__o{i}``, the value
+  last emitted (what ``-U``/``-D`` carry; also how identical updates are suppressed);
 - one multiset per (column, filter) used by MIN/MAX/DISTINCT calls: rows (keys, ``__v``,
   ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one.
 
@@ -38,6 +42,7 @@ ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipp
 ADDS = ("+I", "+U")
 # the calls a key keeps one value for over insert-only input, and how pandas picks it (NULLs skipped)
 _PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"}
+SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # specs.SPREADS (shipped by value)
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
 ORDER = "__order"
@@ -96,7 +101,7 @@ def _fold(plan, state, batch, now_ms=None):
         batch[name] = canonical(batch[name], kind)
     sign = (np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1) if plan["rowkind"]
             else np.ones(len(batch))).astype("int64")
-    delta, ms_delta = _contributions(plan, batch, keys, sign)
+    delta, ms_delta = _contributions(plan, batch, keys, sign, _centres(plan, state, batch, keys))
 
     acc_cols = [c for c in delta.columns if c not in keys]
     out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
@@ -111,6 +116,8 @@ def _fold(plan, state, batch, now_ms=None):
     for col in acc_cols:
         if col.startswith("__m"):
             t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])]["function"])
+        elif col.startswith("__z"):  # a key keeps its first centre
+            t[col] = t[col].where(t[col].notna(), t[col + "__d"])
         else:
             t[col] = _zero_nulls(t[col]) + t[col + "__d"]
 
@@ -145,7 +152,39 @@ def _fold(plan, state, batch, now_ms=None):
     return BucketState(acc, multisets), out
 
 
-def _contributions(plan, batch, keys, sign):
+def _centres(plan, state, batch, keys) -> dict:
+    """Per STDDEV/VAR call, each batch row's centre: its key's in the state, else the first
+    value the batch has for the key (NaN while the key has none)."""
+    calls = [i for i, agg in enumerate(plan["aggs"]) if agg["function"] in SPREADS]
+    if not calls:
+        return {}
+    columns = [f"__z{i}" for i in calls]
+    if state is not None and len(state.acc):
+        known = batch[keys].merge(state.acc[keys + columns], on=keys, how="left")
+    else:
+        known = pd.DataFrame({c: np.full(len(batch), np.nan) for c in columns})
+    grouping = [batch[k] for k in keys]
+    centres = {}
+    for i, column in zip(calls, columns):
+        agg = plan["aggs"][i]
+        values = _floats(batch[agg["column"]])
+        if agg["filter"] is not None:
+            values = values.where(batch[agg["filter"]].astype("boolean").fillna(False).to_numpy(dtype=bool))
+        first = values.groupby(grouping, dropna=False, sort=False).transform("first")
+        stored = known[column].to_numpy(dtype="float64", na_value=np.nan)
+        centres[i] = np.where(np.isnan(stored), first.to_numpy(dtype="float64", na_value=np.nan), stored)
+    return centres
+
+
+def _floats(values: pd.Series) -> pd.Series:
+    """A numeric column as float64 (DECIMALs as Flink's doubleValue), NULL as NaN."""
+    if values.dtype == object:
+        return pd.Series([np.nan if x is None or x is pd.NA else float(x) for x in values],
+                         dtype="float64", index=values.index)
+    return values.astype("float64")
+
+
+def _contributions(plan, batch, keys, sign, centres):
     """Per key, the batch's signed sums (one groupby), and per multiset the (key, value) counts."""
     masks: dict = {}
     values: dict = {}
@@ -176,6 +215,13 @@ def _contributions(plan, batch, keys, sign):
         if agg["function"] in _PICK:  # insert-only input: one value is enough
             parts[f"__m{i}"] = v.where(ok)
             continue
+        if agg["function"] in SPREADS:
+            deviation = np.where(ok, _floats(v).to_numpy(dtype="float64", na_value=0.0) - centres[i], 0.0)
+            parts[f"__n{i}"] = sign * ok
+            parts[f"__z{i}"] = centres[i]
+            parts[f"__p{i}"] = deviation * sign
+            parts[f"__q{i}"] = deviation * deviation * sign
+            continue
         parts[f"__n{i}"] = sign * ok
         if agg["kind"] == "int":
             parts[f"__s{i}"] = np.where(ok, v.to_numpy(dtype="int64", na_value=0), 0) * sign
@@ -185,8 +231,7 @@ def _contributions(plan, batch, keys, sign):
             zero = decimal.Decimal(0)
             parts[f"__s{i}"] = pd.Series([x * s if o else zero for x, o, s in zip(v, ok, sign)], dtype=object)
     frame = pd.DataFrame(parts)
-    how = {c: (_PICK[plan["aggs"][int(c[3:])]["function"]] if c.startswith("__m") else "sum")
-           for c in frame.columns if c not in keys}
+    how = {c: _how(plan, c) for c in frame.columns if c not in keys}
     grouped = frame.groupby(keys, dropna=False, sort=False)
     delta = (grouped.sum() if set(how.values()) == {"sum"} else grouped.agg(how)).reset_index()
     for col in delta.columns:
@@ -202,6 +247,13 @@ def _contributions(plan, batch, keys, sign):
         sub[MULT] = sign[ok]
         ms_delta.append(sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index())
     return delta, ms_delta
+
+
+def _how(plan, column: str) -> str:
+    """How a batch's rows of a key fold into one accumulator column."""
+    if column.startswith("__m"):
+        return _PICK[plan["aggs"][int(column[3:])]["function"]]
+    return "first" if column.startswith("__z") else "sum"
 
 
 def _empty_acc(delta, keys, out_cols):
@@ -263,6 +315,8 @@ def _result(agg, i, t) -> pd.Series:
         return t[f"__c{i}"]
     elif fn in _PICK:
         return t[f"__m{i}"]
+    elif fn in SPREADS:
+        return _spread(agg, i, t)
     else:
         total, n = t[f"__s{i}"], t[f"__n{i}"]
     n = n.astype("Int64")
@@ -278,6 +332,35 @@ def _result(agg, i, t) -> pd.Series:
     quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))  # DECIMAL AVG: rounded half up
     return pd.Series([(s / c).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
                       for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
+
+
+def _spread(agg, i, t) -> pd.Series:
+    """STDDEV_POP/SAMP, VAR_POP/SAMP from a key's count and centred sums, as Flink computes
+    them: in DOUBLE (M2 / n, or / (n - 1): NULL for one value; STDDEV its square root), then
+    cast to the result type (an integer truncates; a DECIMAL rounds half up)."""
+    fn = agg["function"]
+    n = t[f"__n{i}"].to_numpy(dtype="float64", na_value=0.0)
+    s1 = t[f"__p{i}"].to_numpy(dtype="float64", na_value=0.0)
+    s2 = t[f"__q{i}"].to_numpy(dtype="float64", na_value=0.0)
+    sample = fn.endswith("_SAMP")
+    defined = n > (1 if sample else 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if agg["kind"] == "int":  # integer sums (exact up to 2**53): n * M2 exactly, one rounding
+            n, s1, s2 = (a.astype(np.longdouble) for a in (n, s1, s2))
+            result = np.maximum(n * s2 - s1 * s1, 0) / (n * (n - 1 if sample else n))
+            result = result.astype("float64")
+        else:
+            result = np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1 if sample else n)
+    if fn.startswith("STDDEV"):
+        result = np.sqrt(result)
+    if agg["out_kind"] == "int":  # a variance beyond the type saturates, as Java's (int) 1e12 does
+        result = np.minimum(result, float(2 ** ((agg["out_bits"] or 64) - 1) - 1))
+    result = pd.Series(np.where(defined, result, np.nan), index=t.index)
+    if agg["out_kind"] != "object":
+        return result
+    quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))
+    return pd.Series([decimal.Decimal(repr(float(x))).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
+                      for x, ok in zip(result.to_numpy(), defined)], dtype=object, index=t.index)
 
 
 def _zero_nulls(values: pd.Series) -> pd.Series:

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts
-from streamsql.spark.stateful.specs import VALUE_FUNCTIONS, AggSpec, int_bits, result_type, value_kind
+from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
@@ -139,6 +139,9 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dic
             sum_type = {"int": T.LongType(), "float": T.DoubleType()}.get(agg["kind"])
             sum_type = sum_type or T.DecimalType(38, getattr(in_type, "scale", 0))
             acc += [T.StructField(f"__n{i}", T.LongType(), True), T.StructField(f"__s{i}", sum_type, True)]
+        elif a.function in SPREADS:
+            acc += [T.StructField(f"__n{i}", T.LongType(), True),
+                    *[T.StructField(f"__{c}{i}", T.DoubleType(), True) for c in "zpq"]]
         else:
             acc.append(T.StructField(f"__m{i}", fields[a.column].dataType, True))
     acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]

@@ -3,7 +3,9 @@
 Result types follow Flink: ``COUNT`` is BIGINT; ``SUM``, ``MIN``, ``MAX`` and ``AVG`` of an
 integer column keep its type (``AVG`` truncates, as Java's integer division does); of a
 FLOAT/DOUBLE column they are DOUBLE (MIN/MAX keep FLOAT); ``SUM`` of DECIMAL(p, s) is
-DECIMAL(38, s), ``AVG`` of it DECIMAL(38, max(6, s)). A caller may override the type.
+DECIMAL(38, s), ``AVG`` of it DECIMAL(38, max(6, s)). ``STDDEV_*`` and ``VAR_*`` are typed
+as ``AVG`` (computed in DOUBLE, then cast: an integer result truncates). A caller may
+override the type.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
-FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", "FIRST_VALUE", "LAST_VALUE")
 VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")  # over insert-only input only: no retraction
+SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # typed as AVG is
+FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *VALUE_FUNCTIONS, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -37,6 +40,8 @@ class AggSpec:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
         if self.column is None and (function != "COUNT" or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
+        if self.distinct and function in SPREADS:
+            raise ValueError(f"{function}(DISTINCT ..) is not supported")
 
     @property
     def name(self) -> str:

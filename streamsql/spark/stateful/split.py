@@ -22,9 +22,11 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.functions import FlinkAggCall
-from streamsql.spark.stateful.specs import VALUE_FUNCTIONS
+from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS
 
-AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
+AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
+              exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
+              exp.VariancePop: "VAR_POP", exp.Variance: "VAR_SAMP"}
 AGGREGATED = "__aggregated"  # the temp view the output part reads
 
 
@@ -146,7 +148,7 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
     argument = node.this
     distinct = isinstance(argument, exp.Distinct)
     if distinct:
-        if len(argument.expressions) != 1:
+        if len(argument.expressions) != 1 or function in SPREADS:
             raise _Unsupported()
         argument = argument.expressions[0]
     if isinstance(argument, exp.Star):

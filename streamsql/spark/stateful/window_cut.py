@@ -20,7 +20,7 @@ from streamsql.spark.physical import OPERATOR_WINDOWS
 from streamsql.spark.stateful.chain import (
     CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, read_stage, stage_view,
 )
-from streamsql.spark.stateful.specs import VALUE_FUNCTIONS
+from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = OPERATOR_WINDOWS
@@ -156,8 +156,8 @@ def _slice(stage: WindowAggregateStage, window: WindowRelation, alias: str) -> N
     columns only as grouping keys: the operator then folds each row into one slice."""
     from streamsql.spark.stateful.window_slices import sliceable
 
-    if not sliceable({"kind": window.kind, **window.parameters}):
-        return
+    if not sliceable({"kind": window.kind, **window.parameters}) or any(c.function in SPREADS for c in stage.split.calls):
+        return  # (a STDDEV/VAR's centred sums do not add up across slices of different centres)
     query = stage.split.input_query
     bounds, kept = {}, []
     for projection in query.expressions:
