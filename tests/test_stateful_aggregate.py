@@ -108,6 +108,21 @@ def _spread(values: list, function: str):
     return variance ** 0.5 if function.startswith("STDDEV") else variance
 
 
+def test_listagg_joins_values_in_arrival_order_across_batches():
+    """Flink's LISTAGG over insert-only input: the values not NULL, in the order rows come,
+    joined by the separator (',' by default); NULL while a key has none."""
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("s", T.StringType())])
+    specs = [AggSpec("LISTAGG", "s", output_name="l"), AggSpec("LISTAGG", "s", output_name="m", separator="; ")]
+    outs = _fold_all(schema, ["k"], specs, [[("a", "x"), ("a", None), ("b", None), ("a", "y")],
+                                            [("b", "z"), ("a", ""), ("c", None)], [("b", "q"), ("c", None)]])
+    assert sorted(outs[0], key=str) == [("+I", "a", "x,y", "x; y"), ("+I", "b", None, None)]
+    assert outs[1] == [("-U", "a", "x,y", "x; y"), ("+U", "a", "x,y,", "x; y; "), ("-U", "b", None, None),
+                       ("+U", "b", "z", "z"), ("+I", "c", None, None)]
+    assert outs[2] == [("-U", "b", "z", "z"), ("+U", "b", "z,q", "z; q")]
+    _, output = build_plan(schema, ["k"], specs)
+    assert output["l"].dataType == T.StringType()
+
+
 def test_stddev_and_variance_are_typed_as_flink_types_them():
     """An integer argument gives an integer (truncated), DECIMAL(p, s) DECIMAL(38, max(6, s))
     (rounded half up), from the DOUBLE computation; the sample forms of one value are NULL."""

@@ -68,6 +68,20 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
                 "SELECT auction, ts FROM bid ORDER BY ts, price;"):
         assert stages(sql) is None, sql
     assert stages("SELECT auction, FIRST_VALUE(DISTINCT price) FROM bid GROUP BY auction;") is None
+    # LISTAGG over inserts, its separator a string literal; over a changelog it is refused
+    stage = stages("SELECT auction, LISTAGG(CAST(price AS STRING)), LISTAGG(CAST(bidder AS STRING), ';') FROM bid"
+                   " GROUP BY auction;")
+    assert [(c.function, c.separator) for c in stage.split.calls] == [("LISTAGG", ","), ("LISTAGG", ";")]
+    for sql in ("SELECT auction, LISTAGG(CAST(price AS STRING), CAST(bidder AS STRING)) FROM bid GROUP BY auction;",
+                "SELECT auction, LISTAGG(DISTINCT CAST(price AS STRING)) FROM bid GROUP BY auction;",
+                "SELECT n, LISTAGG(CAST(top AS STRING)) FROM (SELECT auction, COUNT(*) AS n, MAX(price) AS top FROM bid"
+                " GROUP BY auction) GROUP BY n;"):
+        assert stages(sql) is None, sql
+    # STDDEV / VAR, over a changelog too; not DISTINCT
+    stage = stages("SELECT n, STDDEV_POP(top), VAR_SAMP(top) FILTER (WHERE n > 1) FROM (SELECT auction, COUNT(*)"
+                   " AS n, MAX(price) AS top FROM bid GROUP BY auction) GROUP BY n;")
+    assert [c.function for c in stage.split.calls] == ["STDDEV_POP", "VAR_SAMP"]
+    assert stages("SELECT auction, VAR_POP(DISTINCT price) FROM bid GROUP BY auction;") is None
     # an OVER's own window keeps one ORDER BY key, as Flink's
     assert stages("SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid;") \
         is None
@@ -322,12 +336,15 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     text = run.output(STREAMED + "SELECT k, v, ts FROM ties ORDER BY ts, v DESC, k DESC")
     assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
     # FIRST_VALUE / LAST_VALUE: in the order rows come, file by file (batch mode's order is Spark's)
-    final, ops, _ = streamed_and_batch(run, "SELECT k, FIRST_VALUE(v) AS f, LAST_VALUE(v) AS l FROM t GROUP BY k")
-    firsts, lasts = {}, {}
+    # ... and LISTAGG, their values joined in that order
+    final, ops, _ = streamed_and_batch(run, "SELECT k, FIRST_VALUE(v) AS f, LAST_VALUE(v) AS l,"
+                                            " LISTAGG(CAST(v AS STRING), '|') AS vs FROM t GROUP BY k")
+    firsts, lasts, joined = {}, {}, {}
     for k, v, _ in lines:
         firsts.setdefault(k, v)
         lasts[k] = v
-    assert final == sorted((k, firsts[k], lasts[k]) for k in firsts) and ops["-U"] > 0
+        joined[k] = f"{joined[k]}|{v}" if k in joined else v
+    assert final == sorted((k, firsts[k], lasts[k], joined[k]) for k in firsts) and ops["-U"] > 0
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5

@@ -41,7 +41,7 @@ import pandas as pd
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 # the calls a key keeps one value for over insert-only input, and how pandas picks it (NULLs skipped)
-_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"}
+_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last", "LISTAGG": "listagg"}
 SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # specs.SPREADS (shipped by value)
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
@@ -115,7 +115,7 @@ def _fold(plan, state, batch, now_ms=None):
     existed = flag[hit] == "both"
     for col in acc_cols:
         if col.startswith("__m"):
-            t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])]["function"])
+            t[col] = _extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])])
         elif col.startswith("__z"):  # a key keeps its first centre
             t[col] = t[col].where(t[col].notna(), t[col + "__d"])
         else:
@@ -252,7 +252,8 @@ def _contributions(plan, batch, keys, sign, centres):
 def _how(plan, column: str) -> str:
     """How a batch's rows of a key fold into one accumulator column."""
     if column.startswith("__m"):
-        return _PICK[plan["aggs"][int(column[3:])]["function"]]
+        agg = plan["aggs"][int(column[3:])]
+        return _joined(agg["separator"]) if agg["function"] == "LISTAGG" else _PICK[agg["function"]]
     return "first" if column.startswith("__z") else "sum"
 
 
@@ -369,12 +370,25 @@ def _zero_nulls(values: pd.Series) -> pd.Series:
     return values.fillna(0)
 
 
-def _extreme(old: pd.Series, new: pd.Series, function: str) -> pd.Series:
-    """MIN/MAX of two columns (FIRST_VALUE: the old one, LAST_VALUE: the new one), NULL where
-    both are."""
+def _joined(separator: str):
+    """LISTAGG of a key's values in a batch: the values not NULL, in arrival order, joined."""
+    def join(values: pd.Series):
+        present = values.dropna()
+        return separator.join(present) if len(present) else None
+    return join
+
+
+def _extreme(old: pd.Series, new: pd.Series, agg: dict) -> pd.Series:
+    """MIN/MAX of two columns (FIRST_VALUE: the old one, LAST_VALUE: the new one; LISTAGG:
+    both, joined), NULL where both are."""
+    function = agg["function"]
     o_na, n_na = old.isna().to_numpy(), new.isna().to_numpy()
     take = o_na & ~n_na
     both = ~o_na & ~n_na
+    if function == "LISTAGG" and both.any():
+        joined = old.astype(object).copy()
+        joined[both] = old[both] + agg["separator"] + new[both]
+        return joined.mask(take, new) if take.any() else joined
     if function == "LAST_VALUE":
         take |= both
     elif function != "FIRST_VALUE" and both.any():

@@ -37,7 +37,7 @@ from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.specs import VALUE_FUNCTIONS
+from streamsql.spark.stateful.specs import INSERT_ONLY
 from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
 
 RANKED = "__ranked"  # the view a RankStage's output query reads
@@ -310,8 +310,8 @@ class _Compiler:
             query.set("distinct", None)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
-            if split is None or changelogs and any(c.function in VALUE_FUNCTIONS for c in split.calls):
-                raise _Unsupported()  # FIRST_VALUE / LAST_VALUE over retractions keep every value, in order
+            if split is None or changelogs and any(c.function in INSERT_ONLY for c in split.calls):
+                raise _Unsupported()  # FIRST_VALUE, LAST_VALUE, LISTAGG over retractions keep every value, in order
             if changelogs:
                 _carry_rowkind(split.input_query, changelogs)
             hinted = hinted_ttl(query, query.args["from_"].this) if query.args.get("from_") else None

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts
-from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS, AggSpec, int_bits, result_type, value_kind
+from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
@@ -95,7 +95,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
     for a in aggregates:
         if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
             raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
-        if a.function in VALUE_FUNCTIONS and (a.distinct or ROWKIND_COLUMN in fields):
+        if a.function in INSERT_ONLY and (a.distinct or ROWKIND_COLUMN in fields):
             raise ValueError(f"{a.function} takes an insert-only input, without DISTINCT")
     names = [a.name for a in aggregates]
     if len(set(names)) != len(names) or set(names) & set(keys):
@@ -115,7 +115,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                 multisets.append(entry)
             ms = multisets.index(entry)
         aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct,
-                     "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name,
+                     "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
                      "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
         out_fields.append(T.StructField(a.name, out_type, True))

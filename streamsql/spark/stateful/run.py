@@ -93,7 +93,7 @@ def _specs(split: AggregateSplit) -> list:
     from streamsql.spark.stateful.specs import AggSpec
 
     return [AggSpec(call.function, f"__v{i}" if call.argument is not None else None, call.distinct,
-                    f"__f{i}" if call.condition is not None else None, f"__a{i}")
+                    f"__f{i}" if call.condition is not None else None, f"__a{i}", separator=call.separator)
             for i, call in enumerate(split.calls)]
 
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
-VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")  # over insert-only input only: no retraction
+VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")
+INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG")  # over insert-only input only: in arrival order, no retraction
 SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # typed as AVG is
-FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *VALUE_FUNCTIONS, *SPREADS)
+FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *INSERT_ONLY, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -32,6 +33,7 @@ class AggSpec:
     filter_column: str | None = None
     output_name: str | None = None
     output_type: str | None = None
+    separator: str = ","  # LISTAGG's
 
     def __post_init__(self):
         function = self.function.upper()
@@ -40,7 +42,7 @@ class AggSpec:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
         if self.column is None and (function != "COUNT" or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
-        if self.distinct and function in SPREADS:
+        if self.distinct and function in (*SPREADS, *INSERT_ONLY):
             raise ValueError(f"{function}(DISTINCT ..) is not supported")
 
     @property
@@ -63,6 +65,8 @@ def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
         return T._parse_datatype_string(spec.output_type)
     if spec.function == "COUNT":
         return T.LongType()
+    if spec.function == "LISTAGG":
+        return T.StringType()
     assert input_type is not None
     if spec.function in ("MIN", "MAX", *VALUE_FUNCTIONS):
         return input_type

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.functions import FlinkAggCall
-from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS
+from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
               exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
@@ -37,6 +37,7 @@ class AggregateCall:
     distinct: bool
     condition: exp.Expression | None  # FILTER (WHERE ...)
     type: exp.DataType | None
+    separator: str = ","  # LISTAGG's (a string literal)
 
 
 @dataclass
@@ -87,7 +88,7 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
         having = _rewrite(having.this, replace) if having is not None else None
     except _Unsupported:
         return None
-    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *VALUE_FUNCTIONS) for c in calls):
+    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *INSERT_ONLY) for c in calls):
         return None  # (a GROUP BY without aggregates, SELECT DISTINCT's, keeps its keys' row counts)
     for projection in projections:  # a column left over references the input: not computable after
         if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
@@ -137,10 +138,15 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         condition = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
-    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in VALUE_FUNCTIONS:
-        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Distinct):
+    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
+        name, arguments = node.name.upper(), node.expressions
+        separator = arguments[1] if name == "LISTAGG" and len(arguments) == 2 else None
+        if separator is not None and not (isinstance(separator, exp.Literal) and separator.is_string):
             raise _Unsupported()
-        return AggregateCall(node.name.upper(), node.expressions[0], False, condition, node.type)
+        if len(arguments) != (1 if separator is None else 2) or isinstance(arguments[0], exp.Distinct):
+            raise _Unsupported()
+        return AggregateCall(name, arguments[0], False, condition, node.type,
+                             separator.this if separator is not None else ",")
     if function is None:
         if condition is not None:
             raise _Unsupported()

@@ -20,7 +20,7 @@ from streamsql.spark.physical import OPERATOR_WINDOWS
 from streamsql.spark.stateful.chain import (
     CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, read_stage, stage_view,
 )
-from streamsql.spark.stateful.specs import SPREADS, VALUE_FUNCTIONS
+from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = OPERATOR_WINDOWS
@@ -64,8 +64,8 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     table, window = _one_window(compiler, select, proctime=True)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
-    if split is None or any(c.function in VALUE_FUNCTIONS for c in split.calls):
-        raise _Unsupported()  # (FIRST_VALUE / LAST_VALUE would need the slices' order)
+    if split is None or any(c.function in INSERT_ONLY for c in split.calls):
+        raise _Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
     bounds = {}
     for name, key in zip(split.keys, select.args["group"].expressions):
         if isinstance(key, exp.Column) and key.table in ("", alias) and key.name in ("window_start", "window_end"):
