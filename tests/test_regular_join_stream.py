@@ -347,6 +347,14 @@ def test_streamed_joins_end_with_the_batch_result(run, tmp_path):
     final, ops, expected = streamed_and_batch(run, "SELECT /*+ STATE_TTL('d' = '1 ms') */ t.v, d.name FROM t"
                                                    " LEFT JOIN d ON t.k = d.k")
     assert sum(name == "" for _, name in final) > sum(name == "" for _, name in expected)
+    # several inner joins of inserts with a TTL: nested on streamsql's join, one per level;
+    # a long one changes nothing, one that expires d's rows between micro-batches drops matches
+    three = ("SELECT /*+ STATE_TTL({ttls}) */ t.k, t.v, d.name, e.lim FROM t JOIN d ON t.k = d.k JOIN d e"
+             " ON e.name = d.name")
+    final, ops, expected = streamed_and_batch(run, three.format(ttls="'t' = '1 h', 'd' = '1 h', 'e' = '1 h'"))
+    assert final == expected and len(expected) > 10 and ops["-D"] + ops["-U"] == 0
+    final, _, expected = streamed_and_batch(run, three.format(ttls="'d' = '1 ms'"))
+    assert set(final) < set(expected)
 
 
 @pytest.mark.spark

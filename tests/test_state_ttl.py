@@ -108,3 +108,22 @@ def test_which_joins_emit_inserts_only():
     assert not inserts_only(stage("SELECT b.price, u.name FROM bid b LEFT JOIN users u ON b.bidder = u.id"))
     assert not inserts_only(stage("SELECT b.price FROM bid b WHERE b.bidder IN (SELECT auction FROM bid"
                                   " GROUP BY auction HAVING COUNT(*) > 1)"))
+
+
+def test_several_inner_joins_of_inserts_with_a_ttl_nest_on_streamsql_s_join():
+    """``a JOIN b JOIN c`` with a TTL: one join per level, each on streamsql's join operator
+    with its own sides' TTLs (a hint names the inputs of the join it belongs to)."""
+    from streamsql.spark.stateful.chain import CalcStage, JoinStage
+
+    sql = ("SELECT {hint} b.price, u.name, a.seller FROM bid b JOIN users u ON b.bidder = u.id"
+           " JOIN auction a ON a.id = b.auction;")
+
+    def joins(stage):
+        found = [stage.side_ttls()] if isinstance(stage, JoinStage) else []
+        return found + [t for _, inner in getattr(stage, "inputs", []) for t in joins(inner)]
+
+    assert compile_query(steps(sql.format(hint=""))[-1].plan, is_bounded) is None  # Spark's own join
+    stage = compile_query(steps(sql.format(hint=""))[-1].plan, is_bounded, ttl_ms=1000)
+    assert isinstance(stage, CalcStage) and joins(stage) == [(1000, 1000), (1000, 1000)]
+    hinted = steps(sql.format(hint="/*+ STATE_TTL('u' = '1 h', 'a' = '2 h') */"))[-1].plan
+    assert joins(compile_query(hinted, is_bounded)) == [(None, 7_200_000), (None, 3_600_000)]

@@ -32,9 +32,15 @@ def _fold_all(schema, keys, specs, batches):
         state, out = accumulate.fold(plan, state, frame)
         if state is not None:
             state = accumulate.decode(accumulate.encode(state))  # as it goes through the state store
-        outs.append([tuple(None if pd.isna(x) else getattr(x, "item", lambda: x)() for x in r)
-                     for r in out.itertuples(index=False)])
+        outs.append([tuple(_plain(x) for x in r) for r in out.itertuples(index=False)])
     return outs
+
+
+def _plain(value):
+    """A result as Python: None for NULL, numpy scalars unwrapped, arrays as lists."""
+    if isinstance(value, list):
+        return [_plain(x) for x in value]
+    return None if pd.isna(value) else getattr(value, "item", lambda: value)()
 
 
 def test_int_results_keep_type_and_wrap_and_avg_truncates():
@@ -121,6 +127,23 @@ def test_listagg_joins_values_in_arrival_order_across_batches():
     assert outs[2] == [("-U", "b", "z", "z"), ("+U", "b", "z,q", "z; q")]
     _, output = build_plan(schema, ["k"], specs)
     assert output["l"].dataType == T.StringType()
+
+
+def test_array_agg_keeps_values_in_arrival_order_and_nulls_unless_ignored():
+    """Flink's ARRAY_AGG over insert-only input: every value in the order rows come, NULLs
+    too (RESPECT NULLS) or not (IGNORE NULLS); NULL while a key has no row it takes (FILTER)."""
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.IntegerType()),
+                           T.StructField("f", T.BooleanType())])
+    specs = [AggSpec("ARRAY_AGG", "v", output_name="a"), AggSpec("ARRAY_AGG", "v", output_name="b", ignore_nulls=True),
+             AggSpec("ARRAY_AGG", "v", filter_column="f", output_name="c")]
+    outs = _fold_all(schema, ["k"], specs, [[("a", 1, True), ("a", None, True), ("b", None, False), ("a", 3, False)],
+                                            [("b", 2, True), ("a", 4, None), ("c", None, None)], [("b", 2, True)]])
+    assert sorted(outs[0]) == [("+I", "a", [1, None, 3], [1, 3], [1, None]), ("+I", "b", [None], None, None)]
+    assert outs[1] == [("-U", "a", [1, None, 3], [1, 3], [1, None]), ("+U", "a", [1, None, 3, 4], [1, 3, 4], [1, None]),
+                       ("-U", "b", [None], None, None), ("+U", "b", [None, 2], [2], [2]), ("+I", "c", [None], None, None)]
+    assert outs[2] == [("-U", "b", [None, 2], [2], [2]), ("+U", "b", [None, 2, 2], [2, 2], [2, 2])]
+    _, output = build_plan(schema, ["k"], specs)
+    assert output["a"].dataType == T.ArrayType(T.IntegerType(), True)
 
 
 def test_stddev_and_variance_are_typed_as_flink_types_them():

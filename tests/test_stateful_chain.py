@@ -77,6 +77,12 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
                 "SELECT n, LISTAGG(CAST(top AS STRING)) FROM (SELECT auction, COUNT(*) AS n, MAX(price) AS top FROM bid"
                 " GROUP BY auction) GROUP BY n;"):
         assert stages(sql) is None, sql
+    # ARRAY_AGG over inserts, NULLs kept or ignored; not DISTINCT
+    stage = stages("SELECT auction, ARRAY_AGG(price), ARRAY_AGG(bidder) IGNORE NULLS,"
+                   " CARDINALITY(ARRAY_AGG(price) RESPECT NULLS) FROM bid GROUP BY auction;")
+    assert [(c.function, c.ignore_nulls) for c in stage.split.calls] == [("ARRAY_AGG", False), ("ARRAY_AGG", True),
+                                                                        ("ARRAY_AGG", False)]
+    assert stages("SELECT auction, ARRAY_AGG(DISTINCT price) FROM bid GROUP BY auction;") is None
     # STDDEV / VAR, over a changelog too; not DISTINCT
     stage = stages("SELECT n, STDDEV_POP(top), VAR_SAMP(top) FILTER (WHERE n > 1) FROM (SELECT auction, COUNT(*)"
                    " AS n, MAX(price) AS top FROM bid GROUP BY auction) GROUP BY n;")
@@ -336,15 +342,18 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     text = run.output(STREAMED + "SELECT k, v, ts FROM ties ORDER BY ts, v DESC, k DESC")
     assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
     # FIRST_VALUE / LAST_VALUE: in the order rows come, file by file (batch mode's order is Spark's)
-    # ... and LISTAGG, their values joined in that order
+    # ... LISTAGG, their values joined in that order, and ARRAY_AGG, their array
     final, ops, _ = streamed_and_batch(run, "SELECT k, FIRST_VALUE(v) AS f, LAST_VALUE(v) AS l,"
-                                            " LISTAGG(CAST(v AS STRING), '|') AS vs FROM t GROUP BY k")
-    firsts, lasts, joined = {}, {}, {}
+                                            " LISTAGG(CAST(v AS STRING), '|') AS vs, CARDINALITY(ARRAY_AGG(v)) AS n,"
+                                            " ARRAY_AGG(v)[2] AS second FROM t GROUP BY k")
+    firsts, lasts, joined, arrays = {}, {}, {}, {}
     for k, v, _ in lines:
         firsts.setdefault(k, v)
         lasts[k] = v
         joined[k] = f"{joined[k]}|{v}" if k in joined else v
-    assert final == sorted((k, firsts[k], lasts[k], joined[k]) for k in firsts) and ops["-U"] > 0
+        arrays.setdefault(k, []).append(v)
+    assert final == sorted((k, firsts[k], lasts[k], joined[k], str(len(arrays[k])), (arrays[k] + [""])[1])
+                           for k in firsts) and ops["-U"] > 0
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5

@@ -41,7 +41,8 @@ import pandas as pd
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 # the calls a key keeps one value for over insert-only input, and how pandas picks it (NULLs skipped)
-_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last", "LISTAGG": "listagg"}
+_PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last", "LISTAGG": "listagg",
+         "ARRAY_AGG": "array_agg"}
 SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # specs.SPREADS (shipped by value)
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
@@ -206,6 +207,13 @@ def _contributions(plan, batch, keys, sign, centres):
         if agg["ms"] is not None:
             continue
         ok = mask(agg["filter"])
+        if agg["function"] == "ARRAY_AGG":  # a one-value array per row it takes (NULLs too, unless ignored)
+            v = value(agg["column"], agg["kind"])
+            if agg["ignore_nulls"]:
+                ok = ok & v.notna().to_numpy()
+            items = v.astype(object).where(v.notna(), None).to_numpy(dtype=object)
+            parts[f"__m{i}"] = pd.Series([[x] if o else None for x, o in zip(items, ok)], dtype=object)
+            continue
         if agg["column"] is not None:
             v = value(agg["column"], agg["kind"])
             ok = ok & v.notna().to_numpy()
@@ -253,6 +261,8 @@ def _how(plan, column: str) -> str:
     """How a batch's rows of a key fold into one accumulator column."""
     if column.startswith("__m"):
         agg = plan["aggs"][int(column[3:])]
+        if agg["function"] == "ARRAY_AGG":
+            return _concatenated
         return _joined(agg["separator"]) if agg["function"] == "LISTAGG" else _PICK[agg["function"]]
     return "first" if column.startswith("__z") else "sum"
 
@@ -378,6 +388,12 @@ def _joined(separator: str):
     return join
 
 
+def _concatenated(arrays: pd.Series):
+    """ARRAY_AGG of a key's rows in a batch: their one-value arrays, in arrival order."""
+    taken = [list(a) for a in arrays if a is not None and not (isinstance(a, float) and np.isnan(a))]
+    return [x for a in taken for x in a] if taken else None
+
+
 def _extreme(old: pd.Series, new: pd.Series, agg: dict) -> pd.Series:
     """MIN/MAX of two columns (FIRST_VALUE: the old one, LAST_VALUE: the new one; LISTAGG:
     both, joined), NULL where both are."""
@@ -385,9 +401,13 @@ def _extreme(old: pd.Series, new: pd.Series, agg: dict) -> pd.Series:
     o_na, n_na = old.isna().to_numpy(), new.isna().to_numpy()
     take = o_na & ~n_na
     both = ~o_na & ~n_na
-    if function == "LISTAGG" and both.any():
+    if function in ("LISTAGG", "ARRAY_AGG") and both.any():
         joined = old.astype(object).copy()
-        joined[both] = old[both] + agg["separator"] + new[both]
+        if function == "LISTAGG":
+            joined[both] = old[both] + agg["separator"] + new[both]
+        else:  # (arrays come back from the state store as numpy arrays)
+            joined[both] = pd.Series([list(o) + list(n) for o, n in zip(old[both], new[both])],
+                                     dtype=object, index=old.index[both])
         return joined.mask(take, new) if take.any() else joined
     if function == "LAST_VALUE":
         take |= both
@@ -425,8 +445,14 @@ def _equal(a: pd.Series, b: pd.Series) -> np.ndarray:
     if both.any():
         av = a.to_numpy(dtype=object)[both]
         bv = b.to_numpy(dtype=object)[both]
-        eq[both] = np.fromiter((x == y for x, y in zip(av, bv)), dtype=bool, count=len(av))
+        eq[both] = np.fromiter((_same(x, y) for x, y in zip(av, bv)), dtype=bool, count=len(av))
     return eq
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, (list, np.ndarray)) or isinstance(y, (list, np.ndarray)):  # ARRAY_AGG's arrays
+        return list(x) == list(y)
+    return x == y
 
 
 def _changelog(plan, t, keys, new, inserts, deletes, updates) -> pd.DataFrame:
@@ -484,4 +510,9 @@ def _to_bytes(frame: pd.DataFrame) -> bytes:
 def _from_bytes(blob: bytes) -> pd.DataFrame:
     import pyarrow as pa
 
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_pandas()
+    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    frame = table.to_pandas()
+    for field in table.schema:  # ARRAY_AGG's arrays as lists (to_pandas makes NULL items NaN)
+        if pa.types.is_list(field.type):
+            frame[field.name] = pd.Series(table.column(field.name).to_pylist(), dtype=object)
+    return frame

@@ -332,14 +332,18 @@ class _Compiler:
     # -- inputs --------------------------------------------------------------------
     def _joined_statefully(self, select: exp.Select) -> bool:
         """Whether a SELECT's JOINs are all regular joins and need streamsql's join operator:
-        an outer, semi or anti join, or a changelog among the inputs (Spark joins inserts,
-        inner). A temporal, interval, window or lookup join among them keeps the SELECT whole."""
+        an outer, semi or anti join, a state TTL (set or hinted: Spark's join keeps its state
+        for ever), or a changelog among the inputs (Spark joins inserts, inner). A temporal,
+        interval, window or lookup join among them keeps the SELECT whole."""
         from streamsql.plan.join_operators import Join
         from streamsql.plan.operators import walk
+        from streamsql.plan.state_ttl import STATE_TTL
 
         if any(isinstance(n, Join) and type(n) is not Join for n in walk(self.builder.select(select))):
             return False
         if any(j.side or j.kind in ("SEMI", "ANTI") for j in select.args.get("joins") or []):
+            return True
+        if self.ttl_ms or select.meta.get(STATE_TTL):
             return True
         return bool(self._inputs(select.copy())[1])
 

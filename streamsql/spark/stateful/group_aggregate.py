@@ -116,6 +116,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
             ms = multisets.index(entry)
         aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
+                     "ignore_nulls": a.ignore_nulls,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
                      "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
         out_fields.append(T.StructField(a.name, out_type, True))
@@ -142,8 +143,9 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dic
         elif a.function in SPREADS:
             acc += [T.StructField(f"__n{i}", T.LongType(), True),
                     *[T.StructField(f"__{c}{i}", T.DoubleType(), True) for c in "zpq"]]
-        else:
-            acc.append(T.StructField(f"__m{i}", fields[a.column].dataType, True))
+        else:  # one value (or ARRAY_AGG's array) per key
+            acc.append(T.StructField(f"__m{i}", result_type(a, fields[a.column].dataType) if a.function == "ARRAY_AGG"
+                                     else fields[a.column].dataType, True))
     acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]
     ms = [T.StructType(key_fields + [T.StructField(accumulate.VAL, fields[column].dataType, True),
                                      T.StructField(accumulate.MULT, T.LongType(), True)])

@@ -93,7 +93,8 @@ def _specs(split: AggregateSplit) -> list:
     from streamsql.spark.stateful.specs import AggSpec
 
     return [AggSpec(call.function, f"__v{i}" if call.argument is not None else None, call.distinct,
-                    f"__f{i}" if call.condition is not None else None, f"__a{i}", separator=call.separator)
+                    f"__f{i}" if call.condition is not None else None, f"__a{i}", separator=call.separator,
+                    ignore_nulls=call.ignore_nulls)
             for i, call in enumerate(split.calls)]
 
 

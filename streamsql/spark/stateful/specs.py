@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")
-INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG")  # over insert-only input only: in arrival order, no retraction
+INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG", "ARRAY_AGG")  # over insert-only input only: in arrival order
 SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # typed as AVG is
 FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *INSERT_ONLY, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -34,6 +34,7 @@ class AggSpec:
     output_name: str | None = None
     output_type: str | None = None
     separator: str = ","  # LISTAGG's
+    ignore_nulls: bool = False  # ARRAY_AGG's (it keeps NULLs by default)
 
     def __post_init__(self):
         function = self.function.upper()
@@ -67,6 +68,8 @@ def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
         return T.LongType()
     if spec.function == "LISTAGG":
         return T.StringType()
+    if spec.function == "ARRAY_AGG":
+        return T.ArrayType(input_type, True)
     assert input_type is not None
     if spec.function in ("MIN", "MAX", *VALUE_FUNCTIONS):
         return input_type

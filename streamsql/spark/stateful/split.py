@@ -38,6 +38,7 @@ class AggregateCall:
     condition: exp.Expression | None  # FILTER (WHERE ...)
     type: exp.DataType | None
     separator: str = ","  # LISTAGG's (a string literal)
+    ignore_nulls: bool = False  # ARRAY_AGG(..) IGNORE NULLS
 
 
 @dataclass
@@ -137,6 +138,11 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
     if isinstance(node, exp.Filter):
         condition = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
         node = node.this
+    ignore_nulls = isinstance(node, exp.IgnoreNulls)
+    if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+        if not (isinstance(node.this, FlinkAggCall) and node.this.name.upper() == "ARRAY_AGG"):
+            raise _Unsupported()
+        node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
         name, arguments = node.name.upper(), node.expressions
@@ -146,7 +152,7 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         if len(arguments) != (1 if separator is None else 2) or isinstance(arguments[0], exp.Distinct):
             raise _Unsupported()
         return AggregateCall(name, arguments[0], False, condition, node.type,
-                             separator.this if separator is not None else ",")
+                             separator.this if separator is not None else ",", ignore_nulls)
     if function is None:
         if condition is not None:
             raise _Unsupported()
