@@ -227,6 +227,9 @@ class _Compiler:
         self.bounded = bounded
         self.ttl_ms = ttl_ms
         self.builder = Builder(plan, bounded)
+        # FROM items compiled while looking ahead (_joined_statefully), by their SQL: each is
+        # compiled once, not once more per enclosing level (which doubled the work per level)
+        self._ahead: dict[str, Stage | None] = {}
 
     @functools.cached_property
     def plain_windows(self) -> bool:
@@ -345,7 +348,7 @@ class _Compiler:
             return True
         if self.ttl_ms or select.meta.get(STATE_TTL):
             return True
-        return bool(self._inputs(select.copy())[1])
+        return bool(self._inputs(select.copy(), ahead=True)[1])
 
     def _names_of(self, item: exp.Expression) -> list[str] | None:
         """The column names of a FROM item (a table, a view, a derived table)."""
@@ -357,9 +360,11 @@ class _Compiler:
             return None
         return [name for name in source.names if name != "*"] or None
 
-    def _inputs(self, select: exp.Select, window_rows: bool = False) -> tuple[list[tuple[str, Stage]], list[str]]:
+    def _inputs(self, select: exp.Select, window_rows: bool = False,
+                ahead: bool = False) -> tuple[list[tuple[str, Stage]], list[str]]:
         """Replace each FROM item a stage computes with its view; (stages, their aliases).
-        ``window_rows``: a window join's sides may be a window TVF's rows, which Spark reads."""
+        ``window_rows``: a window join's sides may be a window TVF's rows, which Spark reads.
+        ``ahead``: a look at a copy; its stages are kept for the FROM items' real turn."""
         inputs, aliases = [], []
         items = [select.args.get("from_")] + list(select.args.get("joins") or [])
         for item in items:
@@ -379,7 +384,7 @@ class _Compiler:
                 continue
             if (window_rows or self.plain_windows) and self._window_rows(body):
                 continue
-            stage = self.query(body)
+            stage = self._compiled(body, ahead)
             if stage is None:
                 continue
             view = stage_view()
@@ -389,6 +394,15 @@ class _Compiler:
         if aliases and select.args.get("where") is not None and _has_subquery(select.args["where"]):
             raise _Unsupported()
         return inputs, aliases
+
+    def _compiled(self, body: exp.Expression, ahead: bool) -> Stage | None:
+        key = body.sql()
+        if key in self._ahead:
+            return self._ahead[key] if ahead else self._ahead.pop(key)
+        stage = self.query(body)
+        if ahead:
+            self._ahead[key] = stage
+        return stage
 
     def _window_rows(self, body: exp.Expression) -> bool:
         """Whether ``body`` reads a window TVF's rows as they are (projections and filters of
