@@ -127,3 +127,18 @@ def test_several_inner_joins_of_inserts_with_a_ttl_nest_on_streamsql_s_join():
     assert isinstance(stage, CalcStage) and joins(stage) == [(1000, 1000), (1000, 1000)]
     hinted = steps(sql.format(hint="/*+ STATE_TTL('u' = '1 h', 'a' = '2 h') */"))[-1].plan
     assert joins(compile_query(hinted, is_bounded)) == [(None, 7_200_000), (None, 3_600_000)]
+
+
+def test_equal_subqueries_but_for_a_hint_keep_their_own_ttl():
+    """The cut compiles each FROM item once, looking ahead; two subqueries whose SQL differs
+    only by a STATE_TTL hint (kept beside the SQL, not in it) are not taken for each other."""
+    plain = "(SELECT auction, COUNT(*) AS c FROM bid GROUP BY auction)"
+    hinted = "(SELECT /*+ STATE_TTL('bid' = '1 h') */ auction, COUNT(*) AS c FROM bid GROUP BY auction)"
+    sql = (f"SELECT y.auction, x.c, a.seller FROM {plain} y JOIN (SELECT h.auction, h.c FROM {hinted} h JOIN users u"
+           f" ON h.auction = u.id) x ON y.auction = x.auction JOIN auction a ON a.id = y.auction;")
+
+    def ttls(stage):
+        found = [stage.ttl_ms] if isinstance(stage, AggregateStage) else []
+        return found + [t for _, inner in getattr(stage, "inputs", []) for t in ttls(inner)]
+
+    assert sorted(ttls(compile_query(steps(sql)[-1].plan, is_bounded)), key=str) == [3_600_000, None]

@@ -163,6 +163,14 @@ def test_stddev_and_variance_are_typed_as_flink_types_them():
     assert [f.dataType for f in output.fields[2:]] == [T.LongType(), T.LongType()] + [T.DecimalType(38, 6)] * 2
     with pytest.raises(ValueError, match="DISTINCT"):
         AggSpec("VAR_POP", "v", distinct=True)
+    # beyond the type, as Java converts a double: (long) saturates; (byte) keeps the low bits of (int)
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
+                           T.StructField("b", T.ByteType())])
+    specs = [AggSpec("VAR_POP", "v", output_name="vp"), AggSpec("VAR_POP", "b", output_name="vb"),
+             AggSpec("STDDEV_SAMP", "b", output_name="sb")]
+    outs = _fold_all(schema, ["k"], specs, [[("a", 0, -128), ("a", 2 * 10**10, 127)]])
+    # VAR_POP(b) = 16256.25 -> (int) 16256 -> (byte) -128; STDDEV_SAMP(b) = 180.31 -> (byte) -76
+    assert outs[0] == [("+I", "a", 2**63 - 1, -128, -76)]
 
 
 def _slack(rows: list, position: int, function: str) -> float:
@@ -226,6 +234,16 @@ def test_stddev_and_variance_under_random_retractions():
             exact = _spread([r[2] for r in mine if r[4]], "VAR_SAMP")
             assert (exact is None) == (got["filtered"] is None)
         assert set(table) == {row[0] for row in live}
+
+
+def test_a_null_decimal_key_is_a_key():
+    from decimal import Decimal
+
+    schema = T.StructType([T.StructField("k", T.DecimalType(10, 2)), T.StructField("v", T.IntegerType())])
+    outs = _fold_all(schema, ["k"], [AggSpec("SUM", "v", output_name="s")],
+                     [[(Decimal("1.00"), 1), (None, 2)], [(None, 5)]])
+    assert sorted(outs[0], key=str) == [("+I", Decimal("1.00"), 1), ("+I", None, 2)]
+    assert outs[1] == [("-U", None, 2), ("+U", None, 7)]
 
 
 def test_state_ttl_forgets_keys_untouched_for_longer():

@@ -63,18 +63,25 @@ def _average_type(e: exp.Expression) -> exp.DataType | None:
         data_type = arg_type if arg_type is not None and arg_type.this in INTEGER_TYPES else None
     if data_type is None or data_type.this not in (*INTEGER_TYPES, exp.DType.DECIMAL):
         return None
+    if isinstance(e, exp.Avg) and data_type.this == exp.DType.DECIMAL:
+        return None  # (Spark's AVG of a DECIMAL is rounded already: a cast would round it twice)
     return data_type
 
 
 def _cast_average(self, sql: str, e: exp.Expression) -> str:
-    """An average's Spark SQL cast to Flink's type. A variance beyond an integer type's range
-    saturates at its maximum, as Java's double-to-integer conversion does."""
+    """An average's Spark SQL cast to Flink's type. A STDDEV or VAR (a DOUBLE) is converted
+    as Java converts a double: beyond INT's (BIGINT's) range it saturates, and a TINYINT or
+    SMALLINT then keeps the low bits of that INT."""
     cast_to = _average_type(e)
     if cast_to is None:
         return sql
-    if isinstance(e, (exp.VariancePop, exp.Variance)) and cast_to.this in INTEGER_TYPES:
-        bound = 2 ** (_BITS[cast_to.this] - 1)
+    if not isinstance(e, exp.Avg) and cast_to.this in INTEGER_TYPES:
+        bits = _BITS[cast_to.this]
+        bound = 2 ** (63 if bits == 64 else 31)
         sql = f"CASE WHEN {sql} >= {bound} THEN {bound - 1} ELSE {sql} END"
+        if bits < 32:
+            half = 2 ** (bits - 1)
+            sql = f"PMOD(CAST({sql} AS {'BIGINT' if bits == 64 else 'INT'}) + {half}, {2 * half}) - {half}"
     return f"CAST({sql} AS {self.sql(cast_to)})"
 
 

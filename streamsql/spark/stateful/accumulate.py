@@ -64,6 +64,8 @@ def canonical(series: pd.Series, kind: str) -> pd.Series:
         return series.astype("float64")
     if kind == "bool":
         return series.astype("boolean")
+    if series.dtype == "float64":  # (a string or DECIMAL column of NULLs only comes as float64)
+        return series.astype(object).where(series.notna(), None)
     return series
 
 
@@ -73,7 +75,10 @@ def fold(plan: dict, state: BucketState | None, batch: pd.DataFrame,
     With ``plan["ttl_ms"]`` a key's state expires that long after its last change (processing
     time, ``now_ms``; Flink's 'table.exec.state.ttl'): it is dropped without output, and a
     later row of the key starts afresh with ``+I``, as in Flink."""
-    with decimal.localcontext(prec=80):  # DECIMAL(38) sums must not round at Python's 28 digits
+    # DECIMAL(38) sums must not round at Python's 28 digits; a NULL DECIMAL key (NaN to pandas)
+    # is compared with the others when pandas merges on keys, which must not raise
+    with decimal.localcontext(prec=80) as context:
+        context.traps[decimal.InvalidOperation] = False
         if plan.get("ttl_ms"):
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             state = _expire(plan, state, now_ms - plan["ttl_ms"])
@@ -103,6 +108,8 @@ def _fold(plan, state, batch, now_ms=None):
     sign = (np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1) if plan["rowkind"]
             else np.ones(len(batch))).astype("int64")
     delta, ms_delta = _contributions(plan, batch, keys, sign, _centres(plan, state, batch, keys))
+    for name, kind in plan["keys"]:
+        delta[name] = canonical(delta[name], kind)
 
     acc_cols = [c for c in delta.columns if c not in keys]
     out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
@@ -364,8 +371,12 @@ def _spread(agg, i, t) -> pd.Series:
             result = np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1 if sample else n)
     if fn.startswith("STDDEV"):
         result = np.sqrt(result)
-    if agg["out_kind"] == "int":  # a variance beyond the type saturates, as Java's (int) 1e12 does
-        result = np.minimum(result, float(2 ** ((agg["out_bits"] or 64) - 1) - 1))
+    if agg["out_kind"] == "int":  # Java's (int)/(long) of a double: saturates (then _shape wraps a byte or short)
+        bits = 64 if agg["out_bits"] in (0, 64) else 32
+        big = np.nan_to_num(result, nan=0.0) >= 2.0 ** (bits - 1)
+        ints = np.where(big, 0.0, np.nan_to_num(result, nan=0.0)).astype("int64")
+        ints = np.where(big, 2 ** (bits - 1) - 1, ints)
+        return pd.Series(ints, dtype="Int64", index=t.index).mask(~defined)
     result = pd.Series(np.where(defined, result, np.nan), index=t.index)
     if agg["out_kind"] != "object":
         return result

@@ -396,7 +396,8 @@ class _Compiler:
         return inputs, aliases
 
     def _compiled(self, body: exp.Expression, ahead: bool) -> Stage | None:
-        key = body.sql()
+        # the SQL and what it does not show (STATE_TTL hints, temporal marks live in meta)
+        key = (body.sql(), tuple(repr(node._meta) for node in body.walk() if getattr(node, "_meta", None)))
         if key in self._ahead:
             return self._ahead[key] if ahead else self._ahead.pop(key)
         stage = self.query(body)
