@@ -480,6 +480,21 @@ def test_explain_of_a_query_refused_over_unbounded_input_shows_the_refusal_witho
     assert engine._spark is None  # no Spark was started
 
 
+def test_a_refusal_names_the_aggregate_streamsql_does_not_stream():
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.explain import explain
+
+    engine = Engine(Catalog(None), base_dir=SOURCES)
+    for sql, reason in (
+            ("SELECT n, LISTAGG(url) FROM (SELECT url, COUNT(*) AS n FROM clicks GROUP BY url) GROUP BY n",
+             "(here: LISTAGG reads updating rows, and streamsql's LISTAGG takes inserts only)"),
+            ("SELECT url, COLLECT(user_id) FROM clicks GROUP BY url",
+             "(here: COLLECT(clicks.user_id) is not an aggregate streamsql's GroupAggregate computes over a stream yet)")):
+        lines = explain(engine, engine.plan_script(DDL + f"EXPLAIN {sql};")[-1].step)
+        assert reason in lines[-1], lines[-1]
+    assert engine._spark is None
+
+
 def test_top_n_over_a_view_is_recognised():
     root = build("CREATE TEMPORARY VIEW ranked AS SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC)"
                  " AS rn FROM bid;\nSELECT auction, price, rn FROM ranked WHERE rn <= 2")

@@ -58,7 +58,8 @@ def streams(engine, step: QueryStep | InsertStep) -> bool:
     return True
 
 
-def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, settings=None, root=None):
+def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, settings=None, root=None,
+                    why: list | None = None):
     """The stages (spark.stateful.chain) of a query that streams on streamsql's stateful
     operators: over unbounded input, or over bounded input with 'execution.bounded-input'
     = 'stream'. Remembered in the engine for building the query's frame."""
@@ -74,7 +75,7 @@ def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, setting
     if not runs_on_stateful_operators(root):
         return None
     ttl = settings.get("table.exec.state.ttl")
-    stages = compile_query(step.plan, is_bounded, parse_duration(ttl) if ttl else None)
+    stages = compile_query(step.plan, is_bounded, parse_duration(ttl) if ttl else None, why)
     if stages is not None:
         engine._stages[id(step.plan)] = (step.plan, stages)
     return stages
@@ -98,11 +99,13 @@ def check_operators(engine, step: Step, settings) -> None:
         if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
             continue
         missing = needs_stateful_operator(operators.root)
-        if missing is not None and stateful_stages(engine, single, False, settings, operators.root) is None:
+        why: list[str] = []
+        if missing is not None and stateful_stages(engine, single, False, settings, operators.root, why) is None:
             from streamsql.spark.physical import STATEFUL_KINDS
 
+            detail = f"here: {why[0]}" if why else "the README's 'Not yet' lists such shapes"
             what = ("is not streamed in this query's shape yet: streamsql's stateful operators run it, but not"
-                    " combined as this query combines it (the README's 'Not yet' lists such shapes)"
+                    f" combined as this query combines it ({detail})"
                     if missing.kind in STATEFUL_KINDS else "needs a stateful streaming operator that streamsql does"
                     " not have yet (Spark Structured Streaming has none for it)")
             raise ValidationError(

@@ -38,7 +38,7 @@ from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
 from streamsql.spark.stateful.specs import INSERT_ONLY
-from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate
+from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate, unstreamed_call
 
 RANKED = "__ranked"  # the view a RankStage's output query reads
 OVERED = "__overed"  # the view an OverStage's output query reads
@@ -165,14 +165,17 @@ def inserts_only(stage: Stage) -> bool:
     return isinstance(stage, (CalcStage, JoinStage)) and all(inserts_only(child) for _, child in stage.inputs)
 
 
-def compile_query(plan, bounded, ttl_ms: int | None = None) -> Stage | None:
+def compile_query(plan, bounded, ttl_ms: int | None = None, why: list | None = None) -> Stage | None:
     """The stages of a planned query (``QueryPlan``) that needs a stateful operator, or
-    None when a shape is not one streamsql can stream (or nothing stateful is needed).
-    ``ttl_ms`` ('table.exec.state.ttl') goes to every stage's operator."""
+    None when a shape is not one streamsql can stream (or nothing stateful is needed); then
+    ``why``, when given, gets the reason where the cut knows one. ``ttl_ms``
+    ('table.exec.state.ttl') goes to every stage's operator."""
     try:
         compiler = _Compiler(plan, bounded, ttl_ms)
         stage = compiler.query(hide_join_times(plan.query, plan, bounded))
-    except _Unsupported:
+    except _Unsupported as refused:
+        if why is not None:
+            why.extend(refused.args[:1])
         return None
     if stage is not None and _reads_windows_elsewhere(stage, {w.name for w in plan.windows}) \
             and not compiler.plain_windows:
@@ -313,8 +316,13 @@ class _Compiler:
             query.set("distinct", None)
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
-            if split is None or changelogs and any(c.function in INSERT_ONLY for c in split.calls):
-                raise _Unsupported()  # FIRST_VALUE, LAST_VALUE, LISTAGG over retractions keep every value, in order
+            if split is None:
+                call = unstreamed_call(query)
+                raise _Unsupported(*([f"{call} is not an aggregate streamsql's GroupAggregate computes over a"
+                                      " stream yet"] if call else []))
+            ordered = next((c.function for c in split.calls if c.function in INSERT_ONLY), None)
+            if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
+                raise _Unsupported(f"{ordered} reads updating rows, and streamsql's {ordered} takes inserts only")
             if changelogs:
                 _carry_rowkind(split.input_query, changelogs)
             hinted = hinted_ttl(query, query.args["from_"].this) if query.args.get("from_") else None

@@ -114,6 +114,24 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
     return AggregateSplit(input_query, [f"__k{i}" for i in range(len(keys))], calls, output)
 
 
+def unstreamed_call(query: exp.Select) -> str | None:
+    """The first aggregate call of a SELECT (not of its subqueries, not an OVER) that the
+    GroupAggregate does not compute, as written; None when there is none."""
+    from streamsql.dialect.flink import Flink
+
+    for node in query.find_all(exp.AggFunc):
+        if isinstance(node.parent, exp.Window) or node.find_ancestor(exp.Select) is not query:
+            continue
+        try:
+            call = _aggregate_call(node.parent if isinstance(node.parent, (exp.IgnoreNulls, exp.RespectNulls))
+                                   else node)
+        except _Unsupported:
+            call = None
+        if call is None or call.function not in (*AGGREGATES.values(), *INSERT_ONLY):
+            return node.sql(dialect=Flink)
+    return None
+
+
 def _typed(column: exp.Column, original: exp.Expression) -> exp.Column:
     """The reference keeps the replaced expression's type (integer division needs it)."""
     column.type = original.type
