@@ -83,6 +83,13 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     assert [(c.function, c.ignore_nulls) for c in stage.split.calls] == [("ARRAY_AGG", False), ("ARRAY_AGG", True),
                                                                         ("ARRAY_AGG", False)]
     assert stages("SELECT auction, ARRAY_AGG(DISTINCT price) FROM bid GROUP BY auction;") is None
+    # JSON_ARRAYAGG over inserts: LISTAGG of its values' JSON (NULLs absent, or 'null'), in brackets
+    stage = stages("SELECT auction, JSON_ARRAYAGG(channel NULL ON NULL) FILTER (WHERE price > 2) FROM bid"
+                   " GROUP BY auction;")
+    assert [(c.function, c.json_array) for c in stage.split.calls] == [("LISTAGG", True)]
+    assert "COALESCE(NULLIF(REGEXP_EXTRACT(TO_JSON(NAMED_STRUCT('v', `bid`.`channel`))" in to_spark_sql(
+        stage.split.input_query)
+    assert "CONCAT('[', COALESCE(`__aggregated`.`__a0`, ''), ']') AS `EXPR$1`" in to_spark_sql(stage.split.output_query)
     # STDDEV / VAR, over a changelog too; not DISTINCT
     stage = stages("SELECT n, STDDEV_POP(top), VAR_SAMP(top) FILTER (WHERE n > 1) FROM (SELECT auction, COUNT(*)"
                    " AS n, MAX(price) AS top FROM bid GROUP BY auction) GROUP BY n;")
@@ -345,15 +352,15 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     # ... LISTAGG, their values joined in that order, and ARRAY_AGG, their array
     final, ops, _ = streamed_and_batch(run, "SELECT k, FIRST_VALUE(v) AS f, LAST_VALUE(v) AS l,"
                                             " LISTAGG(CAST(v AS STRING), '|') AS vs, CARDINALITY(ARRAY_AGG(v)) AS n,"
-                                            " ARRAY_AGG(v)[2] AS second FROM t GROUP BY k")
+                                            " ARRAY_AGG(v)[2] AS second, JSON_ARRAYAGG(v) AS js FROM t GROUP BY k")
     firsts, lasts, joined, arrays = {}, {}, {}, {}
     for k, v, _ in lines:
         firsts.setdefault(k, v)
         lasts[k] = v
         joined[k] = f"{joined[k]}|{v}" if k in joined else v
         arrays.setdefault(k, []).append(v)
-    assert final == sorted((k, firsts[k], lasts[k], joined[k], str(len(arrays[k])), (arrays[k] + [""])[1])
-                           for k in firsts) and ops["-U"] > 0
+    assert final == sorted((k, firsts[k], lasts[k], joined[k], str(len(arrays[k])), (arrays[k] + [""])[1],
+                            f"[{','.join(arrays[k])}]") for k in firsts) and ops["-U"] > 0
     # LIMIT without ORDER BY: the first rows to come, never changed (Flink's Limit)
     final, ops, _ = streamed_and_batch(run, "SELECT k, v, ts FROM t WHERE v > 100 LIMIT 5")
     assert len(final) == 5 and set(final) <= set(rows) and ops["+I"] == 5 and sum(ops.values()) == 5

@@ -320,7 +320,8 @@ class _Compiler:
                 call = unstreamed_call(query)
                 raise _Unsupported(*([f"{call} is not an aggregate streamsql's GroupAggregate computes over a"
                                       " stream yet"] if call else []))
-            ordered = next((c.function for c in split.calls if c.function in INSERT_ONLY), None)
+            ordered = next(("JSON_ARRAYAGG" if c.json_array else c.function for c in split.calls
+                            if c.function in INSERT_ONLY), None)
             if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
                 raise _Unsupported(f"{ordered} reads updating rows, and streamsql's {ordered} takes inserts only")
             if changelogs:

@@ -39,6 +39,7 @@ class AggregateCall:
     type: exp.DataType | None
     separator: str = ","  # LISTAGG's (a string literal)
     ignore_nulls: bool = False  # ARRAY_AGG(..) IGNORE NULLS
+    json_array: bool = False  # a JSON_ARRAYAGG: LISTAGG of its values' JSON, then in brackets
 
 
 @dataclass
@@ -75,7 +76,11 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
             if text not in call_names:
                 call_names[text] = f"__a{len(calls)}"
                 calls.append(aggregate)
-            return _typed(exp.column(call_names[text], AGGREGATED), node)
+            column = _typed(exp.column(call_names[text], AGGREGATED), node)
+            if aggregate.json_array:  # '[' .. ']' around the values' JSON joined, '[]' for none
+                return _typed(exp.func("CONCAT", exp.Literal.string("["), exp.func(
+                    "COALESCE", column, exp.Literal.string("")), exp.Literal.string("]")), node)
+            return column
         if isinstance(node, exp.AggFunc) or isinstance(node, exp.Window):
             raise _Unsupported()
         name = key_names.get(node.sql())
@@ -132,7 +137,23 @@ def unstreamed_call(query: exp.Select) -> str | None:
     return None
 
 
-def _typed(column: exp.Column, original: exp.Expression) -> exp.Column:
+def _json_array(node: FlinkAggCall, condition: exp.Expression | None) -> AggregateCall:
+    """``JSON_ARRAYAGG(x)`` over inserts is ``LISTAGG(JSON_STRING(x), ',')`` in brackets: its
+    values' JSON in arrival order, NULLs left out (ABSENT ON NULL) or written ``null``."""
+    from streamsql.dialect.builtins import options
+    from streamsql.dialect.functions import FlinkCall
+
+    if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Distinct):
+        raise _Unsupported()
+    text = FlinkCall(this="JSON_STRING", expressions=[node.expressions[0].copy()])
+    text.type = exp.DataType.build("STRING")
+    on_null = options(node).get("null")
+    if on_null is not None and on_null.name == "NULL":
+        text = exp.func("COALESCE", text, exp.Literal.string("null"))
+    return AggregateCall("LISTAGG", text, False, condition, exp.DataType.build("STRING"), ",", json_array=True)
+
+
+def _typed(column: exp.Expression, original: exp.Expression) -> exp.Expression:
     """The reference keeps the replaced expression's type (integer division needs it)."""
     column.type = original.type
     return column
@@ -162,6 +183,8 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
             raise _Unsupported()
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
+    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "JSON_ARRAYAGG":
+        return _json_array(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
         name, arguments = node.name.upper(), node.expressions
         separator = arguments[1] if name == "LISTAGG" and len(arguments) == 2 else None
