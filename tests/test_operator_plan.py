@@ -489,7 +489,9 @@ def test_a_refusal_names_the_aggregate_streamsql_does_not_stream():
             ("SELECT n, LISTAGG(url) FROM (SELECT url, COUNT(*) AS n FROM clicks GROUP BY url) GROUP BY n",
              "(here: LISTAGG reads updating rows, and streamsql's LISTAGG takes inserts only)"),
             ("SELECT url, COLLECT(user_id) FROM clicks GROUP BY url",
-             "(here: COLLECT(clicks.user_id) is not an aggregate streamsql's GroupAggregate computes over a stream yet)")):
+             "(here: COLLECT is not an aggregate streamsql's GroupAggregate computes over a stream yet)"),
+            ("SELECT url, LISTAGG(url, url) FROM clicks GROUP BY url",
+             "(here: LISTAGG in this form (DISTINCT, or arguments other than a value and a literal) is not")):
         lines = explain(engine, engine.plan_script(DDL + f"EXPLAIN {sql};")[-1].step)
         assert reason in lines[-1], lines[-1]
     assert engine._spark is None

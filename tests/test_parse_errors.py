@@ -28,6 +28,7 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("FOO bar", "Unknown statement 'FOO' (statements start with SELECT, INSERT, CREATE, DROP, ALTER, SHOW, DESCRIBE, "
                 "EXPLAIN, ...)", (1, 1)),
     ("SELECT a > FROM t", "Expected an expression after '>', found 'FROM'", (1, 12)),
+    ("SELECT JSON_ARRAYAGG(DISTINCT k) FROM t", "Expected a value in JSON_ARRAYAGG, found 'DISTINCT'", (1, 22)),
     ("SELECT a FROM t WHERE a > = 1", "Expected an expression after '>', found '='", (1, 27)),
     ("SELECT a +", "Expected an expression after '+' at the end of the statement", (1, 11)),
     ("SELECT * FROM", "Expected a table name after FROM at the end of the statement", (1, 14)),

@@ -236,6 +236,17 @@ def test_stddev_and_variance_under_random_retractions():
         assert set(table) == {row[0] for row in live}
 
 
+def test_a_batch_whose_keys_are_all_null_meets_the_state():
+    """Keys all NULL come from pandas as float64; they still merge with the state's keys and
+    multisets (a DISTINCT call, MIN/MAX over a changelog)."""
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("s", T.StringType()),
+                           T.StructField("v", T.IntegerType())])
+    specs = [AggSpec("COUNT", "v", distinct=True, output_name="d"), AggSpec("MAX", "v", output_name="m")]
+    outs = _fold_all(schema, ["s"], specs, [[("+I", None, 1)], [("+I", "x", 2), ("+I", None, 3)], [("-D", None, 3)]])
+    assert outs[0] == [("+I", None, 1, 1)] and outs[2] == [("-U", None, 2, 3), ("+U", None, 1, 1)]
+    assert sorted(outs[1], key=lambda r: str(r[1])) == [("-U", None, 1, 1), ("+U", None, 2, 3), ("+I", "x", 1, 2)]
+
+
 def test_a_null_decimal_key_is_a_key():
     from decimal import Decimal
 

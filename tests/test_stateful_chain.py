@@ -83,6 +83,9 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     assert [(c.function, c.ignore_nulls) for c in stage.split.calls] == [("ARRAY_AGG", False), ("ARRAY_AGG", True),
                                                                         ("ARRAY_AGG", False)]
     assert stages("SELECT auction, ARRAY_AGG(DISTINCT price) FROM bid GROUP BY auction;") is None
+    # a FROM subquery whose SQL only Flink's dialect writes (JSON_VALUE .. DEFAULT .. ON EMPTY)
+    assert isinstance(stages("SELECT v, COUNT(*) AS n FROM (SELECT JSON_VALUE(channel, '$.a' RETURNING INT DEFAULT 1"
+                             " ON EMPTY) AS v FROM bid) GROUP BY v;"), AggregateStage)
     # JSON_ARRAYAGG over inserts: LISTAGG of its values' JSON (NULLs absent, or 'null'), in brackets
     stage = stages("SELECT auction, JSON_ARRAYAGG(channel NULL ON NULL) FILTER (WHERE price > 2) FROM bid"
                    " GROUP BY auction;")

@@ -105,7 +105,11 @@ def _json_array(self, name: str) -> FlinkCall:
     values = []
     on_null = _on_clause(self, "NULL")
     while on_null is None and not self._match(TokenType.R_PAREN, advance=False):
-        values.append(self._parse_assignment())
+        value = self._parse_assignment()
+        if value is None:  # (DISTINCT, a stray keyword: nothing parsed, so nothing consumed)
+            self.raise_error(f"Expected a value in {name}")
+            break
+        values.append(value)
         self._match(TokenType.COMMA)
         on_null = _on_clause(self, "NULL")
     node = (FlinkAggCall if name in AGGREGATES else FlinkCall)(this=name, expressions=values)

@@ -81,7 +81,7 @@ def _cast_average(self, sql: str, e: exp.Expression) -> str:
         sql = f"CASE WHEN {sql} >= {bound} THEN {bound - 1} ELSE {sql} END"
         if bits < 32:
             half = 2 ** (bits - 1)
-            sql = f"PMOD(CAST({sql} AS {'BIGINT' if bits == 64 else 'INT'}) + {half}, {2 * half}) - {half}"
+            sql = f"PMOD(CAST({sql} AS INT) + {half}, {2 * half}) - {half}"
     return f"CAST({sql} AS {self.sql(cast_to)})"
 
 

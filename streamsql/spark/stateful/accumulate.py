@@ -260,7 +260,11 @@ def _contributions(plan, batch, keys, sign, centres):
         sub = batch.loc[ok, keys].copy()
         sub[VAL] = v[ok]
         sub[MULT] = sign[ok]
-        ms_delta.append(sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index())
+        counted = sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index()
+        for name, key_kind in plan["keys"]:
+            counted[name] = canonical(counted[name], key_kind)
+        counted[VAL] = canonical(counted[VAL], kind)
+        ms_delta.append(counted)
     return delta, ms_delta
 
 
@@ -316,6 +320,9 @@ def _multiset_stats(plan, t, multisets, keys):
                 stats[f"__x{i}"] = grouped.sum()
                 stats[f"__y{i}"] = grouped.size()
         frame = pd.DataFrame(stats).reset_index()
+        for name, kind in plan["keys"]:
+            if name in frame.columns:
+                frame[name] = canonical(frame[name], kind)
         t = t.merge(frame, on=keys, how="left")
     return t
 

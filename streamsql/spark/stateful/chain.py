@@ -232,7 +232,7 @@ class _Compiler:
         self.builder = Builder(plan, bounded)
         # FROM items compiled while looking ahead (_joined_statefully), by their SQL: each is
         # compiled once, not once more per enclosing level (which doubled the work per level)
-        self._ahead: dict[str, Stage | None] = {}
+        self._ahead: dict[tuple, Stage | None] = {}
 
     @functools.cached_property
     def plain_windows(self) -> bool:
@@ -317,9 +317,8 @@ class _Compiler:
         if query.args.get("group") or _aggregates(query):
             split = split_group_aggregate(query)
             if split is None:
-                call = unstreamed_call(query)
-                raise _Unsupported(*([f"{call} is not an aggregate streamsql's GroupAggregate computes over a"
-                                      " stream yet"] if call else []))
+                reason = unstreamed_call(query)
+                raise _Unsupported(*([reason] if reason else []))
             ordered = next(("JSON_ARRAYAGG" if c.json_array else c.function for c in split.calls
                             if c.function in INSERT_ONLY), None)
             if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
@@ -405,8 +404,12 @@ class _Compiler:
         return inputs, aliases
 
     def _compiled(self, body: exp.Expression, ahead: bool) -> Stage | None:
+        if not ahead and not self._ahead:
+            return self.query(body)
+        from streamsql.dialect.flink import Flink
+
         # the SQL and what it does not show (STATE_TTL hints, temporal marks live in meta)
-        key = (body.sql(), tuple(repr(node._meta) for node in body.walk() if getattr(node, "_meta", None)))
+        key = (body.sql(dialect=Flink), tuple(repr(node._meta) for node in body.walk() if getattr(node, "_meta", None)))
         if key in self._ahead:
             return self._ahead[key] if ahead else self._ahead.pop(key)
         stage = self.query(body)

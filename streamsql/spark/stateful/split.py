@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.dialect.flink import Flink
 from streamsql.dialect.functions import FlinkAggCall
 from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS
 
@@ -67,12 +68,12 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
     keys = list(group.expressions) if group is not None else []
     calls: list[AggregateCall] = []
     call_names: dict[str, str] = {}
-    key_names = {key.sql(): f"__k{i}" for i, key in enumerate(keys)}
+    key_names = {key.sql(dialect=Flink): f"__k{i}" for i, key in enumerate(keys)}
 
     def replace(node: exp.Expression) -> exp.Expression | None:
         aggregate = _aggregate_call(node)
         if aggregate is not None:
-            text = node.sql()
+            text = node.sql(dialect=Flink)
             if text not in call_names:
                 call_names[text] = f"__a{len(calls)}"
                 calls.append(aggregate)
@@ -83,7 +84,7 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
             return column
         if isinstance(node, exp.AggFunc) or isinstance(node, exp.Window):
             raise _Unsupported()
-        name = key_names.get(node.sql())
+        name = key_names.get(node.sql(dialect=Flink))
         if name is not None:
             return _typed(exp.column(name, AGGREGATED), node)
         return None
@@ -120,10 +121,8 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
 
 
 def unstreamed_call(query: exp.Select) -> str | None:
-    """The first aggregate call of a SELECT (not of its subqueries, not an OVER) that the
-    GroupAggregate does not compute, as written; None when there is none."""
-    from streamsql.dialect.flink import Flink
-
+    """What the GroupAggregate does not compute among a SELECT's aggregate calls (not its
+    subqueries', not an OVER's), said by the function's name; None when there is none."""
     for node in query.find_all(exp.AggFunc):
         if isinstance(node.parent, exp.Window) or node.find_ancestor(exp.Select) is not query:
             continue
@@ -133,7 +132,10 @@ def unstreamed_call(query: exp.Select) -> str | None:
         except _Unsupported:
             call = None
         if call is None or call.function not in (*AGGREGATES.values(), *INSERT_ONLY):
-            return node.sql(dialect=Flink)
+            name = node.sql(dialect=Flink).split("(")[0].strip().upper()
+            known = name in (*AGGREGATES.values(), *INSERT_ONLY, "JSON_ARRAYAGG", "STDDEV", "VARIANCE")
+            return (f"{name} in this form (DISTINCT, or arguments other than a value and a literal) is not"
+                    if known else f"{name} is not an aggregate") + " streamsql's GroupAggregate computes over a stream yet"
     return None
 
 
