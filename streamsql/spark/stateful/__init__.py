@@ -24,7 +24,9 @@ def ship_by_value(*modules) -> None:
     operator's processor and its pandas core travel pickled by value."""
     from pyspark import cloudpickle
 
-    for module in modules:
+    from streamsql.spark.stateful import spreads  # accumulate's own, wherever accumulate goes
+
+    for module in (*modules, spreads):
         try:
             cloudpickle.register_pickle_by_value(module)
         except ValueError:

@@ -1,7 +1,8 @@
 """GroupAggregate's accumulators for one bucket of group keys, folded with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas, numpy and pyarrow, and takes its configuration as a plain dict,
+so it imports only pandas, numpy, pyarrow and ``spreads`` (shipped with it), and takes its
+configuration as a plain dict,
 the *plan* (built by ``group_aggregate.build_plan``):
 
     keys:       [(name, kind)]            kind: 'int' | 'float' | 'bool' | 'object'
@@ -38,12 +39,13 @@ import time
 import numpy as np
 import pandas as pd
 
+from streamsql.spark.stateful import spreads
+
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 # the calls a key keeps one value for over insert-only input, and how pandas picks it (NULLs skipped)
 _PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last", "LISTAGG": "listagg",
          "ARRAY_AGG": "array_agg"}
-SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # specs.SPREADS (shipped by value)
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
 ORDER = "__order"
@@ -107,7 +109,7 @@ def _fold(plan, state, batch, now_ms=None):
         batch[name] = canonical(batch[name], kind)
     sign = (np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1) if plan["rowkind"]
             else np.ones(len(batch))).astype("int64")
-    delta, ms_delta = _contributions(plan, batch, keys, sign, _centres(plan, state, batch, keys))
+    delta, ms_delta = _contributions(plan, batch, keys, sign, spreads.centres(plan, state, batch, keys))
     for name, kind in plan["keys"]:
         delta[name] = canonical(delta[name], kind)
 
@@ -160,38 +162,6 @@ def _fold(plan, state, batch, now_ms=None):
     return BucketState(acc, multisets), out
 
 
-def _centres(plan, state, batch, keys) -> dict:
-    """Per STDDEV/VAR call, each batch row's centre: its key's in the state, else the first
-    value the batch has for the key (NaN while the key has none)."""
-    calls = [i for i, agg in enumerate(plan["aggs"]) if agg["function"] in SPREADS]
-    if not calls:
-        return {}
-    columns = [f"__z{i}" for i in calls]
-    if state is not None and len(state.acc):
-        known = batch[keys].merge(state.acc[keys + columns], on=keys, how="left")
-    else:
-        known = pd.DataFrame({c: np.full(len(batch), np.nan) for c in columns})
-    grouping = [batch[k] for k in keys]
-    centres = {}
-    for i, column in zip(calls, columns):
-        agg = plan["aggs"][i]
-        values = _floats(batch[agg["column"]])
-        if agg["filter"] is not None:
-            values = values.where(batch[agg["filter"]].astype("boolean").fillna(False).to_numpy(dtype=bool))
-        first = values.groupby(grouping, dropna=False, sort=False).transform("first")
-        stored = known[column].to_numpy(dtype="float64", na_value=np.nan)
-        centres[i] = np.where(np.isnan(stored), first.to_numpy(dtype="float64", na_value=np.nan), stored)
-    return centres
-
-
-def _floats(values: pd.Series) -> pd.Series:
-    """A numeric column as float64 (DECIMALs as Flink's doubleValue), NULL as NaN."""
-    if values.dtype == object:
-        return pd.Series([np.nan if x is None or x is pd.NA else float(x) for x in values],
-                         dtype="float64", index=values.index)
-    return values.astype("float64")
-
-
 def _contributions(plan, batch, keys, sign, centres):
     """Per key, the batch's signed sums (one groupby), and per multiset the (key, value) counts."""
     masks: dict = {}
@@ -230,8 +200,8 @@ def _contributions(plan, batch, keys, sign, centres):
         if agg["function"] in _PICK:  # insert-only input: one value is enough
             parts[f"__m{i}"] = v.where(ok)
             continue
-        if agg["function"] in SPREADS:
-            deviation = np.where(ok, _floats(v).to_numpy(dtype="float64", na_value=0.0) - centres[i], 0.0)
+        if agg["function"] in spreads.SPREADS:
+            deviation = np.where(ok, spreads.floats(v).to_numpy(dtype="float64", na_value=0.0) - centres[i], 0.0)
             parts[f"__n{i}"] = sign * ok
             parts[f"__z{i}"] = centres[i]
             parts[f"__p{i}"] = deviation * sign
@@ -340,8 +310,8 @@ def _result(agg, i, t) -> pd.Series:
         return t[f"__c{i}"]
     elif fn in _PICK:
         return t[f"__m{i}"]
-    elif fn in SPREADS:
-        return _spread(agg, i, t)
+    elif fn in spreads.SPREADS:
+        return spreads.spread(agg, i, t)
     else:
         total, n = t[f"__s{i}"], t[f"__n{i}"]
     n = n.astype("Int64")
@@ -357,39 +327,6 @@ def _result(agg, i, t) -> pd.Series:
     quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))  # DECIMAL AVG: rounded half up
     return pd.Series([(s / c).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
                       for s, c, ok in zip(total, n, some)], dtype=object, index=t.index)
-
-
-def _spread(agg, i, t) -> pd.Series:
-    """STDDEV_POP/SAMP, VAR_POP/SAMP from a key's count and centred sums, as Flink computes
-    them: in DOUBLE (M2 / n, or / (n - 1): NULL for one value; STDDEV its square root), then
-    cast to the result type (an integer truncates; a DECIMAL rounds half up)."""
-    fn = agg["function"]
-    n = t[f"__n{i}"].to_numpy(dtype="float64", na_value=0.0)
-    s1 = t[f"__p{i}"].to_numpy(dtype="float64", na_value=0.0)
-    s2 = t[f"__q{i}"].to_numpy(dtype="float64", na_value=0.0)
-    sample = fn.endswith("_SAMP")
-    defined = n > (1 if sample else 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if agg["kind"] == "int":  # integer sums (exact up to 2**53): n * M2 exactly, one rounding
-            n, s1, s2 = (a.astype(np.longdouble) for a in (n, s1, s2))
-            result = np.maximum(n * s2 - s1 * s1, 0) / (n * (n - 1 if sample else n))
-            result = result.astype("float64")
-        else:
-            result = np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1 if sample else n)
-    if fn.startswith("STDDEV"):
-        result = np.sqrt(result)
-    if agg["out_kind"] == "int":  # Java's (int)/(long) of a double: saturates (then _shape wraps a byte or short)
-        bits = 64 if agg["out_bits"] in (0, 64) else 32
-        big = np.nan_to_num(result, nan=0.0) >= 2.0 ** (bits - 1)
-        ints = np.where(big, 0.0, np.nan_to_num(result, nan=0.0)).astype("int64")
-        ints = np.where(big, 2 ** (bits - 1) - 1, ints)
-        return pd.Series(ints, dtype="Int64", index=t.index).mask(~defined)
-    result = pd.Series(np.where(defined, result, np.nan), index=t.index)
-    if agg["out_kind"] != "object":
-        return result
-    quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))
-    return pd.Series([decimal.Decimal(repr(float(x))).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
-                      for x, ok in zip(result.to_numpy(), defined)], dtype=object, index=t.index)
 
 
 def _zero_nulls(values: pd.Series) -> pd.Series:

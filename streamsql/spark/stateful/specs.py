@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
+from streamsql.spark.stateful.spreads import SPREADS  # typed as AVG is
+
 VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")
 INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG", "ARRAY_AGG")  # over insert-only input only: in arrival order
-SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")  # typed as AVG is
 FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *INSERT_ONLY, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
