@@ -110,8 +110,7 @@ def _fold(plan, state, batch, now_ms=None):
     sign = (np.where(batch[ROWKIND].isin(ADDS).to_numpy(), 1, -1) if plan["rowkind"]
             else np.ones(len(batch))).astype("int64")
     delta, ms_delta = _contributions(plan, batch, keys, sign, spreads.centres(plan, state, batch, keys))
-    for name, kind in plan["keys"]:
-        delta[name] = canonical(delta[name], kind)
+    _canonical_keys(plan, delta)
 
     acc_cols = [c for c in delta.columns if c not in keys]
     out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
@@ -230,12 +229,19 @@ def _contributions(plan, batch, keys, sign, centres):
         sub = batch.loc[ok, keys].copy()
         sub[VAL] = v[ok]
         sub[MULT] = sign[ok]
-        counted = sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index()
-        for name, key_kind in plan["keys"]:
-            counted[name] = canonical(counted[name], key_kind)
+        counted = _canonical_keys(plan, sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index())
         counted[VAL] = canonical(counted[VAL], kind)
         ms_delta.append(counted)
     return delta, ms_delta
+
+
+def _canonical_keys(plan, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its group key columns in their canonical dtypes (a groupby hands keys
+    that are all NULL back as float64), so it merges with the state."""
+    for name, kind in plan["keys"]:
+        if name in frame.columns:
+            frame[name] = canonical(frame[name], kind)
+    return frame
 
 
 def _how(plan, column: str) -> str:
@@ -289,11 +295,7 @@ def _multiset_stats(plan, t, multisets, keys):
             else:  # SUM / AVG (DISTINCT)
                 stats[f"__x{i}"] = grouped.sum()
                 stats[f"__y{i}"] = grouped.size()
-        frame = pd.DataFrame(stats).reset_index()
-        for name, kind in plan["keys"]:
-            if name in frame.columns:
-                frame[name] = canonical(frame[name], kind)
-        t = t.merge(frame, on=keys, how="left")
+        t = t.merge(_canonical_keys(plan, pd.DataFrame(stats).reset_index()), on=keys, how="left")
     return t
 
 
@@ -360,7 +362,7 @@ def _extreme(old: pd.Series, new: pd.Series, agg: dict) -> pd.Series:
         joined = old.astype(object).copy()
         if function == "LISTAGG":
             joined[both] = old[both] + agg["separator"] + new[both]
-        else:  # (arrays come back from the state store as numpy arrays)
+        else:  # (an array may come as a numpy array: list() takes either)
             joined[both] = pd.Series([list(o) + list(n) for o, n in zip(old[both], new[both])],
                                      dtype=object, index=old.index[both])
         return joined.mask(take, new) if take.any() else joined
