@@ -116,8 +116,20 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         return node.join_type in ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin") \
             and not _stateful_below(node)
     if isinstance(node, Join):  # regular, window and lookup joins alike
-        return node.join_type == "InnerJoin" and not _stateful_below(node)
+        return node.join_type == "InnerJoin" and not _stateful_below(node, _chained_join(node))
     return False
+
+
+def _chained_join(node: Operator) -> bool:
+    """Whether ``node`` is a regular inner join that Spark chains onto the regular inner joins
+    of inserts below it (``a JOIN b JOIN c``): each keeps its rows unbounded, as Flink's do
+    without a TTL, and emits inserts only, so Spark's stream-stream joins give Flink's rows."""
+    return type(node) is Join and node.join_type == "InnerJoin" and not node.state_ttl and not any(node.side_ttls)
+
+
+def _native_join_below(node: Operator) -> bool:
+    return (_chained_join(node) and all(below.mode.insert_only for below in node.inputs)
+            and _native(node))
 
 
 def pads_as_time_passes(root: Operator) -> bool:
@@ -145,8 +157,16 @@ def _native_session(node: WindowAggregate) -> bool:
     return window.kind == "SESSION" and set(window.partition_by) <= {g.split(".")[-1] for g in node.group_by}
 
 
-def _stateful_below(node: Operator) -> bool:
+def _stateful_below(node: Operator, joins_chain: bool = False) -> bool:
     """Whether a stateful operator feeds this one: Spark's append mode cannot chain them
-    with Flink's results (a window over a window aggregate, a join of two aggregates)."""
-    return any(not isinstance(below, _STATELESS) or not below.mode.insert_only
-               for child in node.inputs for below in walk(child))
+    with Flink's results (a window over a window aggregate, a join of two aggregates).
+    ``joins_chain``: regular inner joins of inserts below do not count (see _chained_join)."""
+    return any(_stateful(child, joins_chain) for child in node.inputs)
+
+
+def _stateful(node: Operator, joins_chain: bool) -> bool:
+    if joins_chain and _native_join_below(node):
+        return False  # _native has checked what feeds it
+    if not isinstance(node, _STATELESS) or not node.mode.insert_only:
+        return True
+    return any(_stateful(child, joins_chain) for child in node.inputs)
