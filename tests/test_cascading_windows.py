@@ -75,6 +75,39 @@ def test_a_window_reading_its_bounds_beyond_the_keys_assigns_them_over_the_stage
     assert name in {t.name for t in _tables(stage.split.input_query)}
 
 
+HOP_COUNTS = ("(SELECT auction, COUNT(*) AS n, window_start AS ws, window_end AS we FROM TABLE(HOP(TABLE feed,"
+              " DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end)")
+
+
+def test_a_group_by_of_a_window_aggregate_s_bounds_is_a_window_aggregate():
+    """Flink's window-attached aggregate: grouped by another window aggregate's window_start
+    and window_end (renamed), its rows are that window's, fired once as the watermark passes
+    the window's end; insert-only, so a window join can read it (Nexmark q5)."""
+    from streamsql.plan.aggregate_operators import WindowAggregate
+    from streamsql.plan.operators import walk
+    from streamsql.spark.stateful.chain import JoinStage
+
+    top = f"SELECT MAX(c.n) AS top, c.ws, c.we FROM {HOP_COUNTS} c GROUP BY c.ws, c.we;"
+    assert [n.kind for n in walk(_operators(top)) if isinstance(n, WindowAggregate)] == ["WindowAggregate"] * 2
+    stage = _stage(top)
+    assert isinstance(stage, WindowAggregateStage) and stage.cascaded and inserts_only(stage)
+    assert (stage.start_key, stage.end_key) == tuple(stage.split.keys) and not stage.bounds
+    (_, below), = stage.inputs
+    assert isinstance(below, WindowAggregateStage) and below.kind == "HOP" and not below.cascaded
+    # and either way round, grouped by another key too
+    other = _stage(f"SELECT c.we, c.n, COUNT(*) AS auctions FROM {HOP_COUNTS} c GROUP BY c.n, c.we, c.ws;")
+    assert isinstance(other, WindowAggregateStage) and (other.start_key, other.end_key) == tuple(other.split.keys[2:0:-1])
+    hot = (f"SELECT a.auction, a.n FROM {HOP_COUNTS} a JOIN (SELECT MAX(c.n) AS top, c.ws, c.we FROM {HOP_COUNTS} c"
+           " GROUP BY c.ws, c.we) m ON a.ws = m.ws AND a.we = m.we AND a.n >= m.top;")
+    join = _stage(hot)
+    join = join if isinstance(join, JoinStage) else join.inputs[0][1]
+    assert isinstance(join, JoinStage) and join.window and join.per_batch  # both sides fire a window at once
+    # a GROUP BY of window bounds over rows no window operator fired stays a GroupAggregate
+    ranked = ("SELECT ws, we, COUNT(*) AS c FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY n DESC)"
+              f" AS rn FROM {HOP_COUNTS}) WHERE rn = 1 GROUP BY ws, we;")
+    assert not isinstance(_stage(ranked), WindowAggregateStage)
+
+
 def test_three_windows_cascade():
     sql = ("SELECT window_start, SUM(n2) FROM TABLE(TUMBLE(TABLE per20, DESCRIPTOR(wt2), INTERVAL '1' MINUTE))"
            " GROUP BY window_start, window_end;")
@@ -173,7 +206,10 @@ SOURCE = ("CREATE TEMPORARY TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERM
           " DESCRIPTOR(wt), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end,"
           " window_time;"
           "CREATE TEMPORARY VIEW sums AS SELECT k, ts, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2"
-          " PRECEDING AND CURRENT ROW) AS s FROM t;")
+          " PRECEDING AND CURRENT ROW) AS s FROM t;"
+          "CREATE TEMPORARY VIEW hops AS SELECT k, COUNT(*) AS n, window_start AS ws, window_end AS we FROM"
+          " TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))"
+          " GROUP BY k, window_start, window_end;")
 
 QUERIES = {
     "tumble": "SELECT window_start, window_end, SUM(n) AS total, MAX(top) AS top, COUNT(*) AS windows FROM"
@@ -191,6 +227,11 @@ QUERIES = {
                   " INTERVAL '30' SECOND)) GROUP BY window_start, window_end",
     "over_rows": "SELECT k, window_start, MAX(s) AS top, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE sums, DESCRIPTOR(ts),"
                  " INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end",
+    # grouped by a window aggregate's bounds (Flink's window-attached aggregate), and joined
+    # with that aggregate's rows by window (Nexmark q5's shape: the same HOP counts twice)
+    "attached": "SELECT ws, we, MAX(n) AS top, COUNT(*) AS ks FROM hops GROUP BY ws, we",
+    "hot_keys": "SELECT a.k, a.n, a.we FROM hops a JOIN (SELECT MAX(n) AS top, ws, we FROM hops GROUP BY ws, we) m"
+                " ON a.ws = m.ws AND a.we = m.we AND a.n >= m.top",
 }
 
 
@@ -206,6 +247,9 @@ def test_streamed_cascades_end_with_the_batch_result(run, tmp_path):
         final, ops, expected = streamed_and_batch(run, query)
         assert final == expected and len(expected) > 2, name
         assert set(ops) == {"+I"}, f"{name}: each window once"
+    # a streaming query starts without exchange reuse (hot_keys' second HOP branch would never
+    # get a watermark); the session keeps it for batch queries
+    assert run.engine._spark.conf.get("spark.sql.exchange.reuse", "true") == "true"
 
 
 @pytest.mark.spark

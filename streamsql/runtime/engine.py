@@ -378,6 +378,8 @@ class Engine:
         Connect (where foreachBatch runs on the server) a memory table this client reads."""
         import uuid
 
+        from streamsql.runtime.session import start_streaming
+
         checkpoint = tempfile.mkdtemp(prefix="streamsql-query-")  # a restart at the end of input resumes it
 
         def start(frame):
@@ -387,8 +389,10 @@ class Engine:
                 .trigger(**trigger(self.settings, plan)).outputMode("append")
             )
             if self.remote:
-                return stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}").start()
-            return stream.foreachBatch(lambda batch, _: writer.rows(batch.collect())).start()
+                stream = stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}")
+            else:
+                stream = stream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
+            return start_streaming(stream, frame.sparkSession)
 
         return start
 

@@ -104,7 +104,9 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
         writer = writer.foreachBatch(KafkaMicroBatch(table, checkpoint))
     else:
         writer = writer.foreachBatch(CommitMicroBatch(table, committer))
-    return writer.outputMode("append").start()
+    from streamsql.runtime.session import start_streaming
+
+    return start_streaming(writer.outputMode("append"), frame.sparkSession)
 
 
 def _remove_abandoned_batches(sink: Path) -> None:

@@ -297,6 +297,9 @@ class _Compiler:
             from streamsql.spark.stateful.join_cut import read_versions
 
             read_versions(query)
+        from streamsql.spark.stateful.window_cut import attached_bounds
+
+        attached = attached_bounds(self, query)  # (before the FROM item reads a stage's view)
         inputs, changelogs = self._inputs(query, window_rows=join is not None and join.kind == "WindowJoin")
         # streamsql's join operator: Spark's stream-stream join takes inserts only, has no
         # outer join that retracts, and no state TTL
@@ -323,6 +326,12 @@ class _Compiler:
                             if c.function in INSERT_ONLY), None)
             if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
                 raise _Unsupported(f"{ordered} reads updating rows, and streamsql's {ordered} takes inserts only")
+            if attached is not None:
+                from streamsql.spark.stateful.window_cut import cut_attached_window
+
+                stage = cut_attached_window(query, inputs, changelogs, split, attached)
+                if stage is not None:
+                    return stage
             if changelogs:
                 _carry_rowkind(split.input_query, changelogs)
             hinted = hinted_ttl(query, query.args["from_"].this) if query.args.get("from_") else None

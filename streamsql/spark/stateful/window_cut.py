@@ -105,6 +105,49 @@ def _cascade(compiler, stage: WindowAggregateStage, window: WindowRelation) -> N
             read_stage(table, reading)
 
 
+def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
+    """For a GROUP BY of another window aggregate's rows by both their window bounds (Flink's
+    window-attached aggregate, Nexmark q5's ``GROUP BY starttime, endtime``): the positions of
+    the window_start and window_end keys among the GROUP BY's; else None. A window TVF's own
+    rows are ``cut_window_aggregate``'s."""
+    from streamsql.plan.logical import _window_of
+    from streamsql.plan.logical_from import from_clause
+
+    group = select.args.get("group")
+    if group is None or select.args.get("joins") or window_tables(compiler, select):
+        return None
+    try:
+        _, scope, _ = from_clause(compiler.builder, select)
+    except Exception:  # a shape the builder does not know: not this one
+        return None
+    keys = list(group.expressions)
+    spec = _window_of(keys, scope)
+    if spec is None:
+        return None
+    roles = {}
+    for i, key in enumerate(keys):
+        field = scope.lookup(key)
+        if field is not None and field.window is not None and field.window.spec == spec:
+            roles.setdefault(field.window.role, i)
+    return roles["start"], roles["end"]
+
+
+def cut_attached_window(select: exp.Select, inputs: list, changelogs: list, split, bounds: tuple[int, int]):
+    """The stage of a window-attached aggregate (``attached_bounds``): the rows below, each in
+    its one window already, grouped by the window's bounds and the other keys on the window
+    operator, which fires a window as the watermark passes its end. The rows come from a
+    window operator that fired them as the watermark passed their window (so none is late);
+    a window the last of them completes fires in the same micro-batch, insert-only. None for
+    other rows (a GroupAggregate then updates each window's row as its rows come)."""
+    if len(inputs) != 1 or len(changelogs) != 1 or not _fired_by_watermark(inputs[0][1]) \
+            or any(c.function in INSERT_ONLY for c in split.calls):
+        return None  # (the order of rows a window operator fired in one micro-batch is no order)
+    start, end = (split.keys[i] for i in bounds)
+    # each row is in one window, as a TUMBLE window's rows are: its slice ends with the window
+    return WindowAggregateStage(inputs=inputs, split=split, kind="TUMBLE", start_key=start, end_key=end,
+                                cascaded=True)
+
+
 def _fired_by_watermark(stage) -> bool:
     """Whether a stage's rows leave their operator as the watermark passes their event time
     (through projections and filters): a window aggregate's at their window's end, an OVER
