@@ -154,14 +154,22 @@ class Watch:
             if self.read and all(read >= self.events for read in self.read.values()) and not self.done.is_set():
                 self.finished = now
                 self.done.set()
+            if self.until_idle and self.batches and not progress.numInputRows and not offsets:
+                # a micro-batch without input once files were read: the files are all read, and
+                # this one fired what the end of the data let fire (a processing-time window's
+                # timers run such micro-batches without end: the query is never idle)
+                self._all_read(now)
 
     def idle(self) -> None:
         """No new input (a single query: the benchmark's files are all read)."""
         with self.lock:
-            if self.until_idle and self.batches and not self.done.is_set():
-                self.finished = self.last
-                self.read["files"] = self.events
-                self.done.set()
+            self._all_read(self.last)
+
+    def _all_read(self, when) -> None:
+        if self.until_idle and self.batches and not self.done.is_set():
+            self.finished = when
+            self.read["files"] = self.events
+            self.done.set()
 
     def stop_when_done(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -57,6 +57,20 @@ def test_avg_of_bigint_is_bigint(run, table):
     assert run.rows(table + "SELECT AVG(n), SUM(n), COUNT(*) FROM t") == [["1", "5", "3"]]
 
 
+def test_avg_of_a_decimal_is_rounded_once_to_flink_s_scale(run, tmp_path):
+    """DECIMAL(38, max(6, s)), half up: 5/3 is 1.666667 (Spark's own AVG: 1.6667), also with
+    FILTER, DISTINCT and OVER; a group of NULLs averages to NULL."""
+    write(tmp_path / "m.csv", "a,1,1.00000005\na,2,\na,2,2.00000001\nb,,\n")
+    ddl = (f"CREATE TEMPORARY TABLE m (k STRING, d DECIMAL(10, 0), e DECIMAL(20, 8)) WITH ('connector' ="
+           f" 'filesystem', 'path' = '{tmp_path / 'm.csv'}', 'format' = 'csv');")
+    rows = run.rows(ddl + "SELECT k, AVG(d), AVG(e), AVG(d) FILTER (WHERE e IS NOT NULL), AVG(DISTINCT d) FROM m"
+                    " GROUP BY k ORDER BY k")
+    assert rows == [["a", "1.666667", "1.50000003", "1.500000", "1.500000"], ["b", "", "", "", ""]]
+    over = run.rows(ddl + "SELECT d, AVG(d) OVER (PARTITION BY k ORDER BY d ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)"
+                    " FROM m WHERE k = 'a'")
+    assert sorted(over) == [["1", "1.000000"], ["2", "1.500000"], ["2", "2.000000"]]
+
+
 def test_cast_and_timestamp_output(run, table):
     rows = by_id(run, table, "CAST(n AS STRING), CAST(ts AS STRING), CAST('2026-03-04 05:06:07' AS TIMESTAMP(3))")
     assert rows[0] == ["1", "7", "2026-01-01 08:30:00.123", "2026-03-04 05:06:07.000"]

@@ -64,8 +64,34 @@ def _average_type(e: exp.Expression) -> exp.DataType | None:
     if data_type is None or data_type.this not in (*INTEGER_TYPES, exp.DType.DECIMAL):
         return None
     if isinstance(e, exp.Avg) and data_type.this == exp.DType.DECIMAL:
-        return None  # (Spark's AVG of a DECIMAL is rounded already: a cast would round it twice)
+        return None  # (computed as Flink's by _decimal_average instead: a cast would round twice)
     return data_type
+
+
+def _decimal_average(self, outer: exp.Expression, e: exp.Expression) -> str | None:
+    """An AVG of a DECIMAL(p, s) as Flink computes it: its SUM (DECIMAL(38, s)) divided by its
+    COUNT, rounded half up once, to DECIMAL(38, max(6, s)). Spark's own AVG rounds to scale
+    s + 4 (four digits where Flink has six for s = 0); Spark types this division
+    DECIMAL(38, max(6, s)) and rounds it half up. ``outer`` is the call with its FILTER and
+    OVER, each kept on both the SUM and the COUNT. None for any other call."""
+    if not isinstance(e, exp.Avg):
+        return None
+    argument = e.this.expressions[0] if isinstance(e.this, exp.Distinct) and e.this.expressions else e.this
+    arg_type = getattr(argument, "type", None)
+    if arg_type is None or arg_type.this != exp.DType.DECIMAL:
+        return None
+    scale = next((int(p.name) for p in arg_type.expressions[1:2] if p.name.isdigit()), 0)
+    parts = []
+    for function in (exp.Sum, exp.Count):
+        copy = outer.copy()
+        inner = copy if isinstance(copy, exp.Avg) else next(copy.find_all(exp.Avg))
+        replaced = function(this=inner.this)
+        if inner is copy:
+            copy = replaced
+        else:
+            inner.replace(replaced)
+        parts.append(self.sql(copy))
+    return f"(CAST({parts[0]} AS DECIMAL(38, {scale})) / {parts[1]})"
 
 
 def _cast_average(self, sql: str, e: exp.Expression) -> str:
@@ -90,20 +116,22 @@ _BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DT
 
 def _average(name: str):
     def sql(self, e: exp.Expression) -> str:
-        text = self.func(name, e.this)
-        return text if isinstance(e.parent, (exp.Window, exp.Filter)) else _cast_average(self, text, e)
+        if isinstance(e.parent, (exp.Window, exp.Filter)):
+            return self.func(name, e.this)
+        return _decimal_average(self, e, e) or _cast_average(self, self.func(name, e.this), e)
     return sql
 
 
 def _filter(self, e: exp.Filter) -> str:
     """``AGG(..) FILTER (WHERE ..)``: an average's cast goes around the FILTER clause."""
-    sql = self.filter_sql(e)
-    return sql if isinstance(e.parent, exp.Window) else _cast_average(self, sql, e.this)
+    if isinstance(e.parent, exp.Window):
+        return self.filter_sql(e)
+    return _decimal_average(self, e, e.this) or _cast_average(self, self.filter_sql(e), e.this)
 
 
 def _window(self, e: exp.Window) -> str:
-    sql = Spark.Generator.window_sql(self, e)
-    return _cast_average(self, sql, e.this.this if isinstance(e.this, exp.Filter) else e.this)
+    call = e.this.this if isinstance(e.this, exp.Filter) else e.this
+    return _decimal_average(self, e, call) or _cast_average(self, Spark.Generator.window_sql(self, e), call)
 
 
 def _div(self, e: exp.Div) -> str:
