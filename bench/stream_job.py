@@ -104,6 +104,7 @@ class Watch:
         self.spark, self.events, self.until_idle = spark, events, until_idle
         self.started = self.finished = self.last = None
         self.read: dict[str, int] = {}  # query id -> events read (the nexmark source's offset)
+        self.reading: set[str] = set()  # query ids that read files and have not had a batch without input since
         self.batches = self.input_rows = 0
         self.peak_bytes = self.peak_rows = 0
         self.operators: list[str] = []
@@ -154,11 +155,16 @@ class Watch:
             if self.read and all(read >= self.events for read in self.read.values()) and not self.done.is_set():
                 self.finished = now
                 self.done.set()
-            if self.until_idle and self.batches and not progress.numInputRows and not offsets:
+            query = str(progress.id)
+            if progress.numInputRows:
+                self.reading.add(query)
+            elif self.until_idle and query in self.reading and not offsets:
                 # a micro-batch without input once files were read: the files are all read, and
                 # this one fired what the end of the data let fire (a processing-time window's
                 # timers run such micro-batches without end: the query is never idle)
-                self._all_read(now)
+                self.reading.discard(query)
+                if not self.reading:  # (each query that read files has had one)
+                    self._all_read(now)
 
     def idle(self) -> None:
         """No new input (a single query: the benchmark's files are all read)."""

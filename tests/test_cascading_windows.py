@@ -16,7 +16,7 @@ import pytest
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.physical import runs_on_stateful_operators
 from streamsql.spark.stateful import window_aggregate as wa
-from streamsql.spark.stateful.chain import WindowAggregateStage, compile_query, inserts_only
+from streamsql.spark.stateful.chain import AggregateStage, WindowAggregateStage, compile_query, inserts_only
 from streamsql.spark.stateful.specs import AggSpec
 from tests.conftest import write
 from tests.test_operator_plan import DDL, steps
@@ -102,10 +102,17 @@ def test_a_group_by_of_a_window_aggregate_s_bounds_is_a_window_aggregate():
     join = _stage(hot)
     join = join if isinstance(join, JoinStage) else join.inputs[0][1]
     assert isinstance(join, JoinStage) and join.window and join.per_batch  # both sides fire a window at once
-    # a GROUP BY of window bounds over rows no window operator fired stays a GroupAggregate
-    ranked = ("SELECT ws, we, COUNT(*) AS c FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY n DESC)"
-              f" AS rn FROM {HOP_COUNTS}) WHERE rn = 1 GROUP BY ws, we;")
-    assert not isinstance(_stage(ranked), WindowAggregateStage)
+    # a GROUP BY of window bounds over rows no window operator fired (a regular join's) stays a
+    # GroupAggregate, updating each window's row
+    joined = (f"SELECT ws, we, COUNT(*) AS c FROM (SELECT c.ws, c.we, c.n FROM {HOP_COUNTS} c JOIN users u"
+              " ON c.auction = u.id) GROUP BY ws, we;")
+    assert type(_stage(joined)) is AggregateStage
+    # rows a window operator fired in one micro-batch come in no order for LAST_VALUE
+    why = []
+    assert compile_query(_plan(f"SELECT c.ws, c.we, LAST_VALUE(c.n) FROM {HOP_COUNTS} c GROUP BY c.ws, c.we;"),
+                         is_bounded, why=why) is None
+    assert why == ["LAST_VALUE reads another stateful operator's rows, which come in no order within a micro-batch,"
+                   " and streamsql's LAST_VALUE takes rows in arrival order"]
 
 
 def test_three_windows_cascade():

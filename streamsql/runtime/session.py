@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 SPARK_CONF_DIR = Path(__file__).with_name("conf")  # holds log4j2.properties
@@ -106,17 +107,23 @@ STREAMING_CONF = {
 }
 
 
+_STARTING = threading.Lock()  # jobs start from several threads; each sees its own settings
+
+
 def start_streaming(writer, spark):
-    """``writer.start()`` with ``STREAMING_CONF``. A streaming query runs in a copy of the
-    session made when it starts, so the session's own settings are restored right after."""
-    before = {key: spark.conf.get(key, None) for key in STREAMING_CONF}
-    for key, value in STREAMING_CONF.items():
-        spark.conf.set(key, value)
-    try:
-        return writer.start()
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    """``writer.start()`` with ``STREAMING_CONF`` (over a user's SET of the same keys). A
+    streaming query runs in a copy of the session made as it starts (Spark's StreamExecution
+    clones it when constructed, inside ``start()``), so the session's own settings are
+    restored right after, for batch queries."""
+    with _STARTING:
+        before = {key: spark.conf.get(key, None) for key in STREAMING_CONF}
+        for key, value in STREAMING_CONF.items():
+            spark.conf.set(key, value)
+        try:
+            return writer.start()
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)

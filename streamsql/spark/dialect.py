@@ -73,25 +73,34 @@ def _decimal_average(self, outer: exp.Expression, e: exp.Expression) -> str | No
     COUNT, rounded half up once, to DECIMAL(38, max(6, s)). Spark's own AVG rounds to scale
     s + 4 (four digits where Flink has six for s = 0); Spark types this division
     DECIMAL(38, max(6, s)) and rounds it half up. ``outer`` is the call with its FILTER and
-    OVER, each kept on both the SUM and the COUNT. None for any other call."""
+    OVER, each kept on both the SUM and the COUNT. None for any other call, and for an
+    argument whose DECIMAL scale is not known for sure (only a column's or a CAST's is: the
+    type inference does not scale DECIMAL arithmetic as Flink does), left to Spark's AVG."""
     if not isinstance(e, exp.Avg):
         return None
-    argument = e.this.expressions[0] if isinstance(e.this, exp.Distinct) and e.this.expressions else e.this
+    distinct = isinstance(e.this, exp.Distinct)
+    if distinct and len(e.this.expressions) != 1:
+        return None
+    argument = e.this.expressions[0] if distinct else e.this
     arg_type = getattr(argument, "type", None)
-    if arg_type is None or arg_type.this != exp.DType.DECIMAL:
+    if not isinstance(argument, (exp.Column, exp.Cast)) or arg_type is None or arg_type.this != exp.DType.DECIMAL:
         return None
     scale = next((int(p.name) for p in arg_type.expressions[1:2] if p.name.isdigit()), 0)
-    parts = []
-    for function in (exp.Sum, exp.Count):
-        copy = outer.copy()
-        inner = copy if isinstance(copy, exp.Avg) else next(copy.find_all(exp.Avg))
-        replaced = function(this=inner.this)
-        if inner is copy:
-            copy = replaced
-        else:
-            inner.replace(replaced)
-        parts.append(self.sql(copy))
-    return f"(CAST({parts[0]} AS DECIMAL(38, {scale})) / {parts[1]})"
+    wide = exp.Cast(this=argument.copy(), to=exp.DataType.build(f"DECIMAL(38, {scale})"))  # Flink's SUM type
+    total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
+    parts = [self.sql(_in_place_of(outer, e, call)) for call in (total, exp.Count(this=e.this.copy()))]
+    return f"({parts[0]} / {parts[1]})"
+
+
+def _in_place_of(outer: exp.Expression, call: exp.Expression, other: exp.Expression) -> exp.Expression:
+    """A copy of ``outer`` (``call``, or its FILTER, or its OVER of either) with ``other`` in
+    place of ``call``."""
+    if outer is call:
+        return other
+    copy = outer.copy()
+    inner = copy.this if isinstance(outer.this, exp.Filter) and outer.this.this is call else copy
+    inner.set("this", other)
+    return copy
 
 
 def _cast_average(self, sql: str, e: exp.Expression) -> str:

@@ -34,11 +34,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.specs import INSERT_ONLY
-from streamsql.spark.stateful.split import AggregateSplit, split_group_aggregate, unstreamed_call
+from streamsql.spark.stateful.split import AggregateSplit
 
 RANKED = "__ranked"  # the view a RankStage's output query reads
 OVERED = "__overed"  # the view an OverStage's output query reads
@@ -318,24 +316,9 @@ class _Compiler:
                                       for p in query.expressions])
             query.set("distinct", None)
         if query.args.get("group") or _aggregates(query):
-            split = split_group_aggregate(query)
-            if split is None:
-                reason = unstreamed_call(query)
-                raise _Unsupported(*([reason] if reason else []))
-            ordered = next(("JSON_ARRAYAGG" if c.json_array else c.function for c in split.calls
-                            if c.function in INSERT_ONLY), None)
-            if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
-                raise _Unsupported(f"{ordered} reads updating rows, and streamsql's {ordered} takes inserts only")
-            if attached is not None:
-                from streamsql.spark.stateful.window_cut import cut_attached_window
+            from streamsql.spark.stateful.aggregate_cut import cut_group_aggregate
 
-                stage = cut_attached_window(query, inputs, changelogs, split, attached)
-                if stage is not None:
-                    return stage
-            if changelogs:
-                _carry_rowkind(split.input_query, changelogs)
-            hinted = hinted_ttl(query, query.args["from_"].this) if query.args.get("from_") else None
-            return AggregateStage(inputs=inputs, split=split, ttl_ms=hinted[1] if hinted else None)
+            return cut_group_aggregate(query, inputs, changelogs, attached)
         if any(w.find_ancestor(exp.Select) is query for w in query.find_all(exp.Window)):
             from streamsql.spark.stateful.over_cut import cut_over
 
