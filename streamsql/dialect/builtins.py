@@ -225,15 +225,23 @@ def average_type(self, e: exp.Expression) -> exp.Expression:
     """AVG, STDDEV_* and VAR_* as Flink types them (LogicalTypeMerging.findAvgAggType): an
     integer argument keeps its type (the result truncates), DECIMAL(p, s) gives
     DECIMAL(38, max(6, s)), anything else DOUBLE."""
-    arg = e.this.expressions[0] if isinstance(e.this, exp.Distinct) and e.this.expressions else e.this
-    arg_type = getattr(arg, "type", None)
+    arg_type = getattr(average_argument(e), "type", None)
     if arg_type is not None and arg_type.this in (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT):
         return self._set_type(e, arg_type)
     if arg_type is not None and arg_type.this == exp.DType.DECIMAL:
-        params = arg_type.expressions
-        scale = int(params[1].name) if len(params) > 1 else 0
-        return self._set_type(e, exp.DataType.build(f"DECIMAL(38, {max(6, scale)})"))
+        return self._set_type(e, exp.DataType.build(f"DECIMAL(38, {max(6, decimal_scale(arg_type))})"))
     return self._set_type(e, exp.DType.DOUBLE)
+
+
+def average_argument(e: exp.Expression) -> exp.Expression:
+    """The value an AVG, STDDEV_* or VAR_* call takes (a DISTINCT's)."""
+    return e.this.expressions[0] if isinstance(e.this, exp.Distinct) and e.this.expressions else e.this
+
+
+def decimal_scale(data_type: exp.DataType) -> int:
+    """A DECIMAL type's scale (0 when not written, as in DECIMAL(10))."""
+    params = data_type.expressions
+    return int(params[1].name) if len(params) > 1 else 0
 
 
 AVERAGES = (exp.Avg, exp.StddevPop, exp.StddevSamp, exp.Stddev, exp.VariancePop, exp.Variance)

@@ -81,12 +81,12 @@ def _decimal_average(self, outer: exp.Expression, e: exp.Expression) -> str | No
     distinct = isinstance(e.this, exp.Distinct)
     if distinct and len(e.this.expressions) != 1:
         return None
-    argument = e.this.expressions[0] if distinct else e.this
+    argument = B.average_argument(e)
     arg_type = getattr(argument, "type", None)
     if not isinstance(argument, (exp.Column, exp.Cast)) or arg_type is None or arg_type.this != exp.DType.DECIMAL:
         return None
-    scale = next((int(p.name) for p in arg_type.expressions[1:2] if p.name.isdigit()), 0)
-    wide = exp.Cast(this=argument.copy(), to=exp.DataType.build(f"DECIMAL(38, {scale})"))  # Flink's SUM type
+    sum_type = exp.DataType.build(f"DECIMAL(38, {B.decimal_scale(arg_type)})")  # Flink's SUM of it
+    wide = exp.Cast(this=argument.copy(), to=sum_type)
     total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
     parts = [self.sql(_in_place_of(outer, e, call)) for call in (total, exp.Count(this=e.this.copy()))]
     return f"({parts[0]} / {parts[1]})"

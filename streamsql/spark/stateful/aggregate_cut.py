@@ -30,7 +30,7 @@ def cut_group_aggregate(query: exp.Select, inputs: list, changelogs: list[str],
     if attached is not None:
         from streamsql.spark.stateful.window_cut import cut_attached_window
 
-        stage = cut_attached_window(query, inputs, changelogs, split, attached)
+        stage = cut_attached_window(inputs, changelogs, split, attached)
         if stage is not None:
             return stage
     if changelogs:

@@ -132,7 +132,7 @@ def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
     return roles["start"], roles["end"]
 
 
-def cut_attached_window(select: exp.Select, inputs: list, changelogs: list, split, bounds: tuple[int, int]):
+def cut_attached_window(inputs: list, changelogs: list, split, bounds: tuple[int, int]):
     """The stage of a window-attached aggregate (``attached_bounds``): the rows below, each in
     its one window already, grouped by the window's bounds and the other keys on the window
     operator, which fires a window as the watermark passes its end. The rows come from a
