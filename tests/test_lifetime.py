@@ -71,10 +71,12 @@ def test_failing_udf_is_one_line_and_nothing_outlives_the_cli(tmp_path):
 
 
 def test_session_mark_reaches_the_processes_a_test_starts():
-    """The end-of-session check finds leftovers by the mark they inherit: it must be there."""
+    """The end-of-session check finds leftovers by the mark they inherit: it must be there.
+    Popen returns once the exec is past its point of no return, a moment before the kernel
+    shows the new environment in /proc (empty until then), so the check waits for it."""
     child = subprocess.Popen(["sleep", "30"])
     try:
-        assert child.pid in [p.pid for p in marked(os.environ[SESSION_MARK])]
+        assert wait_for(lambda: child.pid in [p.pid for p in marked(os.environ[SESSION_MARK])], 10), marked(os.environ[SESSION_MARK])
     finally:
         child.kill()
         child.wait()

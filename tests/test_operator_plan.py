@@ -376,6 +376,30 @@ def test_over_aggregate_over_updates_is_an_error_over_unbounded_input():
         check_consumption(root)
 
 
+@pytest.mark.parametrize("function", ["RANK", "DENSE_RANK"])
+def test_top_n_by_rank_or_dense_rank_is_refused_on_a_stream_as_flink_refuses_it(function):
+    """Flink's streaming Rank has ROW_NUMBER() only. Over unbounded input that is an error at
+    plan time, over bounded input a warning (the final result is computed), and a RANK()
+    = 1 by a time attribute is no deduplication: it ties."""
+    query = (f"SELECT auction, ts FROM (SELECT *, {function}() OVER (PARTITION BY auction ORDER BY ts DESC) AS r"
+             f" FROM {{bid}}) WHERE r = 1")
+    rank = build(query.format(bid="bid"))
+    assert isinstance(below(rank, ops.Rank), ops.Rank) and not any(isinstance(n, ops.Deduplicate) for n in ops.walk(rank))
+    assert f"rankType=[{function}]" in explain_operators(rank)[-2]
+    assert below(rank, ops.Rank).upsert_keys == []
+    warnings = check_consumption(rank)
+    assert len(warnings) == 1 and warnings[0].startswith(f"{function}() on streaming table is not supported currently")
+    ddl = DDL.replace("'path' = 'bid.csv', 'format' = 'csv'",
+                      "'path' = 'auction', 'format' = 'csv', 'source.monitor-interval' = '1 s'")
+    unbounded = build_operator_plan(steps(query.format(bid="bid"), ddl)[-1].plan, is_bounded)
+    with pytest.raises(ValidationError, match=rf"^{function}\(\) on streaming table is not supported currently"):
+        check_consumption(unbounded)
+    window = build(f"SELECT * FROM (SELECT *, {function}() OVER (PARTITION BY window_start, window_end ORDER BY"
+                   f" price DESC) AS r FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))) WHERE r <= 3")
+    assert check_consumption(window)[0].startswith(
+        f"{function}() function is not supported on Window TopN currently, only ROW_NUMBER() is supported")
+
+
 def test_explain_renders_flinks_tree_with_modes_and_state():
     root, table = insert("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid WHERE price > 1 GROUP BY auction")
     lines = ops.Sink(inputs=[root], fields=root.fields, table=str(table.name), connector="print").explain()

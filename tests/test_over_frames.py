@@ -27,17 +27,21 @@ def _plan(unit, preceding, rowtime=True):
             "aggs": aggs, "columns": ["k", "x", "f", "ts"], "kinds": {"k": "object", "x": "int", "f": "float"}}
 
 
+def _frame(rows, row, unit, preceding):
+    """The rows of ``row``'s frame: its partition's, by time then arrival."""
+    same = sorted((r for r in rows if r["k"] == row["k"]), key=lambda r: (r["ms"], r["seq"]))
+    if unit == "ROWS":
+        p = same.index(row)
+        return same[max(0, p - preceding) if preceding is not None else 0:p + 1]
+    low = row["ms"] - preceding if preceding is not None else -10**18
+    return [r for r in same if low <= r["ms"] <= row["ms"]]
+
+
 def _reference(rows, unit, preceding):
     """Each accepted row with its aggregates, computed row by row."""
     out = []
     for row in rows:
-        same = sorted((r for r in rows if r["k"] == row["k"]), key=lambda r: (r["ms"], r["seq"]))
-        if unit == "ROWS":
-            p = same.index(row)
-            frame = same[max(0, p - preceding) if preceding is not None else 0:p + 1]
-        else:
-            low = row["ms"] - preceding if preceding is not None else -10**18
-            frame = [r for r in same if low <= r["ms"] <= row["ms"]]
+        frame = _frame(rows, row, unit, preceding)
         xs = [r["x"] for r in frame if r["x"] is not None]
         fs = [r["f"] for r in frame if r["f"] is not None]
         avg = None
@@ -261,3 +265,117 @@ def test_rows_of_equal_time_are_ordered_by_the_further_keys():
     _, _, out = over_frames.fire(plan, pending, None, np.iinfo("int64").max)
     assert [(_plain(k), _plain(x)) for k, x in zip(out["k"], out["x"])] == [
         ("z", 0), (None, 5), ("a", 5), ("a", 1), ("b", 1), ("c", None)]
+
+
+SPREAD_CALLS = [("STDDEV_POP", "x", 32), ("VAR_SAMP", "x", 64), ("VAR_POP", "x", 32), ("STDDEV_SAMP", "x", 64),
+                ("VAR_SAMP", "f", 0), ("STDDEV_POP", "f", 0)]
+
+
+def _spread_plan(unit, preceding):
+    aggs = [{"function": function, "column": column, "kind": "int" if bits else "float",
+             "out_kind": "int" if bits else "float", "out_bits": bits, "out_scale": None, "name": f"w{i}"}
+            for i, (function, column, bits) in enumerate(SPREAD_CALLS)]
+    return dict(_plan(unit, preceding), aggs=aggs)
+
+
+def _flinks_spread(values, function, bits):
+    """Flink's expansion over a window (measured on Flink 2.3): (SUM(x * x) - SUM(x) *
+    SUM(x) / COUNT(x)) / COUNT(x) (or COUNT(x) - 1), its square root for STDDEV; for an
+    integer in Java's arithmetic of that width (wrapping, truncating), else in DOUBLE."""
+    import math
+
+    n = len(values)
+    sample = function.endswith("SAMP")
+    if n < (2 if sample else 1):
+        return None
+    if not bits:
+        s1, s2 = sum(values), sum(v * v for v in values)
+        variance = (s2 - s1 * s1 / n) / (n - 1 if sample else n)
+        return math.sqrt(variance) if function.startswith("STDDEV") else variance
+
+    def wrap(v, width=bits):
+        half = 1 << (width - 1)
+        return (v + half) % (1 << width) - half
+
+    def java_div(a, b):
+        q = abs(a) // abs(b)
+        return -q if (a < 0) != (b < 0) else q
+
+    s1, s2 = wrap(sum(values)), wrap(sum(v * v for v in values))
+    variance = java_div(wrap(s2 - java_div(wrap(s1 * s1), n), 64), n - 1 if sample else n)
+    if function.startswith("VAR"):
+        return wrap(variance)
+    return wrap(int(math.sqrt(variance)) if variance >= 0 else 0)
+
+
+def _spread_reference(rows, unit, preceding):
+    out = []
+    for row in rows:
+        frame = _frame(rows, row, unit, preceding)
+        results = [_flinks_spread([r[column] for r in frame if r[column] is not None], function, bits)
+                   for function, column, bits in SPREAD_CALLS]
+        out.append((row["k"], row["x"], row["ms"], *results))
+    return sorted(out, key=repr)
+
+
+def test_flinks_spread_reference_is_what_flink_printed():
+    """Values Flink 2.3 printed for VAR_SAMP/VAR_POP/STDDEV_SAMP OVER an INT (1, 4, 6 running):
+    5, 2, 2 at the second row and 6, 4, 2 at the third; VAR_SAMP of 1 and 2 is 1."""
+    assert [_flinks_spread([1, 4], f, 32) for f in ("VAR_SAMP", "VAR_POP", "STDDEV_SAMP")] == [5, 2, 2]
+    assert [_flinks_spread([1, 4, 6], f, 32) for f in ("VAR_SAMP", "VAR_POP", "STDDEV_SAMP")] == [6, 4, 2]
+    assert _flinks_spread([1, 2], "VAR_SAMP", 32) == 1 and _flinks_spread([1], "VAR_SAMP", 32) is None
+    # an INT's square wrapping: 46341 ** 2 > 2 ** 31 (Flink: 9266, 4633, 96, 68; then 25251, 18938, 158, 137)
+    calls = ("VAR_SAMP", "VAR_POP", "STDDEV_SAMP", "STDDEV_POP")
+    assert [_flinks_spread([46341, -46341], f, 32) for f in calls] == [9266, 4633, 96, 68]
+    assert [_flinks_spread([46341, -46341, 7, 300], f, 32) for f in calls] == [25251, 18938, 158, 137]
+    assert _flinks_spread([(v + 128) % 256 - 128 for v in (46341, -46341, 7, 300)], "VAR_SAMP", 8) == -7  # TINYINT
+
+
+@pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", None), ("RANGE", 3000), ("RANGE", None)])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("offset", [0, 10**9])
+def test_stddev_and_variance_over_frames_are_flinks_expansion(unit, preceding, seed, offset):
+    """Integers near 10**9 overflow an INT's square and a BIGINT's sum of squares: Flink's
+    sums wrap, and so do these (the unbounded frames carry them from batch to batch)."""
+    rng = random.Random(seed)
+    batches = _random_batches(rng, 6, 12, 4, (-6, 4), ["a", "b", None],
+                              lambda: rng.choice([None, rng.uniform(-20, 20)]))
+    batches = [[(k, None if x is None else x + offset, f, ts) for k, x, f, ts in batch] for batch in batches]
+    delay = 2000
+    expected = _spread_reference(_accepted(batches, delay), unit, preceding)
+    got, _ = _run(_spread_plan(unit, preceding), batches, delay)
+    assert len(got) == len(expected) > 0
+    for g, e in zip(got, expected):
+        assert g[:7] == e[:7], (g, e)  # the integer results, exactly
+        for a, b in zip(g[7:], e[7:]):
+            # a bounded frame's sums are differences (Flink's add and retract): rounding
+            # noise, which a square root makes about 1e-7
+            tolerance = 1e-9 if preceding is None else 1e-6
+            assert (a is None and b is None) or a == pytest.approx(b, rel=1e-9, abs=tolerance), (g, e)
+
+
+def test_stddev_and_variance_of_a_decimal_over_frames_keep_every_digit():
+    """A DECIMAL's sums are exact (Flink's DECIMAL arithmetic): values far from zero lose
+    nothing to cancellation, and the result rounds half up to DECIMAL(38, 6)."""
+    from decimal import Decimal
+
+    plan = dict(_plan("ROWS", None), aggs=[{"function": "VAR_POP", "column": "x", "kind": "object",
+                                            "out_kind": "object", "out_bits": 0, "out_scale": 6, "name": "w0"}],
+                kinds={"k": "object", "x": "object", "f": "float"})
+    base = pd.Timestamp("2026-01-01")
+    values = ["12345678.01", "12345678.02", "12345678.03"]
+    outputs, pending, history, seq = [], None, None, 0
+    for i, value in enumerate(values):  # one row a micro-batch: the summary carries the sums
+        frame = pd.DataFrame([("a", Decimal(value), 0.0, base + pd.Timedelta(seconds=i))], columns=["k", "x", "f", "ts"])
+        pending, seq = over_frames.accept(plan, pending, frame, -1, seq)
+        pending, history, out = over_frames.fire(plan, pending, history, np.iinfo("int64").max)
+        outputs += list(out["w0"])
+    assert outputs == [Decimal("0.000000"), Decimal("0.000025"), Decimal("0.000067")]
+
+
+def test_java_long_division_truncates_toward_zero():
+    from streamsql.spark.stateful import spreads
+
+    low = np.iinfo("int64").min
+    got = spreads._java_div(np.array([low, -7, 7, -6], dtype="int64"), np.array([2, 2, 2, 3], dtype="int64"))
+    assert got.tolist() == [low // 2, -3, 3, -2]

@@ -44,6 +44,14 @@ def test_frames(frame, unit, preceding):
     assert (stage.unit, stage.preceding) == (unit, preceding)
 
 
+def test_stddev_and_variance_are_computed_by_the_operator():
+    stage = stages("SELECT auction, STDDEV_POP(price) OVER w, STDDEV(price) OVER w, VAR_POP(price) OVER w,"
+                   " VARIANCE(price) OVER w, VAR_SAMP(price) OVER w FROM bid"
+                   " WINDOW w AS (PARTITION BY auction ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW);")
+    assert isinstance(stage, OverStage)
+    assert [c[0] for c in stage.calls] == ["STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP", "VAR_SAMP"]
+
+
 def test_lag_first_and_last_value_are_computed_by_the_operator():
     """Flink's streaming OVER has LAG (its frame unbounded: LagAggFunction has no retraction),
     FIRST_VALUE and LAST_VALUE; LAG's default is an input column the operator casts."""
@@ -111,6 +119,10 @@ QUERIES = {
               " WINDOW w AS (PARTITION BY k ORDER BY ts)",
     "bounded values": "SELECT k, v, FIRST_VALUE(v) OVER w AS f, LAST_VALUE(v) OVER w AS l FROM t"
                       " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
+    "spreads": "SELECT k, v, STDDEV_POP(v) OVER w AS sp, VAR_SAMP(v) OVER w AS vs, ROUND(STDDEV_SAMP(CAST(v AS"
+               " DOUBLE)) OVER (PARTITION BY k ORDER BY ts), 6) AS sd, ROUND(VAR_POP(v / 7.0) OVER (PARTITION BY k"
+               " ORDER BY ts RANGE BETWEEN INTERVAL '9' SECOND PRECEDING AND CURRENT ROW), 4) AS vp FROM t"
+               " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)",
 }
 
 
@@ -195,3 +207,29 @@ def test_state_ttl_forgets_an_idle_partition_of_a_streamed_over(run, tmp_path):
     sums = sorted((k, int(v), int(s)) for op, k, v, s in list(csv.reader(io.StringIO(out)))[1:] if k != "z")
     # without the TTL: a 1, 3, 7 and b 10, 30, 70
     assert sums == [("a", 1, 1), ("a", 2, 3), ("a", 4, 4), ("b", 10, 10), ("b", 20, 20), ("b", 40, 60)]
+
+
+@pytest.mark.spark
+def test_stddev_and_variance_over_are_what_flink_computes(run, tmp_path):
+    """Flink expands STDDEV/VAR over a window into sums in the argument's type: over an INT
+    every step is integer arithmetic. Flink 2.3 printed, for VAR_SAMP, VAR_POP and
+    STDDEV_SAMP of x (running, by ts): k=a (1, 2): NULL 0 NULL, then 1 0 1; k=b (1, 4, 6):
+    NULL 0 NULL, 5 2 2, 6 4 2 (a GROUP BY's VAR_SAMP of 1 and 2 is 0, computed otherwise).
+    Batch mode and the streaming operator give the same."""
+    folder = tmp_path / "spread"
+    write(folder / "part-0.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\nb,1,2026-01-01 00:00:03\n")
+    write(folder / "part-1.csv", "b,4,2026-01-01 00:00:04\nb,6,2026-01-01 00:00:05\n")
+    # an INT's square past 2**31 wraps, as Flink's does (Flink 2.3 printed these too)
+    write(folder / "part-2.csv", "c,46341,2026-01-01 00:00:06\nc,-46341,2026-01-01 00:00:07\n")
+    write(folder / "part-3.csv", "c,7,2026-01-01 00:00:08\nc,300,2026-01-01 00:00:09\n")
+    run.output(f"CREATE TEMPORARY TABLE s (k STRING, x INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH"
+               f" ('connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv');")
+    query = ("SELECT k, x, VAR_SAMP(x) OVER w AS vs, VAR_POP(x) OVER w AS vp, STDDEV_SAMP(x) OVER w AS ss FROM s"
+             " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+    final, ops, batch = streamed_and_batch(run, query)
+    flink = sorted([("a", "1", "", "0", ""), ("a", "2", "1", "0", "1"), ("b", "1", "", "0", ""),
+                    ("b", "4", "5", "2", "2"), ("b", "6", "6", "4", "2"), ("c", "46341", "", "0", ""),
+                    ("c", "-46341", "9266", "4633", "96"), ("c", "7", "4649", "3099", "68"),
+                    ("c", "300", "25251", "18938", "158")])
+    assert batch == flink
+    assert final == flink and set(ops) == {"+I"}

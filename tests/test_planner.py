@@ -128,6 +128,31 @@ def test_an_integer_avg_with_a_filter_casts_around_the_filter():
     assert "CAST(AVG(`bid`.`price`) FILTER(WHERE `bid`.`price` > 1) AS BIGINT) AS `a`" in sql
 
 
+def test_stddev_and_variance_over_a_window_are_flinks_expansion():
+    """Over a window Flink computes them as sums in the argument's type: an INT's wrap at 32
+    bits and divide as integers; a DOUBLE's in DOUBLE; a DECIMAL keeps Spark's function (cast);
+    a GROUP BY's stays the function, cast (spark.over_spreads)."""
+    w = " OVER (PARTITION BY auction ORDER BY ts)"
+    sql = to_spark_sql(plan(f"SELECT VAR_SAMP(CAST(price AS INT)){w} AS a, STDDEV_POP(price){w} AS b,"
+                            f" VAR_POP(CAST(price AS DOUBLE)){w} AS c, VAR_POP(CAST(price AS DECIMAL(10, 2))){w} AS d"
+                            " FROM bid").plan.query)
+    int_part = sql.split(" AS `a`")[0]
+    # each square wrapped before it is summed, in DECIMAL(38, 0): no BIGINT overflow error in ANSI mode
+    assert "PMOD(SUM((PMOD(CAST(CAST(`bid`.`price` AS INT) AS DECIMAL(38, 0)) * CAST(CAST(`bid`.`price` AS INT) AS" \
+           " DECIMAL(38, 0)) + 2147483648, 4294967296) - 2147483648)) OVER (PARTITION BY `bid`.`auction` ORDER BY" \
+           " `bid`.`ts`) + 2147483648, 4294967296) - 2147483648" in int_part
+    assert " DIV NULLIF(COUNT(CAST(`bid`.`price` AS INT)) OVER (PARTITION BY `bid`.`auction` ORDER BY `bid`.`ts`) - 1," \
+           " 0)) + 2147483648, 4294967296) - 2147483648) AS INT)" in int_part  # the long's low 32 bits
+    bigint_part = sql.split(" AS `a`, ")[1].split(" AS `b`")[0]
+    assert "9223372036854775808, 18446744073709551616" in bigint_part  # a BIGINT's wrap at 64 bits
+    assert bigint_part.startswith("CAST(CAST(nanvl(SQRT(") and "VAR" not in bigint_part
+    double_part = sql.split(" AS `b`, ")[1].split(" AS `c`")[0]
+    assert " DIV " not in double_part and " / COUNT(" in double_part and "VAR_POP" not in double_part
+    assert "CAST(VAR_POP(CAST(`bid`.`price` AS DECIMAL(10, 2))) OVER" in sql.split(" AS `c`, ")[1]
+    grouped = to_spark_sql(plan("SELECT VAR_SAMP(CAST(price AS INT)) AS v FROM bid GROUP BY auction").plan.query)
+    assert "VAR_SAMP(" in grouped and " DIV " not in grouped
+
+
 def test_an_avg_of_a_decimal_is_its_sum_over_its_count_rounded_once_as_flink_does():
     """Flink's AVG(DECIMAL(p, s)) is DECIMAL(38, max(6, s)): SUM (DECIMAL(38, s)) / COUNT, rounded
     half up once. Spark's own AVG rounds to scale s + 4, so its FILTER, DISTINCT and OVER go on

@@ -322,6 +322,61 @@ def test_spark_start_up_chatter_is_filtered(tmp_path, monkeypatch):
     assert out.read_text() == "26/01/01 10:00:00 ERROR SparkContext: a real problem\n\nTraceback (most recent call last):\n"
 
 
+RUNNER_TRACEBACK = """Traceback (most recent call last):
+  File "/v/site-packages/pyspark/sql/streaming/python_streaming_source_runner.py", line 265, in main
+    func_id = read_int(infile)
+              ^^^^^^^^^^^^^^^^
+  File "/v/site-packages/pyspark/serializers.py", line 604, in read_int
+    raise EOFError
+EOFError
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/v/site-packages/pyspark/worker_util.py", line 253, in get_sock_file_to_executor
+    yield sock_file
+  File "/v/site-packages/pyspark/sql/streaming/python_streaming_source_runner.py", line 299, in main
+    outfile.flush()
+BrokenPipeError: [Errno 32] Broken pipe
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/v/site-packages/pyspark/sql/streaming/python_streaming_source_runner.py", line 313, in <module>
+    with get_sock_file_to_executor(timeout=None) as sock_file:
+BrokenPipeError: [Errno 32] Broken pipe
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_data_source_runners_traceback_at_a_stop_is_not_shown(tmp_path, monkeypatch, verbose):
+    """Spark's Python data source runner (the generated sources) prints a traceback when a
+    stopped query closes its socket: not for the user (their query reports its own errors);
+    any other traceback, and whatever follows the runner's, is shown."""
+    import os
+
+    from streamsql.runtime.lifetime import forward_stderr
+
+    if verbose:
+        monkeypatch.setenv("STREAMSQL_VERBOSE", "1")
+    else:
+        monkeypatch.delenv("STREAMSQL_VERBOSE", raising=False)
+    other = 'Traceback (most recent call last):\n  File "/app/udfs.py", line 2, in f\nZeroDivisionError: division by zero\n'
+    read, write = os.pipe()
+    out = tmp_path / "stderr"
+    with open(out, "wb") as target:
+        thread = forward_stderr(os.fdopen(read, "rb"), target.fileno())
+        os.write(write, (RUNNER_TRACEBACK + "26/01/01 10:00:00 WARN Something: after it\n" + other).encode())
+        os.close(write)
+        thread.join(10)
+    shown = out.read_text()
+    if verbose:
+        assert shown == RUNNER_TRACEBACK + "26/01/01 10:00:00 WARN Something: after it\n" + other
+    else:
+        assert shown == "26/01/01 10:00:00 WARN Something: after it\n" + other
+
+
 def test_unnamed_columns_keep_flinks_names_and_carry_their_expression_as_a_label():
     from tests.test_operator_plan import steps
 

@@ -83,12 +83,15 @@ class OverAggregate(Operator):
 
 @dataclass(eq=False)
 class Rank(Operator):
-    """Top-N (ROW_NUMBER ... WHERE rn <= N): rows enter and leave the top N ([I,UB,UA,D])."""
+    """Top-N (ROW_NUMBER ... WHERE rn <= N): rows enter and leave the top N ([I,UB,UA,D]).
+    ``rank_type`` RANK or DENSE_RANK is planned too, and refused in streaming mode, as
+    Flink refuses it (``changelog_checks``)."""
 
     partition_by: list[str] = field(default_factory=list)
     order_by: list[str] = field(default_factory=list)
     rank_end: int = 1
     output_rank: bool = False
+    rank_type: str = "ROW_NUMBER"
     kind: ClassVar[str] = "Rank"
     keeps_state: ClassVar[str] = "per key"
 
@@ -97,7 +100,7 @@ class Rank(Operator):
 
     def attributes(self):
         strategy = "AppendFastStrategy" if all(i.mode.insert_only for i in self.inputs) else "RetractStrategy"
-        return [("strategy", strategy), ("rankType", "ROW_NUMBER"),
+        return [("strategy", strategy), ("rankType", self.rank_type),
                 ("rankRange", f"rankStart=1, rankEnd={self.rank_end}"),
                 ("partitionBy", keys_text(self.partition_by)), ("orderBy", keys_text(self.order_by)),
                 ("select", ", ".join(self.names))]

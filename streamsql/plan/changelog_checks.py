@@ -18,7 +18,9 @@ exception on purpose: over **bounded** input it runs the query to its end and gi
 final answer (Flink's batch result) — Nexmark q6 is an OVER over a Top-1. So
 ``consumption_issues`` returns each case with whether its input is bounded, and
 ``check_consumption`` raises only for unbounded input, returning the bounded cases as
-warnings for the engine to show.
+warnings for the engine to show. A Top-N by RANK() or DENSE_RANK() is one such case too:
+Flink's streaming Rank has ROW_NUMBER() only ("RANK() on streaming table is not supported
+currently").
 """
 
 from __future__ import annotations
@@ -94,9 +96,20 @@ class ConsumptionIssue:
 
 
 def consumption_issues(root: Operator) -> list[ConsumptionIssue]:
-    """Each operator that needs insert-only input but gets updates, with Flink's message."""
+    """Each operator that needs insert-only input but gets updates, and each Top-N by
+    RANK() or DENSE_RANK() (Flink's streaming Rank has ROW_NUMBER() only), with Flink's
+    message."""
     issues = []
     for node in walk(root):
+        rank_type = getattr(node, "rank_type", "ROW_NUMBER")
+        if rank_type != "ROW_NUMBER":
+            if node.kind == "WindowRank":
+                message = (f"{rank_type}() function is not supported on Window TopN currently, only ROW_NUMBER() is"
+                           f" supported")
+            else:
+                message = f"{rank_type}() on streaming table is not supported currently (a streaming Top-N ranks by ROW_NUMBER()"
+                message += f"; batch mode, SET 'execution.runtime-mode' = 'batch', takes {rank_type}())"
+            issues.append(ConsumptionIssue(node, node, message, node.bounded))
         if not node.requires_insert_only:
             continue
         for child in node.inputs:

@@ -106,7 +106,7 @@ class Builder:
         return Correlate(inputs=[counted], fields=counted.fields, call=f"$REPLICATE_ROWS$($copies, {', '.join(names)})")
 
     def select(self, select: exp.Select, rank: tuple[str, int, bool] | None = None) -> Operator:
-        pattern = None if rank else _rank_pattern(select, self._view_query)
+        pattern = None if rank else _rank_pattern(select, self._view_query, RANKINGS)
         if pattern is not None:
             return self._ranked(select, pattern)
         source, scope, conditions = from_clause(self, select)
@@ -206,17 +206,18 @@ class Builder:
         names = [f.name for f in fields]
         key_names = [n for n in keys if n in names]
         common = dict(inputs=[source], fields=fields)
-        if limit == 1 and time_attribute and not output_rank:
+        rank_type = RANKINGS[type(window.this)]
+        if limit == 1 and time_attribute and not output_rank and rank_type == "ROW_NUMBER":
             dedup = dict(keys=keys, keep_last=bool(order[0].args.get("desc")), rowtime=time_attribute == "rowtime")
             if spec is not None:
                 return WindowDeduplicate(**common, **dedup, window=spec)
             return Deduplicate(**common, **dedup, upsert_keys=[tuple(key_names)] if len(key_names) == len(keys) else [])
         ranked = dict(partition_by=keys, order_by=[_order_text(o) for o in order], rank_end=limit,
-                      output_rank=output_rank)
+                      output_rank=output_rank, rank_type=rank_type)
         if spec is not None:
             return WindowRank(**common, **ranked, window=spec)
         unique = []
-        if len(key_names) == len(keys):
+        if len(key_names) == len(keys) and rank_type == "ROW_NUMBER":  # RANK and DENSE_RANK tie
             if limit == 1:
                 unique = [tuple(key_names)]
             elif output_rank:
@@ -391,9 +392,13 @@ def _order_text(ordered: exp.Expression) -> str:
     return f"{text(node)} {'DESC' if ordered.args.get('desc') else 'ASC'}"
 
 
-def _rank_pattern(select: exp.Select, view_query):
+RANKINGS = {exp.RowNumber: "ROW_NUMBER", exp.Rank: "RANK", exp.DenseRank: "DENSE_RANK"}  # Flink's Rank's rankType
+
+
+def _rank_pattern(select: exp.Select, view_query, functions=(exp.RowNumber,)):
     """(inner select, rank column, N, other outer conditions) when `select` filters the
-    ROW_NUMBER() of its FROM subquery (or view) by `rn <= N`, `rn < N` or `rn = 1`."""
+    ROW_NUMBER() (or another of ``functions``) of its FROM subquery (or view) by `rn <= N`,
+    `rn < N` or `rn = 1`."""
     source = select.args.get("from_")
     if source is None or select.args.get("joins"):
         return None
@@ -406,7 +411,7 @@ def _rank_pattern(select: exp.Select, view_query):
     if not isinstance(inner, exp.Select):
         return None
     numbers = {p.alias_or_name for p in inner.expressions
-               if isinstance(p.unalias(), exp.Window) and isinstance(p.unalias().this, exp.RowNumber)}
+               if isinstance(p.unalias(), exp.Window) and isinstance(p.unalias().this, tuple(functions))}
     if not numbers:
         return None
     conditions = conjuncts(select.args.get("where"))

@@ -85,6 +85,8 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
     from pyspark.core.context import SparkContext
     from pyspark.java_gateway import launch_gateway
 
+    from streamsql.runtime.spark_home import compiled_spark_home
+
     with SparkContext._lock:
         if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
             return
@@ -92,7 +94,14 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
 
         def launch():
             kwargs = _ChainedPreexec(preexec_fn=die_with_parent(ignore_sigterm=True), stderr=subprocess.PIPE)
-            return launch_gateway(spark_conf, popen_kwargs=kwargs)
+            home = compiled_spark_home(conf=conf)
+            if home is None:
+                return launch_gateway(spark_conf, popen_kwargs=kwargs)
+            os.environ["SPARK_HOME"] = home  # launch_gateway reads it (under SparkContext._lock)
+            try:
+                return launch_gateway(spark_conf, popen_kwargs=kwargs)
+            finally:
+                del os.environ["SPARK_HOME"]
 
         gateway = _in_lasting_thread(launch)
         SparkContext._gateway = gateway
@@ -114,23 +123,56 @@ STARTUP_CHATTER = re.compile(
 WORKER_CHATTER = re.compile(r"^(?:Starting )?Streaming TransformWithStateInPandas Python worker")
 
 
+# A traceback whose first frame is in the Python process Spark runs a Python data source's
+# stream in (the generated sources) on the driver. It prints one when a stopped query closes
+# its socket (EOFError, then BrokenPipeError), and any error of its own reaches the query,
+# which streamsql reports in one paragraph: shown with --verbose only.
+RUNNER_FRAME = re.compile(r'^\s+File ".*/pyspark/sql/streaming/python_streaming_\w+\.py"')
+TRACEBACK_PART = re.compile(r"^(?:\s|$|Traceback \(most recent call last\):|During handling of the above exception"
+                            r"|The above exception was the direct cause|[A-Za-z_][\w.]*(?::.*)?$)")
+
+
 def forward_stderr(pipe, fd: int = 2) -> threading.Thread:
     """Copy a child's stderr to file descriptor ``fd`` (ours, which it used to inherit),
-    without Spark's start-up chatter unless verbose."""
+    without Spark's start-up chatter and its data source runner's tracebacks unless verbose."""
     verbose = bool(os.environ.get("STREAMSQL_VERBOSE"))
+
+    def write(raw: bytes) -> None:
+        try:
+            os.write(fd, raw)
+        except OSError:  # our stderr is gone: keep draining, so the JVM never blocks
+            pass
 
     def copy() -> None:
         after_chatter = False
+        held = None  # a "Traceback" line, until the next line tells whose it is
+        in_runner = False
         for raw in iter(pipe.readline, b""):
             line = raw.decode("utf-8", "replace")
+            if verbose:
+                write(raw)
+                continue
+            if held is not None:
+                in_runner = bool(RUNNER_FRAME.match(line))
+                if not in_runner:
+                    write(held)
+                held = None
+                if in_runner:
+                    continue
+            elif in_runner:
+                if TRACEBACK_PART.match(line):
+                    continue
+                in_runner = False
+            if line.startswith("Traceback (most recent call last):"):
+                held = raw
+                continue
             chatter = bool(STARTUP_CHATTER.match(line) or WORKER_CHATTER.match(line))
             blank_after = after_chatter and not line.strip()
             after_chatter = chatter
-            if verbose or not (chatter or blank_after):
-                try:
-                    os.write(fd, raw)
-                except OSError:  # our stderr is gone: keep draining, so the JVM never blocks
-                    pass
+            if not (chatter or blank_after):
+                write(raw)
+        if held is not None:
+            write(held)
 
     thread = threading.Thread(target=copy, name="streamsql-jvm-stderr", daemon=True)
     thread.start()

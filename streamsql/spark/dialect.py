@@ -19,6 +19,7 @@ from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
+from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -111,16 +112,12 @@ def _cast_average(self, sql: str, e: exp.Expression) -> str:
     if cast_to is None:
         return sql
     if not isinstance(e, exp.Avg) and cast_to.this in INTEGER_TYPES:
-        bits = _BITS[cast_to.this]
+        bits = BITS[cast_to.this]
         bound = 2 ** (63 if bits == 64 else 31)
         sql = f"CASE WHEN {sql} >= {bound} THEN {bound - 1} ELSE {sql} END"
         if bits < 32:
-            half = 2 ** (bits - 1)
-            sql = f"PMOD(CAST({sql} AS INT) + {half}, {2 * half}) - {half}"
+            sql = wrap_sql(f"CAST({sql} AS INT)", bits)
     return f"CAST({sql} AS {self.sql(cast_to)})"
-
-
-_BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DType.BIGINT: 64}
 
 
 def _average(name: str):
@@ -140,7 +137,8 @@ def _filter(self, e: exp.Filter) -> str:
 
 def _window(self, e: exp.Window) -> str:
     call = e.this.this if isinstance(e.this, exp.Filter) else e.this
-    return _decimal_average(self, e, call) or _cast_average(self, Spark.Generator.window_sql(self, e), call)
+    spread = over_spread_sql(self, e, call) if call is e.this else None
+    return spread or _decimal_average(self, e, call) or _cast_average(self, Spark.Generator.window_sql(self, e), call)
 
 
 def _div(self, e: exp.Div) -> str:

@@ -380,9 +380,8 @@ def _shape(values: pd.Series, agg) -> pd.Series:
     if kind == "int":
         missing = values.isna().to_numpy()
         ints = values.to_numpy(dtype="float64" if values.dtype == "float64" else "int64", na_value=0).astype("int64")
-        if bits and bits < 64:
-            half = 1 << (bits - 1)
-            ints = (ints + half) % (1 << bits) - half
+        if bits:
+            ints = spreads.wrap(ints, bits)
         result = pd.Series(ints, dtype="Int64", index=values.index)
         return result.mask(missing) if missing.any() else result
     if kind == "float":

@@ -11,7 +11,9 @@ from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful.chain import OVERED, OverStage, _same, _Unsupported
 
 TEMPORAL_SORT = "temporal_sort"  # meta of the OVER window limit_cut.sorted_by_time writes
-OVER_FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
+OVER_FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
+                  exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
+                  exp.VariancePop: "VAR_POP", exp.Variance: "VAR_SAMP"}
 
 
 def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:

@@ -27,7 +27,8 @@ A bucket's state is two tables: ``pending`` (rows waiting for the watermark, wit
 time in ms ``__ms`` and arrival number ``__seq``) and ``history``, what later frames still
 need, as *contributions*: per call ``__cs{i}`` (sum of non-NULL values), ``__cn{i}`` (their
 count), ``__cm{i}`` (the extreme), ``__cv{i}`` (the value, for LAG, FIRST_VALUE and
-LAST_VALUE), and ``__k`` (rows). A raw row contributes its own value; for UNBOUNDED
+LAST_VALUE), ``__cs{i}`` and ``__cq{i}`` (for STDDEV/VAR: the sum of values and of their squares,
+which Flink's expansion of these calls over a window takes; ``spreads.over_spread``), and ``__k`` (rows). A raw row contributes its own value; for UNBOUNDED
 PRECEDING one summary row per partition holds the totals so far (and its first or last
 value that is not NULL), so the state stays one row per partition — plus, with LAG(x, n),
 the partition's last n rows, which contribute their values only. ``fire`` computes every
@@ -54,7 +55,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, spreads
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
 VALUE_FUNCTIONS = ("LAG", "FIRST_VALUE", "LAST_VALUE")  # a row's value, not a running total
@@ -149,7 +150,7 @@ def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
     lo, hi = _frames(plan, combined[MS].to_numpy(), group)
     out = combined.loc[new, plan["columns"]].reset_index(drop=True)
     for i, agg in enumerate(plan["aggs"]):
-        out[agg["name"]] = _aggregate(plan, agg, i, combined, lo[new], hi[new])
+        out[agg["name"]] = _aggregate(plan, agg, i, combined, lo[new], hi[new], group)
     history = _history(plan, combined, group, watermark_ms)
     rest = rest.reset_index(drop=True) if len(rest) else None
     return rest, history, out
@@ -172,6 +173,8 @@ def _contributions(plan, rows: pd.DataFrame) -> pd.DataFrame:
             out[f"__cs{i}"] = accumulate._zero_nulls(values)
         if agg["function"] in ("MIN", "MAX"):
             out[f"__cm{i}"] = values
+        if agg["function"] in spreads.SPREADS:  # SUM(x) and SUM(x * x), as Flink expands them
+            out[f"__cs{i}"], out[f"__cq{i}"] = spreads.over_terms(values, agg["kind"])
     return out
 
 
@@ -217,7 +220,7 @@ def _frames(plan, ms: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.nda
     return lo, hi
 
 
-def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
+def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray, group: np.ndarray) -> pd.Series:
     """One call's result for the rows whose frames are [lo, hi]."""
     if agg["function"] in VALUE_FUNCTIONS:
         return _value(plan, agg, i, combined, lo, hi)
@@ -233,6 +236,9 @@ def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndar
         elif function in ("SUM", "AVG"):
             t[f"__s{i}"] = pd.Series(_range_sum(_sums(combined[f"__cs{i}"], agg), lo, hi))
             t[f"__n{i}"] = pd.Series(count, dtype="int64")
+        elif function in spreads.SPREADS:
+            sums = [_partition_range_sum(combined[f"{c}{i}"].to_numpy(), lo, hi, group) for c in ("__cs", "__cq")]
+            return spreads.over_spread(agg, count, *sums, clip=plan["preceding"] is not None)
         else:
             extreme = _range_extreme(combined[f"__cm{i}"], lo, hi, function, agg["kind"])
             t[f"__m{i}"] = extreme.where(pd.Series(count > 0)) if agg["kind"] != "object" else pd.Series(
@@ -270,6 +276,18 @@ def _range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     prefix = np.concatenate([np.zeros(1, dtype=values.dtype) if values.dtype != object else
                              np.array([0], dtype=object), np.cumsum(values)])
     return prefix[hi + 1] - prefix[lo]
+
+
+def _partition_range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """sum(values[lo:hi + 1]) per row, from running sums that restart at each partition: a
+    frame from the partition's start (UNBOUNDED PRECEDING) is its running sum, added in the
+    order Flink's accumulator adds, with no other partition's sums subtracted from it."""
+    if values.dtype == object:  # DECIMALs, exactly: a difference of prefix sums loses nothing
+        with spreads.exact():
+            return _range_sum(values, lo, hi)
+    running = pd.Series(values).groupby(group, sort=False).cumsum().to_numpy()
+    at_start = (lo == 0) | (group[np.maximum(lo - 1, 0)] != group[lo])
+    return running[hi] - np.where(at_start, 0, running[np.maximum(lo - 1, 0)])
 
 
 def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: str, kind: str) -> pd.Series:
@@ -346,7 +364,10 @@ def _values_only(plan, rows: pd.DataFrame) -> pd.DataFrame:
         if agg["column"] is None or agg["function"] in VALUE_FUNCTIONS:
             continue
         rows[f"__cn{i}"] = 0
-        if agg["function"] in ("SUM", "AVG"):
+        if agg["function"] in spreads.SPREADS:
+            rows[f"__cs{i}"] = rows[f"__cs{i}"] * 0
+            rows[f"__cq{i}"] = rows[f"__cq{i}"] * 0
+        elif agg["function"] in ("SUM", "AVG"):
             rows[f"__cs{i}"] = rows[f"__cs{i}"].where(nothing, 0)
         else:
             rows[f"__cm{i}"] = rows[f"__cm{i}"].where(nothing)  # NULL, in the column's dtype
@@ -371,6 +392,9 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
             out[f"__cv{i}"] = _value(plan, agg, i, combined, starts, last).values
             continue
         out[f"__cn{i}"] = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
+        if agg["function"] in spreads.SPREADS:
+            for c in ("__cs", "__cq"):
+                out[f"{c}{i}"] = _partition_range_sum(combined[f"{c}{i}"].to_numpy(), starts, last, group)
         if agg["function"] in ("SUM", "AVG"):
             out[f"__cs{i}"] = _range_sum(_sums(combined[f"__cs{i}"], agg), starts, last)
         if agg["function"] in ("MIN", "MAX"):
@@ -388,7 +412,10 @@ def contribution_columns(plan) -> list[str]:
             names.append(f"__cv{i}")
             continue
         names.append(f"__cn{i}")
-        names.append(f"__cs{i}" if agg["function"] in ("SUM", "AVG") else f"__cm{i}" if agg["function"] in ("MIN", "MAX") else None)
+        if agg["function"] in spreads.SPREADS:
+            names += [f"__cs{i}", f"__cq{i}"]
+        else:
+            names.append(f"__cs{i}" if agg["function"] in ("SUM", "AVG") else f"__cm{i}" if agg["function"] in ("MIN", "MAX") else None)
     return [n for n in names if n]
 
 

@@ -1,4 +1,5 @@
-"""STDDEV_POP/SAMP and VAR_POP/SAMP in the GroupAggregate's fold (``accumulate``).
+"""STDDEV_POP/SAMP and VAR_POP/SAMP in the GroupAggregate's fold (``accumulate``), and in
+the OverAggregate's frames (``over_spread``).
 
 Per key the fold keeps the count of values, a centre (the key's first value) and the sums of
 the values' deviations from the centre and of their squares. The sums are additive, so a
@@ -79,3 +80,88 @@ def spread(agg, i, t) -> pd.Series:
     quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))
     return pd.Series([decimal.Decimal(repr(float(x))).quantize(quantum, rounding=decimal.ROUND_HALF_UP) if ok else None
                       for x, ok in zip(result.to_numpy(), defined)], dtype=object, index=t.index)
+
+
+def exact():
+    """A decimal context that keeps every digit of a DECIMAL(38, s)'s square and their sums."""
+    return decimal.localcontext(decimal.Context(prec=120))
+
+
+def over_terms(values: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's x and x * x for an OVER frame's sums (NULL adds 0): int64 for an integer
+    (wrapping as Java's long does), Decimal for a DECIMAL, else float."""
+    if kind == "int":
+        numbers = values.to_numpy(dtype="int64", na_value=0)
+    elif kind == "object":
+        numbers = np.array([decimal.Decimal(0) if v is None or v is pd.NA else decimal.Decimal(v) for v in values],
+                           dtype=object)
+        with exact():
+            return numbers, numbers * numbers
+    else:
+        numbers = floats(values).fillna(0.0).to_numpy()
+    with np.errstate(over="ignore"):
+        return numbers, numbers * numbers
+
+
+def over_spread(agg, n: np.ndarray, s1: np.ndarray, s2: np.ndarray, clip: bool = False) -> pd.Series:
+    """STDDEV/VAR over OVER frames from their count, SUM(x) and SUM(x * x), as Flink expands
+    the call over a window (``spark.over_spreads`` has the formula and the batch form): in
+    the argument's type, so for an integer the sums wrap at its width and the divisions
+    truncate, a DECIMAL's are exact; then cast to the result type. ``clip``: a bounded
+    frame's sums are differences of running sums, so an exact 0 may come out a hair below
+    it; it is 0 then (a variance is never negative)."""
+    fn = agg["function"]
+    sample = fn.endswith("_SAMP")
+    defined = n > (1 if sample else 0)
+    safe = np.where(n > 0, n, 1).astype("int64")
+    denominator = np.where(defined, safe - 1 if sample else safe, 1)
+    if agg["kind"] == "int":
+        bits = 64 if agg["out_bits"] in (0, 64) else agg["out_bits"]
+        with np.errstate(over="ignore"):
+            total = wrap(s1.astype("int64"), bits)
+            average = _java_div(wrap(total * total, bits), safe)
+            variance = _java_div(wrap(s2.astype("int64"), bits) - average, denominator)
+        if fn.startswith("VAR"):
+            result = wrap(variance, bits)
+        else:  # POWER(long, 0.5), Java's (int): NaN (a wrapped negative) is 0
+            result = wrap(np.nan_to_num(np.sqrt(np.where(variance < 0, np.nan, variance.astype("float64"))),
+                                         nan=0.0).astype("int64"), bits)
+        return pd.Series(result, dtype="Int64").mask(~defined)
+    if agg["kind"] == "object":
+        return _decimal_spread(agg, n, s1, s2, denominator, defined)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = (s2 - s1 * s1 / n.astype("float64")) / denominator
+        if clip:
+            result = np.maximum(result, 0.0)
+        if fn.startswith("STDDEV"):
+            result = np.sqrt(result)
+    return pd.Series(np.where(defined, result, np.nan))
+
+
+def _decimal_spread(agg, n, s1, s2, denominator, defined) -> pd.Series:
+    """A DECIMAL's STDDEV/VAR, exactly, rounded half up to the result's scale."""
+    quantum = decimal.Decimal(1).scaleb(-(agg.get("out_scale") or 0))
+    out = []
+    with exact():
+        for count, total, squares, d, ok in zip(n, s1, s2, denominator, defined):
+            if not ok:
+                out.append(None)
+                continue
+            variance = max((squares - total * total / int(count)) / int(d), decimal.Decimal(0))
+            value = variance.sqrt() if agg["function"].startswith("STDDEV") else variance
+            out.append(value.quantize(quantum, rounding=decimal.ROUND_HALF_UP))
+    return pd.Series(out, dtype=object)
+
+
+def wrap(values: np.ndarray, bits: int) -> np.ndarray:
+    """Java's arithmetic in a ``bits``-wide integer: the low bits, two's complement."""
+    if bits >= 64:
+        return values
+    half = 1 << (bits - 1)
+    return (values + half) % (1 << bits) - half
+
+
+def _java_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Java's long division by a positive count: truncated toward zero (floor division
+    moved up by one for a negative dividend that does not divide evenly)."""
+    return a // b + ((a % b != 0) & (a < 0))
