@@ -19,7 +19,7 @@ PLAN = {"columns": ["id", "v"]}
 def _batch(records, offset: int) -> pd.DataFrame:
     return pd.DataFrame({"__ukey": [str(k) for k, _ in records], "__tomb": [v is None for _, v in records],
                          "__off": range(offset, offset + len(records)),
-                         "id": [None if v is None else k for k, v in records], "v": list(v for _, v in records)})
+                         "id": [None if v is None else str(k) for k, v in records], "v": list(v for _, v in records)})
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -51,5 +51,33 @@ def test_an_unchanged_value_and_a_tombstone_of_nothing_emit_nothing():
     assert out["__rowkind"].tolist() == ["+I"]
     state, out = normalize(PLAN, state, _batch([(1, "a"), (2, None)], 1))
     assert out.empty
-    state, out = normalize(PLAN, state, _batch([(1, "b"), (1, None)], 3))  # folded to the last record
-    assert out["__rowkind"].tolist() == ["-D"] and state is None
+    state, out = normalize(PLAN, state, _batch([(1, "b"), (1, None)], 3))  # every version, not only the last
+    assert out.values.tolist() == [["-U", "1", "a"], ["+U", "1", "b"], ["-D", "1", "b"]] and state is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_each_record_is_compared_with_the_one_before_it_as_flink_does_one_by_one(seed):
+    """Flink's ChangelogNormalize (no mini-batch) takes one record at a time: the batch's
+    changelog must be what a record-by-record fold emits, in each key's offset order."""
+    rng = random.Random(seed)
+    state, rows, offset = None, {}, 0
+    for _ in range(8):
+        records = [(rng.randint(0, 4), rng.choice([None, "a", "b"])) for _ in range(rng.randint(0, 10))]
+        expected = {}
+        for key, value in records:  # one record at a time
+            changes, old = expected.setdefault(key, []), rows.get(key)
+            if value is None:
+                changes += [("-D", key, old)] if old is not None else []
+                rows.pop(key, None)
+            elif old is None:
+                changes.append(("+I", key, value))
+                rows[key] = value
+            elif old != value:
+                changes += [("-U", key, old), ("+U", key, value)]
+                rows[key] = value
+        state, out = normalize(PLAN, state, _batch(records, offset))
+        offset += len(records)
+        got = {}
+        for kind, key, value in out.itertuples(index=False):
+            got.setdefault(int(key), []).append((kind, int(key), value))
+        assert got == {k: v for k, v in expected.items() if v}

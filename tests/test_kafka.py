@@ -335,6 +335,57 @@ def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, 
     assert priced() == [(1, 20), (2, 10), (3, 50), (4, None), (5, 30), (6, None)]
 
 
+def test_an_upsert_kafka_table_s_records_are_the_versions_of_a_temporal_join(broker, tmp_path, monkeypatch):
+    """Versions from an upsert-kafka table, as Flink reads them (ChangelogNormalize, then the
+    temporal join): every record is a version from its time on, even several of one key in
+    one micro-batch, and a tombstone takes back the key's last version from that version's
+    time on (its -D is the row it deletes), leaving the earlier ones."""
+    import os
+
+    from tests.test_jobs import start
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    rates_topic, orders_topic, out = topic(broker, 2), topic(broker, 1), topic(broker, 1)
+    at = lambda s: f"2024-01-01 00:00:{s:02d}.000"  # noqa: E731
+    rate = lambda cur, r, s: (json.dumps({"cur": cur}), json.dumps({"cur": cur, "rate": r, "ts": at(s)}))  # noqa: E731
+    tombstone = lambda cur: (json.dumps({"cur": cur}), None)  # noqa: E731
+    order = lambda i, cur, s: (None, json.dumps({"id": i, "cur": cur, "amount": 10, "ts": at(s)}))  # noqa: E731
+    broker.produce(rates_topic, [rate("EUR", 2, 0), rate("USD", 1, 0), rate("EUR", 3, 10), rate("CHF", 4, 2),
+                                 rate("CHF", 6, 7), tombstone("CHF"), rate("GBP", 5, 3), tombstone("GBP"),
+                                 rate("JPY", 7, 20)])
+    broker.produce(orders_topic, [order(1, "EUR", 5), order(2, "USD", 6), order(3, "CHF", 5), order(4, "CHF", 8),
+                                  order(5, "GBP", 4), order(6, "EUR", 12), order(7, "JPY", 13)])
+    watermark = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
+    script = tmp_path / "job.sql"
+    script.write_text(
+        f"CREATE TABLE rates (cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3){watermark}, PRIMARY KEY (cur) NOT"
+        f" ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = '{rates_topic}', 'properties.bootstrap.servers' ="
+        f" '{broker.bootstrap}', 'key.format' = 'json', 'value.format' = 'json');"
+        + kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + watermark, broker, orders_topic,
+                ", 'scan.startup.mode' = 'earliest-offset'")
+        + kafka("priced", "id BIGINT, v BIGINT", broker, out)
+        + "SET 'execution.checkpointing.interval' = '1 s';"
+          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
+          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
+
+    def priced() -> list:
+        return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    job_id = launched.split()[1]
+    try:
+        # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
+        assert wait_for(lambda: len(priced()) >= 5, 240), priced()
+        assert priced()[:5] == [(1, 20), (2, 10), (3, 40), (4, None), (5, None)]
+    finally:
+        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        assert stopper.wait(120) == 0, stopper.stderr.read()
+    # EUR: 2 until 10 s, then 3; USD: 1; CHF: 4 from 2 s, and from 7 s none (its version of
+    # 7 s is what the tombstone's -D takes back); GBP: none; JPY: 7 from 20 s.
+    assert wait_for(lambda: len(priced()) == 7, 90), priced()
+    assert priced() == [(1, 20), (2, 10), (3, 40), (4, None), (5, None), (6, 30), (7, None)]
+
+
 def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monkeypatch):
     """An unbounded upsert-kafka table: ChangelogNormalize makes each key's records a
     changelog (a new value -U/+U, a tombstone -D), so a continuous count per value keeps an

@@ -121,6 +121,20 @@ def test_a_stream_cuts_the_temporal_join_with_each_side_s_time():
     assert "`__joined`.`__r" in to_spark_sql(stage.query) and "> 2" in to_spark_sql(stage.query)
 
 
+def test_an_upsert_kafka_table_s_changes_are_cut_as_the_versions():
+    from streamsql.spark.stateful.chain import SourceStage, compile_query
+
+    upsert = ("CREATE TEMPORARY TABLE rates (cur BIGINT, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts,"
+              " PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = 'r',"
+              " 'properties.bootstrap.servers' = 'localhost:9092', 'key.format' = 'json', 'value.format' = 'json');")
+    plan = steps(JOIN.format("LEFT", "b.bidder = r.cur"), DDL + upsert)[-1].plan
+    stage = compile_query(plan, lambda table: False)
+    (_, join), = stage.inputs
+    assert isinstance(join, JoinStage) and join.temporal
+    assert [type(s) for _, s in join.inputs] == [SourceStage] and join.inputs[0][1].upsert
+    assert to_spark_sql(join.right_query).startswith("SELECT `r`.`__rowkind`")
+
+
 # -- the pandas core, without Spark ----------------------------------------------------------------
 
 

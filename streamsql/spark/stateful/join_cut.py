@@ -89,8 +89,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     left, right = left_item.alias_or_name, right_item.alias_or_name
     temporal = right_item.meta.get(TEMPORAL)
     if temporal is not None and (set(changelogs) - {left, right} or node.join_type not in ("InnerJoin", "LeftOuterJoin")
-                                 or right in changelogs and not _debezium_versions(inputs, right_item)):
-        raise _Unsupported()  # versions from an upsert-kafka table or another operator's changelog: not yet
+                                 or right in changelogs and not _source_versions(inputs, right_item)):
+        raise _Unsupported()  # versions from another operator's changelog: not yet
     window = node.kind == "WindowJoin"
     fired = tuple(window and _whole_windows(_side_stage(inputs, item)) for item in (left_item, right_item))
     per_batch = all(fired)
@@ -194,13 +194,15 @@ def _updates(inputs: list, item: exp.Expression) -> bool:
     return stage is not None and not inserts_only(stage)
 
 
-def _debezium_versions(inputs: list, item: exp.Expression) -> bool:
-    """Whether a temporal join's versions are a debezium-json topic's changes, read as they
-    are: each +I/+U a version from its time on, each -D the key's end from its time on."""
+def _source_versions(inputs: list, item: exp.Expression) -> bool:
+    """Whether a temporal join's versions are a changelog source's changes, read as they
+    are: each +I/+U a version from its time on, each -D the key's end from its time on. A
+    debezium-json topic's -D is its before-image; an upsert-kafka table's come through
+    ChangelogNormalize, every record in turn, a tombstone's -D the row it deletes (so,
+    as in Flink, the key's last version is taken back from that version's time on)."""
     from streamsql.spark.stateful.chain import SourceStage
 
-    stage = _side_stage(inputs, item)
-    return isinstance(stage, SourceStage) and not stage.upsert
+    return isinstance(_side_stage(inputs, item), SourceStage)
 
 
 TIMES = ("__lt", "__rt")  # a temporal join's row time and version time, a window join's window ends: epoch ms

@@ -3,8 +3,9 @@ latest value of a key, or a tombstone) as Flink's changelog, per key: the first 
 ``+I``, a changed one ``-U`` (the row it replaces) then ``+U``, a tombstone ``-D`` (the row
 it deletes); a record equal to the key's row, or a tombstone of a key with none, changes
 nothing. Keys are hashed into buckets, a bucket's whole micro-batch is one call (a key's
-records folded to its last, by offset: they are in one partition, in order), and each
-bucket keeps its keys' latest rows (``state_layouts.Tables``) in the checkpoint.
+records taken in offset order: they are in one partition, in order, and each is compared
+with the one before it, so no version is folded away), and each bucket keeps its keys'
+latest rows (``state_layouts.Tables``) in the checkpoint.
 
 ``normalize`` (pandas only; the module is shipped to the workers by value) is the core; ``changelog_normalize``
 builds the operator on a frame of records: the table's columns, then ``__ukey`` (the
@@ -26,34 +27,38 @@ KEY, TOMB, OFFSET, BUCKET = "__ukey", "__tomb", "__off", "__bucket"
 
 
 def normalize(plan: dict, state: pd.DataFrame | None, batch: pd.DataFrame):
-    """(the bucket's rows after the batch: ``__ukey`` and the columns, or None; the changes)."""
+    """(the bucket's rows after the batch: ``__ukey`` and the columns, or None; the changes).
+    Each record is compared with the row before it — the key's previous record in the
+    batch, else its row in the state — as Flink's ChangelogNormalize does record by record:
+    every version a key passes through is in the changelog (a temporal join's versions),
+    not only its last of the micro-batch."""
     columns = plan["columns"]
-    last = batch.sort_values(OFFSET, kind="stable").drop_duplicates(KEY, keep="last")
     if state is None:
-        state = last.iloc[0:0][[KEY] + columns]
-    merged = state.merge(last[[KEY, TOMB] + columns], on=KEY, how="outer", suffixes=("", "__new"), indicator=True)
-    had = (merged["_merge"] != "right_only").to_numpy()
-    came = (merged["_merge"] != "left_only").to_numpy()
-    tomb = came & merged[TOMB].eq(True).to_numpy()
-    same = np.ones(len(merged), dtype=bool)
+        state = batch.iloc[0:0][[KEY] + columns]
+    records = batch.sort_values([KEY, OFFSET], kind="stable").reset_index(drop=True)
+    records = records.merge(state, on=KEY, how="left", suffixes=("", "__old"), indicator=True)
+    first = (records[KEY] != records[KEY].shift(1)).to_numpy()
+    tomb = records[TOMB].eq(True).to_numpy()
+    had = np.where(first, (records.pop("_merge") == "both").to_numpy(),
+                   ~np.concatenate([[True], tomb[:-1]]))  # a previous row the record replaces
+    previous = pd.DataFrame({name: records[name].shift(1).where(~first, records[f"{name}__old"]) for name in columns})
+    same = np.ones(len(records), dtype=bool)
     for name in columns:
-        old, new = merged[name], merged[f"{name}__new"]
+        old, new = previous[name], records[name]
         same &= ((old == new) | (old.isna() & new.isna())).to_numpy(dtype=bool, na_value=False)
-    deleted = had & tomb
-    inserted = ~had & came & ~tomb
-    updated = had & came & ~tomb & ~same
-    old_rows = merged.loc[deleted | updated, columns]
-    new_rows = merged.loc[inserted | updated, [f"{n}__new" for n in columns]].set_axis(columns, axis=1)
-    parts = [part for part in (old_rows.assign(**{ROWKIND: np.where(deleted[deleted | updated], "-D", "-U")}),
-                               new_rows.assign(**{ROWKIND: np.where(updated[inserted | updated], "+U", "+I")}))
-             if len(part)]  # retractions first
-    out = (pd.concat(parts, ignore_index=True) if len(parts) == 2 else parts[0].reset_index(drop=True) if parts
-           else pd.DataFrame(columns=[ROWKIND] + columns))[[ROWKIND] + columns]
-    replaced = came & ~tomb
-    stay = merged.loc[had & ~came, [KEY] + columns]
-    fresh = merged.loc[replaced, [KEY] + [f"{n}__new" for n in columns]].set_axis([KEY] + columns, axis=1)
-    kept = pd.concat([stay, fresh], ignore_index=True) if len(stay) and len(fresh) else (
-        fresh if len(fresh) else stay).reset_index(drop=True)
+    retract = had & (tomb | ~same)  # -D (a tombstone) or -U (a changed value): the row it replaces
+    add = ~tomb & ~(had & same)  # +I (no row before) or +U
+    order = np.arange(len(records)) * 2
+    parts = [previous.loc[retract].assign(**{ROWKIND: np.where(tomb[retract], "-D", "-U"), "__at": order[retract]}),
+             records.loc[add, columns].assign(**{ROWKIND: np.where(had[add], "+U", "+I"), "__at": order[add] + 1})]
+    parts = [part for part in parts if len(part)]
+    out = (pd.concat(parts, ignore_index=True).sort_values("__at", kind="stable") if parts
+           else pd.DataFrame(columns=[ROWKIND] + columns + ["__at"]))[[ROWKIND] + columns].reset_index(drop=True)
+    last = records.drop_duplicates(KEY, keep="last")
+    touched = state[KEY].isin(records[KEY]).to_numpy()
+    kept = pd.concat([part for part in (state.loc[~touched, [KEY] + columns],
+                                        last.loc[~last[TOMB].eq(True).to_numpy(), [KEY] + columns]) if len(part)]
+                     or [state.iloc[0:0][[KEY] + columns]], ignore_index=True)
     return (kept if len(kept) else None), out
 
 
