@@ -39,7 +39,7 @@ from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.execution import check_operators, streams, trigger
 from streamsql.runtime.reports import report_skipped, report_streaming_late
-from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter
+from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter, java_text
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import to_spark_sql
 
@@ -341,7 +341,8 @@ class Engine:
                     value = F.from_utc_timestamp(value, zone)
                 value = value.cast("timestamp_ntz").alias(field.name)
             columns.append(value)
-        return frame.select(*columns)
+        frame = frame.select(*columns)
+        return java_text(frame, numbers=writer is not None and writer.fmt == "json")
 
     def _run_query(self, step: QueryStep, writer: ResultWriter) -> None:
         from streamsql.runtime.failures import translate

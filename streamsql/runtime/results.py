@@ -11,7 +11,8 @@ from typing import IO, Any
 
 
 def format_value(value: Any) -> str | None:
-    """A value as Flink's SQL client prints it; None stays None (NULL)."""
+    """A value as Flink's SQL client prints it; None stays None (NULL). A result's FLOAT and
+    DOUBLE columns come as text from the JVM already (``java_text``)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -25,7 +26,7 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
     if isinstance(value, float):
-        return repr(value)
+        return java_double(value)
     if isinstance(value, (bytes, bytearray)):
         return "x'" + bytes(value).hex() + "'"
     if isinstance(value, (list, tuple)):
@@ -35,6 +36,53 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_nested(k)}={_nested(v)}" for k, v in value.items()) + "}"
     return str(value)
+
+
+def java_text(frame, numbers: bool = False):
+    """``frame`` with its FLOAT and DOUBLE columns as the JVM writes them (Java's
+    Float/Double.toString, which Spark's CAST to STRING calls and Flink prints with, on the
+    same JDK): ``1.0E10``, ``1.0E-4``, a FLOAT's ``0.1`` where Python would show the widened
+    double 0.10000000149011612. With ``numbers`` (JSON lines) they stay numbers: a FLOAT is
+    the double its text reads as."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, FloatType
+
+    kinds = (FloatType,) if numbers else (FloatType, DoubleType)
+    if not any(isinstance(f.dataType, kinds) for f in frame.schema.fields):
+        return frame
+
+    def column(field):
+        value = F.col(f"`{field.name}`")
+        if not isinstance(field.dataType, kinds):
+            return value
+        text = value.cast("string")
+        return (text.cast("double") if numbers else text).alias(field.name)
+
+    return frame.select(*[column(f) for f in frame.schema.fields])
+
+
+def java_double(value: float) -> str:
+    """A double (inside an ARRAY, MAP or ROW, which come as Python values) in Java's layout:
+    the shortest digits that read back as the same value (Java 19's Double.toString; Java 17
+    writes a digit or two more for some values past 10^16), plain from 10^-3 up to 10^7
+    (``0.001``, ``1234567.0``), else as ``d.dddE<n>`` (``1.0E7``, ``1.0E-4``); ``NaN``,
+    ``Infinity``, ``-0.0``."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    sign, digits, exponent = decimal.Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    point = len(text) + exponent  # where the decimal point falls after the digits' first
+    minus = "-" if sign else ""
+    if 1e-3 <= abs(value) < 1e7:
+        if point <= 0:
+            return f"{minus}0.{'0' * -point}{text}"
+        whole, fraction = text[:point].ljust(point, "0"), text[point:]
+        return f"{minus}{whole}.{fraction or '0'}"
+    return f"{minus}{text[0]}.{text[1:] or '0'}E{point - 1}"
 
 
 def _nested(value: Any) -> str:

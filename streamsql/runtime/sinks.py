@@ -21,7 +21,7 @@ from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.connectors import KAFKA, csv_separator, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, final_names, publish
-from streamsql.runtime.results import format_value
+from streamsql.runtime.results import format_value, java_text
 
 _WRITE_OPTIONS = {
     "csv": {"header": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS", "nullValue": ""},
@@ -34,7 +34,7 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
     """A batch-mode write: staged, then published (after removing the old files, to overwrite)."""
     connector = table.options["connector"]
     if connector == "print":
-        print_rows(frame.collect(), table)
+        print_rows(java_text(frame).collect(), table)
     elif connector == "blackhole":
         frame.write.format("noop").mode("overwrite").save()
     elif connector == "jdbc":
@@ -92,7 +92,7 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     writer = frame.writeStream.queryName(name).option("checkpointLocation", checkpoint).trigger(**trigger)
     if connector == "print":
         kinds = ROWKIND_COLUMN in frame.columns
-        writer = writer.foreachBatch(lambda batch, _: print_rows(batch.collect(), table, kinds))
+        writer = writer.foreachBatch(lambda batch, _: print_rows(java_text(batch).collect(), table, kinds))
     elif connector == "blackhole":
         writer = writer.format("noop")
     elif connector == "jdbc":
