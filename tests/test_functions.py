@@ -57,6 +57,25 @@ def test_avg_of_bigint_is_bigint(run, table):
     assert run.rows(table + "SELECT AVG(n), SUM(n), COUNT(*) FROM t") == [["1", "5", "3"]]
 
 
+def test_sum_of_an_int_wraps_and_float_results_are_floats_in_batch_and_streaming(run, tmp_path):
+    """As Flink 2.3 prints them: an INT's SUM wraps past 2^31 (its AVG does not); a FLOAT's
+    SUM, AVG, STDDEV and VAR are FLOATs, and so is a FLOAT with an integer, in both modes."""
+    write(tmp_path / "n.csv", "2000000000,0.1,1\n2000000000,0.2,1\n7,0.3,1\n5,0.7,2\n")
+    ddl = (f"CREATE TEMPORARY TABLE n (i INT, x FLOAT, k INT) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'n.csv'}', 'format' = 'csv');")
+    # (not AVG(i) beside a STDDEV: Flink then rewrites the AVG as SUM / COUNT, and its INT SUM wraps)
+    queries = {"SELECT k, SUM(i), AVG(i), SUM(x), AVG(x), SUM(x) + 1, MAX(x) * 2 FROM n GROUP BY k":
+               [["1", "-294967289", "1333333335", "0.6", "0.2", "1.6", "0.6"], ["2", "5", "5", "0.7", "0.7", "1.7", "1.4"]],
+               "SELECT k, STDDEV_POP(x), VAR_SAMP(x) FROM n GROUP BY k": [["1", "0.08164966", "0.010000001"],
+                                                                             ["2", "0.0", ""]]}
+    for query, expected in queries.items():
+        assert sorted(run.rows(ddl + "RESET 'execution.bounded-input';" + query)) == expected
+        streamed = run.rows(ddl + "SET 'execution.bounded-input' = 'stream';" + query)
+        assert sorted(row[1:] for row in streamed if row[0] == "+I") == expected
+    assert sorted(run.rows(ddl + "RESET 'execution.bounded-input'; SELECT x + 1, x / 3 FROM n")) == [["1.1", "0.033333335"], ["1.2", "0.06666667"],
+                                                                  ["1.3", "0.1"], ["1.7", "0.23333333"]]
+
+
 def test_avg_of_a_decimal_is_rounded_once_to_flink_s_scale(run, tmp_path):
     """DECIMAL(38, max(6, s)), half up: 5/3 is 1.666667 (Spark's own AVG: 1.6667), also with
     FILTER, DISTINCT and OVER; a group of NULLs averages to NULL."""

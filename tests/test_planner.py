@@ -153,6 +153,28 @@ def test_stddev_and_variance_over_a_window_are_flinks_expansion():
     assert "VAR_SAMP(" in grouped and " DIV " not in grouped
 
 
+def test_sum_and_float_results_are_typed_and_cast_as_flink_types_them():
+    """Measured on Flink 2.3: SUM keeps its argument's type (an INT's wraps; DECIMAL(p, s) is
+    DECIMAL(38, s)); AVG, STDDEV and VAR of a FLOAT are FLOATs; a FLOAT with an integer is a
+    FLOAT. Spark widens them (BIGINT, DOUBLE), so the SQL casts back (an INT wrapped)."""
+    ddl = ("CREATE TEMPORARY TABLE f (x FLOAT, i INT, s SMALLINT, d DECIMAL(10, 2), k INT) WITH ("
+           "'connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');")
+    step = plan(ddl + "SELECT SUM(i) AS si, SUM(s) AS ss, SUM(x) AS sx, SUM(d) AS sd, AVG(x) AS ax, STDDEV_POP(x) AS dx,"
+                " SUM(price) AS sp, x + 1 AS x1, x / 3 AS x3, x * x AS xx, x * 1.5 AS xd FROM f, bid GROUP BY x")
+    types = {c.name: c.type.sql() for c in step.plan.columns}
+    assert types == {"si": "INT", "ss": "SMALLINT", "sx": "FLOAT", "sd": "DECIMAL(38, 2)", "ax": "FLOAT", "dx": "FLOAT",
+                     "sp": "BIGINT", "x1": "FLOAT", "x3": "FLOAT", "xx": "FLOAT", "xd": "DOUBLE"}
+    sql = to_spark_sql(step.plan.query)
+    assert "CAST((PMOD(SUM(`f`.`i`) + 2147483648, 4294967296) - 2147483648) AS INT) AS `si`" in sql
+    assert "CAST((PMOD(SUM(`f`.`s`) + 32768, 65536) - 32768) AS SMALLINT) AS `ss`" in sql
+    assert "CAST(SUM(`f`.`x`) AS FLOAT) AS `sx`" in sql and "SUM(`bid`.`price`) AS `sp`" in sql
+    assert "CAST(AVG(`f`.`x`) AS FLOAT) AS `ax`" in sql and "CAST(STDDEV_POP(`f`.`x`) AS FLOAT) AS `dx`" in sql
+    assert "CAST((`f`.`x` + 1) AS FLOAT) AS `x1`" in sql and "CAST((`f`.`x` / 3) AS FLOAT) AS `x3`" in sql
+    assert "`f`.`x` * `f`.`x` AS `xx`" in sql and "CAST(" not in sql.split(" AS `x3`, ")[1]
+    over = to_spark_sql(plan(ddl + "SELECT SUM(i) OVER (PARTITION BY k ORDER BY x) AS o FROM f").plan.query)
+    assert over.startswith("SELECT CAST((PMOD(SUM(`f`.`i`) OVER (PARTITION BY `f`.`k` ORDER BY `f`.`x`)")
+
+
 def test_an_avg_of_a_decimal_is_its_sum_over_its_count_rounded_once_as_flink_does():
     """Flink's AVG(DECIMAL(p, s)) is DECIMAL(38, max(6, s)): SUM (DECIMAL(38, s)) / COUNT, rounded
     half up once. Spark's own AVG rounds to scale s + 4, so its FILTER, DISTINCT and OVER go on

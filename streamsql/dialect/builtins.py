@@ -221,16 +221,31 @@ def time_rounding(node: type, base: dict) -> dict:
     return {"annotator": annotator}
 
 
+_KEPT = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT, exp.DType.FLOAT)
+
+
 def average_type(self, e: exp.Expression) -> exp.Expression:
     """AVG, STDDEV_* and VAR_* as Flink types them (LogicalTypeMerging.findAvgAggType): an
-    integer argument keeps its type (the result truncates), DECIMAL(p, s) gives
-    DECIMAL(38, max(6, s)), anything else DOUBLE."""
+    integer or FLOAT argument keeps its type (an integer result truncates), DECIMAL(p, s)
+    gives DECIMAL(38, max(6, s)), anything else DOUBLE."""
     arg_type = getattr(average_argument(e), "type", None)
-    if arg_type is not None and arg_type.this in (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT):
+    if arg_type is not None and arg_type.this in _KEPT:
         return self._set_type(e, arg_type)
     if arg_type is not None and arg_type.this == exp.DType.DECIMAL:
         return self._set_type(e, exp.DataType.build(f"DECIMAL(38, {max(6, decimal_scale(arg_type))})"))
     return self._set_type(e, exp.DType.DOUBLE)
+
+
+def sum_type(self, e: exp.Expression) -> exp.Expression:
+    """SUM as Flink types it (LogicalTypeMerging.findSumAggType): DECIMAL(p, s) gives
+    DECIMAL(38, s), any other number keeps its type (an INT's sum wraps past 2^31, as
+    Flink 2.3 prints it; a FLOAT's is a FLOAT)."""
+    arg_type = getattr(average_argument(e), "type", None)
+    if arg_type is not None and arg_type.this == exp.DType.DECIMAL:
+        return self._set_type(e, exp.DataType.build(f"DECIMAL(38, {decimal_scale(arg_type)})"))
+    if arg_type is not None and arg_type.this in (*_KEPT, exp.DType.DOUBLE):
+        return self._set_type(e, arg_type)
+    return self._annotate_by_args(e, "this", "expressions", promote=True)
 
 
 def average_argument(e: exp.Expression) -> exp.Expression:

@@ -116,6 +116,7 @@ class Flink(Dialect):
         exp.JSONObject: {"returns": exp.DType.VARCHAR},
         exp.JSONObjectAgg: {"returns": exp.DType.VARCHAR},
         **{node: {"annotator": B.average_type} for node in B.AVERAGES},
+        exp.Sum: {"annotator": B.sum_type},
         exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
         exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
     }

@@ -53,16 +53,23 @@ def _split_index(self, e: F.SplitIndex) -> str:
     return self.sql(exp.Case(ifs=[exp.If(this=empty, true=exp.null())], default=element))
 
 
+_NARROW = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT)  # Spark sums them as BIGINT
+
+
 def _average_type(e: exp.Expression) -> exp.DataType | None:
-    """The type Flink gives AVG, STDDEV_* or VAR_* when Spark's differs (an integer argument:
-    that integer, truncated; DECIMAL: DECIMAL(38, max(6, s))), so the call is cast to it."""
-    if not isinstance(e, B.AVERAGES):
+    """The type Flink gives AVG, STDDEV_*, VAR_* or SUM when Spark's differs, so the call is
+    cast to it: an average of an integer is that integer, truncated; of a FLOAT a FLOAT
+    (Spark's is a DOUBLE); of a DECIMAL DECIMAL(38, max(6, s)). A SUM of a TINYINT, SMALLINT
+    or INT is that type, wrapped (Spark's is a BIGINT); of a FLOAT a FLOAT."""
+    if not isinstance(e, (*B.AVERAGES, exp.Sum)):
         return None
     data_type = e.type
     if data_type is None or data_type.this == exp.DType.UNKNOWN:  # not annotated: the argument's
         arg_type = e.this.type if not isinstance(e.this, exp.Distinct) else None
         data_type = arg_type if arg_type is not None and arg_type.this in INTEGER_TYPES else None
-    if data_type is None or data_type.this not in (*INTEGER_TYPES, exp.DType.DECIMAL):
+    if isinstance(e, exp.Sum):
+        return data_type if data_type is not None and data_type.this in (*_NARROW, exp.DType.FLOAT) else None
+    if data_type is None or data_type.this not in (*INTEGER_TYPES, exp.DType.DECIMAL, exp.DType.FLOAT):
         return None
     if isinstance(e, exp.Avg) and data_type.this == exp.DType.DECIMAL:
         return None  # (computed as Flink's by _decimal_average instead: a cast would round twice)
@@ -111,6 +118,8 @@ def _cast_average(self, sql: str, e: exp.Expression) -> str:
     cast_to = _average_type(e)
     if cast_to is None:
         return sql
+    if isinstance(e, exp.Sum) and cast_to.this in _NARROW:  # Java's int arithmetic wraps
+        return f"CAST({wrap_sql(sql, BITS[cast_to.this])} AS {self.sql(cast_to)})"
     if not isinstance(e, exp.Avg) and cast_to.this in INTEGER_TYPES:
         bits = BITS[cast_to.this]
         bound = 2 ** (63 if bits == 64 else 31)
@@ -142,12 +151,33 @@ def _window(self, e: exp.Window) -> str:
 
 
 def _div(self, e: exp.Div) -> str:
-    """Flink divides integers as integers (5 / 2 = 2), Spark as doubles."""
+    """Flink divides integers as integers (5 / 2 = 2), Spark as doubles; a FLOAT quotient
+    stays a FLOAT (``_float_arithmetic``)."""
     left, right = e.this.type, e.expression.type
     if left is not None and right is not None and left.this in INTEGER_TYPES and right.this in INTEGER_TYPES:
         wider = left if _rank(left) >= _rank(right) else right
         return f"CAST(({self.sql(e, 'this')} DIV {self.sql(e, 'expression')}) AS {self.sql(wider)})"
-    return f"{self.sql(e, 'this')} / {self.sql(e, 'expression')}"
+    return _as_float(e, f"{self.sql(e, 'this')} / {self.sql(e, 'expression')}")
+
+
+def _float_arithmetic(generate):
+    """``+``, ``-`` and ``*`` typed FLOAT (a FLOAT with an integer), as Flink computes them in
+    FLOAT: Spark's ANSI rules widen a FLOAT with an INT to DOUBLE, so the result is cast back
+    (computed in DOUBLE from two values a FLOAT holds, it rounds to the FLOAT Java's own
+    arithmetic gives)."""
+    def sql(self, e: exp.Binary) -> str:
+        return _as_float(e, generate(self, e))
+    return sql
+
+
+def _as_float(e: exp.Binary, sql: str) -> str:
+    data_type = e.type
+    if data_type is None or data_type.this != exp.DType.FLOAT:
+        return sql
+    if not isinstance(e, exp.Div) and all(getattr(side.type, "this", None) == exp.DType.FLOAT
+                                          for side in (e.this, e.expression)):
+        return sql  # Spark keeps FLOAT op FLOAT a FLOAT
+    return f"CAST(({sql}) AS FLOAT)"
 
 
 def _rank(data_type: exp.DataType) -> int:
@@ -190,6 +220,7 @@ class SparkTarget(Spark):
             exp.Overlaps: NF.overlaps_sql,
             exp.JSONObjectAgg: JF.json_objectagg_sql,
             exp.Avg: _average("AVG"),
+            exp.Sum: _average("SUM"),
             exp.StddevPop: _average("STDDEV_POP"),
             exp.StddevSamp: _average("STDDEV_SAMP"),
             exp.Stddev: _average("STDDEV_SAMP"),
@@ -198,6 +229,9 @@ class SparkTarget(Spark):
             exp.Filter: _filter,
             exp.Window: _window,
             exp.Div: _div,
+            exp.Add: _float_arithmetic(Spark.Generator.add_sql),
+            exp.Sub: _float_arithmetic(Spark.Generator.sub_sql),
+            exp.Mul: _float_arithmetic(Spark.Generator.mul_sql),
         }
 
         def datatype_sql(self, expression: exp.DataType) -> str:

@@ -10,7 +10,9 @@ the argument's type, measured on Flink 2.3 (batch and streaming alike):
 then cast to the result type. For an integer argument every step is integer arithmetic:
 the squares and sums wrap at the argument's width (Java's int), the divisions truncate, so
 ``VAR_SAMP`` of 1 and 2 is 1 (not 0.5 truncated). For a DOUBLE it is that formula in
-DOUBLE, with the cancellation it has for values far from zero. (A GROUP BY's STDDEV/VAR in
+DOUBLE, with the cancellation it has for values far from zero; a FLOAT's likewise, then
+rounded to a FLOAT (Flink rounds every step, its sums too, so the last digit may differ;
+the streaming operator computes as this does). (A GROUP BY's STDDEV/VAR in
 Flink is computed otherwise, and so is it here: ``dialect._cast_average``.) A DECIMAL keeps
 Spark's function, cast to Flink's type; the results agree to its scale.
 
@@ -50,7 +52,8 @@ def over_spread_sql(gen, window: exp.Window, call: exp.Expression) -> str | None
         squares, total = over(exp.Sum(this=exp.Mul(this=value, expression=value.copy()))), over(exp.Sum(this=value.copy()))
         denominator = f"NULLIF({count} - 1, 0)" if sample else count
         variance = f"(({squares} - {total} * {total} / {count}) / {denominator})"
-        return f"SQRT({variance})" if kind == "STDDEV" else variance
+        result = f"SQRT({variance})" if kind == "STDDEV" else variance
+        return f"CAST({result} AS FLOAT)" if arg_type.this == exp.DType.FLOAT else result
     if arg_type.this not in INTEGER_TYPES:
         return None
     bits = BITS[arg_type.this]

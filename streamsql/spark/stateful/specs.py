@@ -1,8 +1,8 @@
 """What a GroupAggregate computes: one ``AggSpec`` per aggregate call, and their result types.
 
 Result types follow Flink: ``COUNT`` is BIGINT; ``SUM``, ``MIN``, ``MAX`` and ``AVG`` of an
-integer column keep its type (``AVG`` truncates, as Java's integer division does); of a
-FLOAT/DOUBLE column they are DOUBLE (MIN/MAX keep FLOAT); ``SUM`` of DECIMAL(p, s) is
+integer, FLOAT or DOUBLE column keep its type (``AVG`` of an integer truncates, as Java's
+integer division does; a FLOAT's is computed in DOUBLE, then rounded); ``SUM`` of DECIMAL(p, s) is
 DECIMAL(38, s), ``AVG`` of it DECIMAL(38, max(6, s)). ``STDDEV_*`` and ``VAR_*`` are typed
 as ``AVG`` (computed in DOUBLE, then cast: an integer result truncates). A caller may
 override the type.
@@ -77,7 +77,7 @@ def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
     if isinstance(input_type, INTEGRAL):
         return input_type
     if isinstance(input_type, (T.FloatType, T.DoubleType)):
-        return T.DoubleType()
+        return input_type
     if isinstance(input_type, T.DecimalType):
         scale = input_type.scale if spec.function == "SUM" else max(6, input_type.scale)
         return T.DecimalType(38, scale)
