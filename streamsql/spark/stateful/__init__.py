@@ -24,9 +24,9 @@ def ship_by_value(*modules) -> None:
     operator's processor and its pandas core travel pickled by value."""
     from pyspark import cloudpickle
 
-    from streamsql.spark.stateful import spreads  # accumulate's own, wherever accumulate goes
+    from streamsql.spark.stateful import sequences, spreads  # accumulate's own, wherever accumulate goes
 
-    for module in (*modules, spreads):
+    for module in (*modules, spreads, sequences):
         try:
             cloudpickle.register_pickle_by_value(module)
         except ValueError:

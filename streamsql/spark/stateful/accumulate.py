@@ -1,7 +1,7 @@
 """GroupAggregate's accumulators for one bucket of group keys, folded with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas, numpy, pyarrow and ``spreads`` (shipped with it), and takes its
+so it imports only pandas, numpy, pyarrow, ``spreads`` and ``sequences`` (shipped with it), and takes its
 configuration as a plain dict,
 the *plan* (built by ``group_aggregate.build_plan``):
 
@@ -9,6 +9,8 @@ the *plan* (built by ``group_aggregate.build_plan``):
     rowkind:    whether the input carries ``__rowkind`` (else every row is +I)
     aggs:       [{function, column, distinct, filter, kind, ms, name, out_kind, out_bits}]
     multisets:  [(column, filter, kind)]  value → count per key, shared by MIN/MAX/DISTINCT calls
+    sequences:  [(column, filter, kind, keep_nulls)]  a key's live values in arrival order, for
+                LISTAGG/ARRAY_AGG/FIRST_VALUE/LAST_VALUE over retracting input (``sequences``)
 
 A bucket's state is two kinds of tables keyed by the group key columns:
 
@@ -22,7 +24,10 @@ A bucket's state is two kinds of tables keyed by the group key columns:
   catastrophically as a plain sum of squares does), and per call ``__o{i}``, the value
   last emitted (what ``-U``/``-D`` carry; also how identical updates are suppressed);
 - one multiset per (column, filter) used by MIN/MAX/DISTINCT calls: rows (keys, ``__v``,
-  ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one.
+  ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one;
+- after them, one sequence per (column, filter) used by an order-keeping call over
+  retracting input: rows (keys, ``__v``, ``__c`` its arrival number), as Flink's
+  ...WithRetract functions keep their lists (``sequences``).
 
 ``fold`` takes one micro-batch of a bucket (any number of keys): it sums the batch's
 signed contributions per key (one groupby), outer-merges them into ``acc``, regroups the
@@ -39,7 +44,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import spreads
+from streamsql.spark.stateful import sequences, spreads
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
@@ -112,6 +117,7 @@ def _fold(plan, state, batch, now_ms=None):
     delta, ms_delta = _contributions(plan, batch, keys, sign, spreads.centres(plan, state, batch, keys))
     _canonical_keys(plan, delta)
 
+    n_ms = len(plan["multisets"])
     acc_cols = [c for c in delta.columns if c not in keys]
     out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
     old = state.acc if state is not None else _empty_acc(delta, keys, out_cols)
@@ -131,10 +137,14 @@ def _fold(plan, state, batch, now_ms=None):
             t[col] = _zero_nulls(t[col]) + t[col + "__d"]
 
     multisets = []
-    for j in range(len(plan["multisets"])):
+    for j in range(n_ms):
         old_ms = state.multisets[j] if state is not None else None
         multisets.append(_merge_multiset(old_ms, ms_delta[j], keys))
     t = _multiset_stats(plan, t, multisets, keys)
+    if plan.get("sequences"):
+        ordered = sequences.advance(plan, state.multisets[n_ms:] if state is not None else None, batch, keys, sign)
+        t = sequences.results(plan, t, ordered, keys)
+        multisets += ordered
 
     new = [_shape(_result(agg, i, t), agg) for i, agg in enumerate(plan["aggs"])]
     count = t[CNT].to_numpy(dtype="int64", na_value=0)
@@ -180,7 +190,7 @@ def _contributions(plan, batch, keys, sign, centres):
     parts = {k: batch[k] for k in keys}
     parts[CNT] = sign
     for i, agg in enumerate(plan["aggs"]):
-        if agg["ms"] is not None:
+        if agg["ms"] is not None or agg.get("seq") is not None:
             continue
         ok = mask(agg["filter"])
         if agg["function"] == "ARRAY_AGG":  # a one-value array per row it takes (NULLs too, unless ignored)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.plan.state_ttl import hinted_ttl
-from streamsql.spark.stateful.chain import AggregateStage, Stage, _carry_rowkind, _Unsupported, inserts_only
+from streamsql.spark.stateful.chain import AggregateStage, Stage, _carry_rowkind, _Unsupported
 from streamsql.spark.stateful.specs import INSERT_ONLY
 from streamsql.spark.stateful.split import split_group_aggregate, unstreamed_call
 
@@ -20,11 +20,15 @@ def cut_group_aggregate(query: exp.Select, inputs: list, changelogs: list[str],
     if split is None:
         reason = unstreamed_call(query)
         raise _Unsupported(*([reason] if reason else []))
+    # LISTAGG, ARRAY_AGG, FIRST_VALUE and LAST_VALUE over a changelog keep each key's live
+    # values in arrival order, as Flink's versions with retraction do (stateful/sequences.py).
+    # Another operator's rows of different keys come in no set order within a micro-batch,
+    # as they come in no set order across Flink's parallel tasks. A window-attached
+    # aggregate (Flink's WindowAggregate, insert-only) runs on the window operator, which
+    # takes them over inserts only.
     ordered = next(("JSON_ARRAYAGG" if c.json_array else c.function for c in split.calls
                     if c.function in INSERT_ONLY), None)
-    if changelogs and ordered:  # Flink's versions with retraction keep every value, in order
-        if not all(inserts_only(stage) for _, stage in inputs):
-            raise _Unsupported(f"{ordered} reads updating rows, and streamsql's {ordered} takes inserts only")
+    if attached is not None and ordered:
         raise _Unsupported(f"{ordered} reads another stateful operator's rows, which come in no order within"
                            f" a micro-batch, and streamsql's {ordered} takes rows in arrival order")
     if attached is not None:

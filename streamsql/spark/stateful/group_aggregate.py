@@ -95,12 +95,13 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
     for a in aggregates:
         if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
             raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
-        if a.function in INSERT_ONLY and (a.distinct or ROWKIND_COLUMN in fields):
-            raise ValueError(f"{a.function} takes an insert-only input, without DISTINCT")
+        if a.function in INSERT_ONLY and a.distinct:
+            raise ValueError(f"{a.function} takes no DISTINCT")
     names = [a.name for a in aggregates]
     if len(set(names)) != len(names) or set(names) & set(keys):
         raise ValueError(f"Output names must be distinct from each other and from the keys: {names}")
     multisets: list[tuple] = []
+    sequences: list[tuple] = []  # (column, filter, kind, keep_nulls): accumulate.sequences
     aggs = []
     out_fields = [T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
     out_fields += [T.StructField(k, fields[k].dataType, True) for k in keys]
@@ -114,24 +115,30 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
             if entry not in multisets:
                 multisets.append(entry)
             ms = multisets.index(entry)
-        aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct,
+        seq = None
+        if a.function in INSERT_ONLY and ROWKIND_COLUMN in fields:  # retractions take values out
+            entry = (a.column, a.filter_column, kind, a.function == "ARRAY_AGG" and not a.ignore_nulls)
+            if entry not in sequences:
+                sequences.append(entry)
+            seq = sequences.index(entry)
+        aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct, "seq": seq,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "ignore_nulls": a.ignore_nulls,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
                      "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
         out_fields.append(T.StructField(a.name, out_type, True))
     plan = {"keys": [(k, value_kind(fields[k].dataType)) for k in keys],
-            "rowkind": ROWKIND_COLUMN in fields, "aggs": aggs, "multisets": multisets}
-    plan.update(_state_schemas(fields, keys, aggregates, aggs, out_fields, multisets))
+            "rowkind": ROWKIND_COLUMN in fields, "aggs": aggs, "multisets": multisets, "sequences": sequences}
+    plan.update(_state_schemas(fields, keys, aggregates, aggs, out_fields, multisets, sequences))
     return plan, T.StructType(out_fields)
 
 
-def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dict:
+def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets, sequences) -> dict:
     """Typed schemas of the state tables (the 'rows' layout), in accumulate's column order."""
     key_fields = [T.StructField(k, fields[k].dataType, True) for k in keys]
     acc = key_fields + [T.StructField(accumulate.CNT, T.LongType(), True)]
     for i, (a, agg) in enumerate(zip(aggregates, aggs)):
-        if agg["ms"] is not None:
+        if agg["ms"] is not None or agg["seq"] is not None:
             continue
         if a.function == "COUNT":
             acc.append(T.StructField(f"__c{i}", T.LongType(), True))
@@ -149,7 +156,7 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets) -> dic
     acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]
     ms = [T.StructType(key_fields + [T.StructField(accumulate.VAL, fields[column].dataType, True),
                                      T.StructField(accumulate.MULT, T.LongType(), True)])
-          for column, _, _ in multisets]
+          for column, *_ in multisets + sequences]
     acc_schema = T.StructType(acc)
     return {"acc_schema": acc_schema.json(), "ms_schemas": [m.json() for m in ms],
             "acc_kinds": [(f.name, value_kind(f.dataType)) for f in acc_schema.fields],

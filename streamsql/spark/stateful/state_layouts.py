@@ -64,7 +64,8 @@ class BlobLayout:
     def __init__(self, handle, plan: dict):
         self.plan = plan
         fields = [T.StructField("buckets", T.IntegerType(), False), T.StructField("acc", T.BinaryType(), False)]
-        fields += [T.StructField(f"ms{j}", T.BinaryType(), False) for j in range(len(plan["multisets"]))]
+        tables = len(plan["multisets"]) + len(plan.get("sequences", []))  # (accumulate.sequences after them)
+        fields += [T.StructField(f"ms{j}", T.BinaryType(), False) for j in range(tables)]
         self.state = handle.getValueState("bucket", T.StructType(fields))
         self.present = False
 

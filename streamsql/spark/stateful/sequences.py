@@ -1,0 +1,108 @@
+"""LISTAGG, ARRAY_AGG, FIRST_VALUE and LAST_VALUE over retracting input: a key's live values
+in arrival order, as Flink's ListAggWithRetract, ArrayAgg and First/LastValueWithRetract
+functions keep them (#10).
+
+Over inserts a key keeps one value (``accumulate``: the joined string, the array, the first
+or last value). A retraction must take a value back out of the middle, so here a key keeps
+every value still in, each with its arrival number: one table per (column, filter) — rows
+(keys, ``__v``, ``__c`` the number) — stored after the bucket's multisets. A micro-batch
+appends its additions (+I/+U) in the order they came, and each retraction (-U/-D) removes
+the earliest live occurrence of its value, as Flink's ``list.remove(value)`` does. In a
+consistent changelog each retraction finds one; removing them one by one takes a prefix of
+the value's occurrences in arrival order, so a batch's retractions remove, per value, that
+many of its earliest occurrences at once (vectorised). The result is the live values in
+order: joined (LISTAGG; NULLs are never kept), as a list (ARRAY_AGG; NULLs kept unless
+IGNORE NULLS), the first or the last (FIRST_VALUE, LAST_VALUE; NULLs never kept).
+
+Shipped to the workers with ``accumulate``: pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+VAL, SEQ = "__v", "__c"  # accumulate.VAL and MULT: the value, and here its arrival number
+ADDS = ("+I", "+U")
+
+
+def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], sign: np.ndarray) -> list:
+    """Each sequence of the bucket after the batch (old: the stored ones, or None)."""
+    from streamsql.spark.stateful.accumulate import canonical
+
+    out = []
+    for j, (column, filter_column, kind, keep_nulls) in enumerate(plan["sequences"]):
+        values = canonical(batch[column], kind)
+        ok = np.ones(len(batch), dtype=bool) if filter_column is None else \
+            batch[filter_column].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        if not keep_nulls:
+            ok &= values.notna().to_numpy()
+        rows = batch.loc[ok, keys].copy()
+        rows[VAL] = values[ok].astype(object).where(values[ok].notna(), None)
+        added, taken = sign[ok] > 0, rows.loc[sign[ok] < 0]
+        live = _as_kept(plan, old[j]) if old is not None and j < len(old) else None
+        first = int(live[SEQ].max()) + 1 if live is not None and len(live) else 0
+        fresh = rows.loc[added].assign(**{SEQ: np.arange(first, first + int(added.sum()), dtype="int64")})
+        if live is None or live.empty:
+            live = fresh
+        elif len(fresh):  # column by column: a column of NULLs only must not change its dtype
+            live = pd.DataFrame({c: _stacked(live[c], fresh[c]) for c in live.columns})
+        if len(taken) and len(live):
+            live = _remove_earliest(live, taken, keys)
+        out.append(live.reset_index(drop=True))
+    return out
+
+
+def _as_kept(plan: dict, live: pd.DataFrame) -> pd.DataFrame:
+    """A stored sequence in the dtypes a batch's rows have (keys canonical, values objects)."""
+    from streamsql.spark.stateful.accumulate import canonical
+
+    live = live.copy()
+    for name, kind in plan["keys"]:
+        live[name] = canonical(live[name], kind)
+    live[VAL] = live[VAL].astype(object).where(live[VAL].notna(), None)
+    live[SEQ] = live[SEQ].astype("int64")
+    return live
+
+
+def _stacked(a: pd.Series, b: pd.Series) -> pd.Series:
+    if a.dtype == object or b.dtype == object:
+        return pd.Series(np.concatenate([a.to_numpy(dtype=object), b.to_numpy(dtype=object)]), dtype=object)
+    return pd.concat([a, b], ignore_index=True)
+
+
+def _remove_earliest(live: pd.DataFrame, taken: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``live`` less, per (key, value), as many of its earliest occurrences as ``taken`` has."""
+    group = keys + [VAL]
+    live = live.sort_values(SEQ, kind="stable").reset_index(drop=True)
+    both = pd.DataFrame({c: _stacked(live[c], taken[c].reset_index(drop=True)) for c in group})
+    ids = both.groupby(group, dropna=False, sort=False).ngroup().to_numpy()
+    live_ids, taken_ids = ids[:len(live)], ids[len(live):]
+    retracted = np.bincount(taken_ids, minlength=ids.max() + 1)
+    nth = pd.Series(live_ids).groupby(live_ids, sort=False).cumcount().to_numpy()
+    return live.loc[nth >= retracted[live_ids]]
+
+
+def results(plan: dict, t: pd.DataFrame, ordered: list, keys: list[str]) -> pd.DataFrame:
+    """``t`` (the touched keys) with ``__m{i}`` set for each call kept in a sequence."""
+    for i, agg in enumerate(plan["aggs"]):
+        j = agg.get("seq")
+        if j is None:
+            continue
+        live = ordered[j]
+        touched = live.merge(t[keys], on=keys, how="inner").sort_values(SEQ, kind="stable") if len(live) else live
+        fn = agg["function"]
+        if not len(touched):
+            t[f"__m{i}"] = pd.Series([None] * len(t), dtype=object, index=t.index)
+            continue
+        grouped = touched.groupby(keys, dropna=False, sort=False)[VAL]
+        if fn == "LISTAGG":
+            picked = grouped.agg(lambda v: agg["separator"].join(v))
+        elif fn == "ARRAY_AGG":
+            picked = grouped.agg(list)
+        else:
+            picked = grouped.first() if fn == "FIRST_VALUE" else grouped.last()
+        merged = t[keys].merge(picked.rename("__pick").reset_index(), on=keys, how="left")
+        t[f"__m{i}"] = pd.Series(merged["__pick"].to_numpy(dtype=object), index=t.index).where(
+            merged["__pick"].notna().to_numpy(), None)
+    return t
