@@ -90,6 +90,16 @@ def test_avg_of_a_decimal_is_rounded_once_to_flink_s_scale(run, tmp_path):
     assert sorted(over) == [["1", "1.000000"], ["2", "1.500000"], ["2", "2.000000"]]
 
 
+def test_avg_of_decimal_arithmetic_is_flinks(run, tmp_path):
+    """AVG of DECIMAL arithmetic, as Flink 2.3 prints it: DECIMAL(38, max(6, s)) of the
+    arithmetic's own type (a * b is DECIMAL(16, 3), a / b DECIMAL(17, 8)), rounded once."""
+    write(tmp_path / "d.csv", "12.34,5.6\n1.00,3.0\n")
+    ddl = (f"CREATE TEMPORARY TABLE d (a DECIMAL(10, 2), b DECIMAL(5, 1)) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'd.csv'}', 'format' = 'csv');")
+    assert run.rows(ddl + "SELECT AVG(a * b), AVG(a / b), SUM(a * b), AVG(a + 0.5) FROM d") == [
+        ["36.052000", "1.26845238", "72.104", "7.170000"]]
+
+
 def test_cast_and_timestamp_output(run, table):
     rows = by_id(run, table, "CAST(n AS STRING), CAST(ts AS STRING), CAST('2026-03-04 05:06:07' AS TIMESTAMP(3))")
     assert rows[0] == ["1", "7", "2026-01-01 08:30:00.123", "2026-03-04 05:06:07.000"]

@@ -168,11 +168,36 @@ def test_sum_and_float_results_are_typed_and_cast_as_flink_types_them():
     assert "CAST((PMOD(SUM(`f`.`i`) + 2147483648, 4294967296) - 2147483648) AS INT) AS `si`" in sql
     assert "CAST((PMOD(SUM(`f`.`s`) + 32768, 65536) - 32768) AS SMALLINT) AS `ss`" in sql
     assert "CAST(SUM(`f`.`x`) AS FLOAT) AS `sx`" in sql and "SUM(`bid`.`price`) AS `sp`" in sql
+    assert "SUM(CAST(`f`.`d` AS DECIMAL(38, 2))) AS `sd`" in sql  # no overflow at Spark's DECIMAL(20, 2)
     assert "CAST(AVG(`f`.`x`) AS FLOAT) AS `ax`" in sql and "CAST(STDDEV_POP(`f`.`x`) AS FLOAT) AS `dx`" in sql
     assert "CAST((`f`.`x` + 1) AS FLOAT) AS `x1`" in sql and "CAST((`f`.`x` / 3) AS FLOAT) AS `x3`" in sql
     assert "`f`.`x` * `f`.`x` AS `xx`" in sql and "CAST(" not in sql.split(" AS `x3`, ")[1]
     over = to_spark_sql(plan(ddl + "SELECT SUM(i) OVER (PARTITION BY k ORDER BY x) AS o FROM f").plan.query)
     assert over.startswith("SELECT CAST((PMOD(SUM(`f`.`i`) OVER (PARTITION BY `f`.`k` ORDER BY `f`.`x`)")
+
+
+def test_decimal_arithmetic_and_numeric_literals_are_typed_as_flink_types_them():
+    """The types Flink 2.3 gives (its schema printed for each): DECIMAL arithmetic by
+    LogicalTypeMerging's rules, past 38 digits the scale giving way down to 6; a literal with
+    a decimal point as an operand is its own DECIMAL (0.908 is DECIMAL(4, 3)); an integer
+    literal past INT's range a BIGINT; a DOUBLE or FLOAT with a DECIMAL a DOUBLE."""
+    ddl = ("CREATE TEMPORARY TABLE m (a DECIMAL(10, 2), b DECIMAL(5, 1), c DECIMAL(38, 10), d DECIMAL(30, 5),"
+           " i INT, g BIGINT, y DOUBLE) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');")
+    expected = {"a + b": "DECIMAL(11, 2)", "a - b": "DECIMAL(11, 2)", "a * b": "DECIMAL(16, 3)", "a / b": "DECIMAL(17, 8)",
+                "c + d": "DECIMAL(38, 9)", "c * d": "DECIMAL(38, 6)", "c / d": "DECIMAL(38, 6)", "a / c": "DECIMAL(38, 20)",
+                "a * i": "DECIMAL(21, 2)", "a + g": "DECIMAL(22, 2)", "a / i": "DECIMAL(21, 13)", "i / a": "DECIMAL(23, 11)",
+                "MOD(a, b)": "DECIMAL(6, 2)", "a * 2": "DECIMAL(21, 2)", "a + 1.5": "DECIMAL(11, 2)",
+                "0.908 * g": "DECIMAL(24, 3)", "a * 2.0": "DECIMAL(13, 3)", "(a + b) * i": "DECIMAL(22, 2)",
+                "0.908 * a": "DECIMAL(15, 5)", "10.25 * a": "DECIMAL(15, 4)", "AVG(a * b)": "DECIMAL(38, 6)",
+                "SUM(a * b)": "DECIMAL(38, 3)", "AVG(a / b)": "DECIMAL(38, 8)", "3000000000": "BIGINT",
+                "y * a": "DOUBLE", "y * 1.5": "DOUBLE"}
+    columns = ", ".join(f"{e} AS c{n}" for n, e in enumerate(expected))
+    step = plan(ddl + f"SELECT {columns} FROM m GROUP BY a, b, c, d, i, g, y")
+    assert dict(zip(expected, (c.type.sql() for c in step.plan.columns))) == expected
+    sql = to_spark_sql(step.plan.query)
+    assert "(SUM(CAST(`m`.`a` * `m`.`b` AS DECIMAL(38, 3))) / COUNT(`m`.`a` * `m`.`b`)) AS `c20`" in sql
+    # a COALESCE's DECIMAL is not Flink's for sure (the inference may pick it over a DOUBLE): Spark's AVG
+    assert to_spark_sql(plan(ddl + "SELECT AVG(COALESCE(a, y)) AS q FROM m").plan.query).startswith("SELECT AVG(")
 
 
 def test_an_avg_of_a_decimal_is_its_sum_over_its_count_rounded_once_as_flink_does():
@@ -191,10 +216,11 @@ def test_an_avg_of_a_decimal_is_its_sum_over_its_count_rounded_once_as_flink_doe
                              " auction ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS o FROM bid").plan.query)
     assert over.count("FILTER(WHERE `bid`.`price` > 0) OVER (PARTITION BY `bid`.`auction` ORDER BY `bid`.`ts` ROWS") == 2
     assert "AVG(" not in sql + over
-    # DECIMAL arithmetic: the type inference does not scale it as Flink does; Spark's AVG stays
+    # DECIMAL arithmetic, typed as Flink types it (DECIMAL(17, 8) here): its SUM in DECIMAL(38, 8)
     arithmetic = to_spark_sql(plan("SELECT AVG(CAST(price AS DECIMAL(10, 2)) / CAST(bidder AS DECIMAL(5, 1))) AS q"
                                    " FROM bid").plan.query)
-    assert arithmetic.startswith("SELECT AVG(") and "SUM(" not in arithmetic
+    assert arithmetic.startswith("SELECT (SUM(CAST(CAST(`bid`.`price` AS DECIMAL(10, 2)) / CAST(`bid`.`bidder` AS"
+                                 " DECIMAL(5, 1)) AS DECIMAL(38, 8))) / COUNT(")
 
 
 def test_error_render_points_at_the_spot():

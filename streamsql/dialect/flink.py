@@ -19,6 +19,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
 from streamsql.dialect import builtins as B
+from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
@@ -117,6 +118,9 @@ class Flink(Dialect):
         exp.JSONObjectAgg: {"returns": exp.DType.VARCHAR},
         **{node: {"annotator": B.average_type} for node in B.AVERAGES},
         exp.Sum: {"annotator": B.sum_type},
+        exp.Literal: {"annotator": decimals.literal(Dialect.EXPRESSION_METADATA[exp.Literal]["annotator"])},
+        **{node: {"annotator": decimals.arithmetic(Dialect.EXPRESSION_METADATA[node]["annotator"])}
+           for node in (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)},
         exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
         exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
     }

@@ -20,6 +20,7 @@ from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
+from streamsql.dialect.decimals import exact
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -82,8 +83,8 @@ def _decimal_average(self, outer: exp.Expression, e: exp.Expression) -> str | No
     s + 4 (four digits where Flink has six for s = 0); Spark types this division
     DECIMAL(38, max(6, s)) and rounds it half up. ``outer`` is the call with its FILTER and
     OVER, each kept on both the SUM and the COUNT. None for any other call, and for an
-    argument whose DECIMAL scale is not known for sure (only a column's or a CAST's is: the
-    type inference does not scale DECIMAL arithmetic as Flink does), left to Spark's AVG."""
+    argument whose DECIMAL type is not Flink's for sure (``decimals.exact``: columns, CASTs,
+    literals and their DECIMAL arithmetic are), left to Spark's AVG."""
     if not isinstance(e, exp.Avg):
         return None
     distinct = isinstance(e.this, exp.Distinct)
@@ -91,7 +92,7 @@ def _decimal_average(self, outer: exp.Expression, e: exp.Expression) -> str | No
         return None
     argument = B.average_argument(e)
     arg_type = getattr(argument, "type", None)
-    if not isinstance(argument, (exp.Column, exp.Cast)) or arg_type is None or arg_type.this != exp.DType.DECIMAL:
+    if arg_type is None or arg_type.this != exp.DType.DECIMAL or not exact(argument):
         return None
     sum_type = exp.DataType.build(f"DECIMAL(38, {B.decimal_scale(arg_type)})")  # Flink's SUM of it
     wide = exp.Cast(this=argument.copy(), to=sum_type)
@@ -135,6 +136,20 @@ def _average(name: str):
             return self.func(name, e.this)
         return _decimal_average(self, e, e) or _cast_average(self, self.func(name, e.this), e)
     return sql
+
+
+def _sum(self, e: exp.Sum) -> str:
+    """SUM as Flink computes it: a DECIMAL(p, s)'s in DECIMAL(38, s) (Spark's would be
+    DECIMAL(p + 10, s), and stop the query with an overflow error past it); an integer's or
+    a FLOAT's cast back to its type (``_cast_average``)."""
+    argument = B.average_argument(e)
+    arg_type = getattr(argument, "type", None)
+    precision = arg_type.expressions[0].name if arg_type is not None and arg_type.expressions else None
+    if arg_type is not None and arg_type.this == exp.DType.DECIMAL and precision != "38" and exact(argument) \
+            and not (isinstance(e.this, exp.Distinct) and len(e.this.expressions) != 1):
+        wide = exp.Cast(this=argument.copy(), to=exp.DataType.build(f"DECIMAL(38, {B.decimal_scale(arg_type)})"))
+        return self.func("SUM", exp.Distinct(expressions=[wide]) if isinstance(e.this, exp.Distinct) else wide)
+    return _average("SUM")(self, e)
 
 
 def _filter(self, e: exp.Filter) -> str:
@@ -220,7 +235,7 @@ class SparkTarget(Spark):
             exp.Overlaps: NF.overlaps_sql,
             exp.JSONObjectAgg: JF.json_objectagg_sql,
             exp.Avg: _average("AVG"),
-            exp.Sum: _average("SUM"),
+            exp.Sum: _sum,
             exp.StddevPop: _average("STDDEV_POP"),
             exp.StddevSamp: _average("STDDEV_SAMP"),
             exp.Stddev: _average("STDDEV_SAMP"),
