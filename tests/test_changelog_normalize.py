@@ -81,3 +81,21 @@ def test_each_record_is_compared_with_the_one_before_it_as_flink_does_one_by_one
         for kind, key, value in out.itertuples(index=False):
             got.setdefault(int(key), []).append((kind, int(key), value))
         assert got == {k: v for k, v in expected.items() if v}
+
+
+def test_a_bigint_past_2_53_keeps_every_digit():
+    """An update compares with and retracts the row before it exactly: no float on the way
+    (a shift or an unmatched merge would make an integer column float64)."""
+    plan = {"columns": ["id", "v"]}
+    big = 2**53 + 1
+
+    def batch(records, offset):
+        return pd.DataFrame({"__ukey": [str(k) for k, _ in records], "__tomb": [v is None for _, v in records],
+                             "__off": range(offset, offset + len(records)),
+                             "id": pd.Series([k for k, _ in records], dtype="int64"),
+                             "v": pd.Series([0 if v is None else v for _, v in records], dtype="int64")})
+
+    state, out = normalize(plan, None, batch([(7, big)], 0))
+    state, out = normalize(plan, state, batch([(7, big + 2), (8, 1)], 1))
+    assert [(kind, int(i), int(v)) for kind, i, v in out.itertuples(index=False)] == [
+        ("-U", 7, big), ("+U", 7, big + 2), ("+I", 8, 1)]

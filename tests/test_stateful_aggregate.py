@@ -12,6 +12,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import types as T
@@ -152,6 +153,30 @@ def test_ordered_aggregates_over_retractions_are_flinks_lists(seed):
                 expected[key] = [",".join(l) or None, ";".join(l2) or None, a or None, ai or None,
                                  f[0] if f else None, ln[-1] if ln else None, ",".join(lf) or None]
         assert table == expected
+
+
+def test_ordered_aggregates_over_retractions_keep_null_keys_and_exact_values():
+    """A NULL group key (pandas hands an all-NULL key column back as float64), and a BIGINT
+    past 2^53 beside a NULL through the state store (Arrow hands that column back as
+    float64): kept exactly, and retracted by its own value."""
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.StringType()),
+                           T.StructField("s", T.StringType()), T.StructField("v", T.LongType())])
+    specs = [AggSpec("LISTAGG", "s", output_name="l"), AggSpec("ARRAY_AGG", "v", output_name="a")]
+    big = 2**53 + 1
+    # (a batch's BIGINT column with a NULL comes from Spark as float64: the NULL comes alone)
+    outs = _fold_all(schema, ["k"], specs, [[("+I", None, "x", big)], [("+I", None, "y", None)],
+                                            [("+I", None, "z", 3)], [("-D", None, "x", big)]])
+    assert outs[0] == [("+I", None, "x", [big])]
+    assert outs[3] == [("-U", None, "x,y,z", [big, None, 3]), ("+U", None, "y,z", [None, 3])]
+
+
+def test_a_float_result_compares_as_the_float_it_is_stored_as():
+    """SUM/AVG of a FLOAT are FLOATs: rounded to one as they are emitted and kept, so a batch
+    that changes nothing (a NULL) emits nothing, whichever state layout stored them."""
+    schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("x", T.FloatType())])
+    specs = [AggSpec("SUM", "x", output_name="s"), AggSpec("AVG", "x", output_name="a")]
+    outs = _fold_all(schema, ["k"], specs, [[(1, 0.1), (1, 0.2)], [(1, None)]])
+    assert outs[0] == [("+I", 1, float(np.float32(0.1 + 0.2)), float(np.float32(0.15)))] and outs[1] == []
 
 
 def test_decimal_sum_and_avg():

@@ -7,7 +7,7 @@ the *plan* (built by ``group_aggregate.build_plan``):
 
     keys:       [(name, kind)]            kind: 'int' | 'float' | 'bool' | 'object'
     rowkind:    whether the input carries ``__rowkind`` (else every row is +I)
-    aggs:       [{function, column, distinct, filter, kind, ms, name, out_kind, out_bits}]
+    aggs:       [{function, column, distinct, filter, kind, ms, seq, name, out_kind, out_bits, out_single}]
     multisets:  [(column, filter, kind)]  value → count per key, shared by MIN/MAX/DISTINCT calls
     sequences:  [(column, filter, kind, keep_nulls)]  a key's live values in arrival order, for
                 LISTAGG/ARRAY_AGG/FIRST_VALUE/LAST_VALUE over retracting input (``sequences``)
@@ -394,8 +394,8 @@ def _shape(values: pd.Series, agg) -> pd.Series:
             ints = spreads.wrap(ints, bits)
         result = pd.Series(ints, dtype="Int64", index=values.index)
         return result.mask(missing) if missing.any() else result
-    if kind == "float":
-        return values.astype("float64")
+    if kind == "float":  # a FLOAT's as Spark will store it, so an unchanged one compares equal
+        return values.astype("float32").astype("float64") if agg.get("out_single") else values.astype("float64")
     if kind == "bool":
         return values.astype("boolean")
     return values.astype(object).where(values.notna(), None)
@@ -459,7 +459,7 @@ def encode(state: BucketState) -> list[bytes]:
 
 
 def decode(blobs) -> BucketState:
-    frames = [_from_bytes(b) for b in blobs]
+    frames = [_from_bytes(b, exact_ints=True) for b in blobs]
     return BucketState(frames[0], frames[1:])
 
 
@@ -473,11 +473,20 @@ def _to_bytes(frame: pd.DataFrame) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _from_bytes(blob: bytes) -> pd.DataFrame:
+def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
+    """A table back from its bytes. ``exact_ints``: an integer column with NULLs comes back as
+    nullable Int64 (to_pandas would make it float64, and a BIGINT past 2^53 loses digits)."""
     import pyarrow as pa
 
     table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
     frame = table.to_pandas()
+    if exact_ints:
+        for field, column in zip(table.schema, table.columns):
+            if pa.types.is_integer(field.type) and column.null_count:
+                values = column.combine_chunks()
+                frame[field.name] = pd.arrays.IntegerArray(
+                    values.fill_null(0).to_numpy(zero_copy_only=False).astype("int64"),
+                    values.is_null().to_numpy(zero_copy_only=False))
     for field in table.schema:  # ARRAY_AGG's arrays as lists (to_pandas makes NULL items NaN)
         if pa.types.is_list(field.type):
             frame[field.name] = pd.Series(table.column(field.name).to_pylist(), dtype=object)

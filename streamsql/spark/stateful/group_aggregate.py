@@ -125,6 +125,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "ignore_nulls": a.ignore_nulls,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
+                     "out_single": isinstance(out_type, T.FloatType),
                      "out_scale": out_type.scale if isinstance(out_type, T.DecimalType) else None})
         out_fields.append(T.StructField(a.name, out_type, True))
     plan = {"keys": [(k, value_kind(fields[k].dataType)) for k in keys],

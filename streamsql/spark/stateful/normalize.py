@@ -36,12 +36,16 @@ def normalize(plan: dict, state: pd.DataFrame | None, batch: pd.DataFrame):
     if state is None:
         state = batch.iloc[0:0][[KEY] + columns]
     records = batch.sort_values([KEY, OFFSET], kind="stable").reset_index(drop=True)
-    records = records.merge(state, on=KEY, how="left", suffixes=("", "__old"), indicator=True)
+    # the previous rows as objects: a shift or an unmatched merge would make an integer column
+    # float64, and a BIGINT past 2^53 would lose its last digits
+    stored = state[[KEY]].assign(**{c: state[c].astype(object) for c in columns})
+    records = records.merge(stored, on=KEY, how="left", suffixes=("", "__old"), indicator=True)
     first = (records[KEY] != records[KEY].shift(1)).to_numpy()
     tomb = records[TOMB].eq(True).to_numpy()
     had = np.where(first, (records.pop("_merge") == "both").to_numpy(),
                    ~np.concatenate([[True], tomb[:-1]]))  # a previous row the record replaces
-    previous = pd.DataFrame({name: records[name].shift(1).where(~first, records[f"{name}__old"]) for name in columns})
+    previous = pd.DataFrame({name: records[name].astype(object).shift(1).where(~first, records[f"{name}__old"])
+                             for name in columns})
     same = np.ones(len(records), dtype=bool)
     for name in columns:
         old, new = previous[name], records[name]

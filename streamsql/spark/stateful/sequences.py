@@ -40,7 +40,7 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
         rows = batch.loc[ok, keys].copy()
         rows[VAL] = values[ok].astype(object).where(values[ok].notna(), None)
         added, taken = sign[ok] > 0, rows.loc[sign[ok] < 0]
-        live = _as_kept(plan, old[j]) if old is not None and j < len(old) else None
+        live = _as_kept(plan, old[j], kind) if old is not None and j < len(old) else None
         first = int(live[SEQ].max()) + 1 if live is not None and len(live) else 0
         fresh = rows.loc[added].assign(**{SEQ: np.arange(first, first + int(added.sum()), dtype="int64")})
         if live is None or live.empty:
@@ -53,16 +53,25 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
     return out
 
 
-def _as_kept(plan: dict, live: pd.DataFrame) -> pd.DataFrame:
+def _as_kept(plan: dict, live: pd.DataFrame, kind_of: str) -> pd.DataFrame:
     """A stored sequence in the dtypes a batch's rows have (keys canonical, values objects)."""
     from streamsql.spark.stateful.accumulate import canonical
 
     live = live.copy()
     for name, kind in plan["keys"]:
         live[name] = canonical(live[name], kind)
-    live[VAL] = live[VAL].astype(object).where(live[VAL].notna(), None)
+    values = canonical(live[VAL], kind_of)  # (Arrow hands an integer column with NULLs back as float64)
+    live[VAL] = values.astype(object).where(values.notna(), None)
     live[SEQ] = live[SEQ].astype("int64")
     return live
+
+
+def _canonical_keys(plan: dict, frame: pd.DataFrame) -> pd.DataFrame:
+    from streamsql.spark.stateful.accumulate import canonical
+
+    for name, kind in plan["keys"]:
+        frame[name] = canonical(frame[name], kind)
+    return frame
 
 
 def _stacked(a: pd.Series, b: pd.Series) -> pd.Series:
@@ -102,7 +111,8 @@ def results(plan: dict, t: pd.DataFrame, ordered: list, keys: list[str]) -> pd.D
             picked = grouped.agg(list)
         else:
             picked = grouped.first() if fn == "FIRST_VALUE" else grouped.last()
-        merged = t[keys].merge(picked.rename("__pick").reset_index(), on=keys, how="left")
+        # (a groupby hands keys that are all NULL back as float64: canonical again, to merge)
+        merged = t[keys].merge(_canonical_keys(plan, picked.rename("__pick").reset_index()), on=keys, how="left")
         t[f"__m{i}"] = pd.Series(merged["__pick"].to_numpy(dtype=object), index=t.index).where(
             merged["__pick"].notna().to_numpy(), None)
     return t
