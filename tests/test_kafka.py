@@ -284,6 +284,31 @@ def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path,
     assert wait_for(lambda: final() == {1: 30, 2: None, 3: 3, 4: None}, 90), final()
 
 
+RATE_WATERMARK = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
+
+
+def _price_orders(broker, tmp_path, rates_ddl: str, orders_topic: str, out: str):
+    """A detached job pricing the orders topic by the rates table's version at each order's
+    time (LEFT temporal join) into ``out``: (the priced rows so far, as a function; the job id)."""
+    from tests.test_jobs import start
+
+    script = tmp_path / "job.sql"
+    script.write_text(
+        rates_ddl
+        + kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + RATE_WATERMARK, broker,
+                orders_topic, ", 'scan.startup.mode' = 'earliest-offset'")
+        + kafka("priced", "id BIGINT, v BIGINT", broker, out)
+        + "SET 'execution.checkpointing.interval' = '1 s';"
+          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
+          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
+
+    def priced() -> list:
+        return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
+
+    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    return priced, launched.split()[1]
+
+
 def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, tmp_path, monkeypatch):
     """Versions from a debezium topic (a CDC'd rates table): an update is a new version
     from its time on, and a delete ends the key's versions from its time on, so orders
@@ -305,24 +330,10 @@ def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, 
                                  change("c", None, rate("JPY", 7, 20))])
     broker.produce(orders_topic, [order(1, "EUR", 5), order(2, "USD", 6), order(3, "GBP", 4), order(4, "GBP", 9),
                                   order(5, "EUR", 12), order(6, "JPY", 13)])
-    watermark = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
-    script = tmp_path / "job.sql"
-    script.write_text(
-        kafka("rates", "cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3)" + watermark + ", PRIMARY KEY (cur) NOT"
-              " ENFORCED", broker, rates_topic, ", 'scan.startup.mode' = 'earliest-offset'",
-              fmt="'format' = 'debezium-json'")
-        + kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + watermark, broker, orders_topic,
-                ", 'scan.startup.mode' = 'earliest-offset'")
-        + kafka("priced", "id BIGINT, v BIGINT", broker, out)
-        + "SET 'execution.checkpointing.interval' = '1 s';"
-          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
-          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
-
-    def priced() -> list:
-        return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
-
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
-    job_id = launched.split()[1]
+    rates = kafka("rates", "cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3)" + RATE_WATERMARK + ", PRIMARY KEY (cur)"
+                  " NOT ENFORCED", broker, rates_topic, ", 'scan.startup.mode' = 'earliest-offset'",
+                  fmt="'format' = 'debezium-json'")
+    priced, job_id = _price_orders(broker, tmp_path, rates, orders_topic, out)
     try:
         # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
         assert wait_for(lambda: len(priced()) >= 4, 240), priced()
@@ -355,24 +366,10 @@ def test_an_upsert_kafka_table_s_records_are_the_versions_of_a_temporal_join(bro
                                  rate("JPY", 7, 20)])
     broker.produce(orders_topic, [order(1, "EUR", 5), order(2, "USD", 6), order(3, "CHF", 5), order(4, "CHF", 8),
                                   order(5, "GBP", 4), order(6, "EUR", 12), order(7, "JPY", 13)])
-    watermark = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
-    script = tmp_path / "job.sql"
-    script.write_text(
-        f"CREATE TABLE rates (cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3){watermark}, PRIMARY KEY (cur) NOT"
-        f" ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = '{rates_topic}', 'properties.bootstrap.servers' ="
-        f" '{broker.bootstrap}', 'key.format' = 'json', 'value.format' = 'json');"
-        + kafka("orders", "id BIGINT, cur STRING, amount BIGINT, ts TIMESTAMP(3)" + watermark, broker, orders_topic,
-                ", 'scan.startup.mode' = 'earliest-offset'")
-        + kafka("priced", "id BIGINT, v BIGINT", broker, out)
-        + "SET 'execution.checkpointing.interval' = '1 s';"
-          "INSERT INTO priced SELECT o.id, o.amount * r.rate FROM orders AS o"
-          " LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;")
-
-    def priced() -> list:
-        return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
-
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
-    job_id = launched.split()[1]
+    rates = (f"CREATE TABLE rates (cur STRING NOT NULL, rate BIGINT, ts TIMESTAMP(3){RATE_WATERMARK}, PRIMARY KEY (cur)"
+             f" NOT ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = '{rates_topic}',"
+             f" 'properties.bootstrap.servers' = '{broker.bootstrap}', 'key.format' = 'json', 'value.format' = 'json');")
+    priced, job_id = _price_orders(broker, tmp_path, rates, orders_topic, out)
     try:
         # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
         assert wait_for(lambda: len(priced()) >= 5, 240), priced()
