@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from streamsql.dialect.builtins import decimal_scale
+
 MAX = 38
 APPROXIMATE = (exp.DType.FLOAT, exp.DType.DOUBLE)
 _AS_DECIMAL = {exp.DType.TINYINT: 3, exp.DType.SMALLINT: 5, exp.DType.INT: 10, exp.DType.BIGINT: 19}
@@ -65,7 +67,7 @@ def arithmetic(default):
                 any(getattr(side.type, "this", None) == exp.DType.DECIMAL for side in sides):
             self._set_type(e, exp.DataType.build("DOUBLE"))  # a FLOAT or DOUBLE with a DECIMAL
             return e
-        types = [literal_decimal(side) or _as_decimal(side.type) for side in sides]
+        types = [literal_decimal(side) or precision_scale(side.type) for side in sides]
         if None in types or not any(literal_decimal(side) or getattr(side.type, "this", None) == exp.DType.DECIMAL
                                     for side in sides):
             return e
@@ -97,22 +99,22 @@ def exact(e: exp.Expression) -> bool:
     if isinstance(e, (exp.Paren, exp.Neg)):
         return exact(e.this)
     if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
-        return all(exact(side) and (literal_decimal(side) or _as_decimal(side.type)) for side in (e.this, e.expression))
+        return all(exact(side) and (literal_decimal(side) or precision_scale(side.type))
+                   for side in (e.this, e.expression))
     return False
 
 
-def _as_decimal(data_type: exp.DataType | None) -> tuple[int, int] | None:
-    """(precision, scale) of a DECIMAL or an integer type; None for any other."""
+def precision_scale(data_type: exp.DataType | None) -> tuple[int, int] | None:
+    """(precision, scale) of a DECIMAL (DECIMAL alone is DECIMAL(10, 0)) or an integer type;
+    None for any other."""
     if data_type is None:
         return None
     if data_type.this in _AS_DECIMAL:
         return _AS_DECIMAL[data_type.this], 0
     if data_type.this != exp.DType.DECIMAL:
         return None
-    params = [int(p.name) for p in data_type.expressions]
-    if not params:
-        return 10, 0  # DECIMAL is DECIMAL(10, 0)
-    return params[0], params[1] if len(params) > 1 else 0
+    params = data_type.expressions
+    return (int(params[0].name) if params else 10), decimal_scale(data_type)
 
 
 def _adjusted(precision: int, scale: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
-from streamsql.dialect.decimals import exact
+from streamsql.dialect.decimals import exact, precision_scale
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -144,10 +144,10 @@ def _sum(self, e: exp.Sum) -> str:
     a FLOAT's cast back to its type (``_cast_average``)."""
     argument = B.average_argument(e)
     arg_type = getattr(argument, "type", None)
-    precision = arg_type.expressions[0].name if arg_type is not None and arg_type.expressions else None
-    if arg_type is not None and arg_type.this == exp.DType.DECIMAL and precision != "38" and exact(argument) \
+    precision, scale = precision_scale(arg_type) or (None, None)
+    if arg_type is not None and arg_type.this == exp.DType.DECIMAL and precision != 38 and exact(argument) \
             and not (isinstance(e.this, exp.Distinct) and len(e.this.expressions) != 1):
-        wide = exp.Cast(this=argument.copy(), to=exp.DataType.build(f"DECIMAL(38, {B.decimal_scale(arg_type)})"))
+        wide = exp.Cast(this=argument.copy(), to=exp.DataType.build(f"DECIMAL(38, {scale})"))
         return self.func("SUM", exp.Distinct(expressions=[wide]) if isinstance(e.this, exp.Distinct) else wide)
     return _average("SUM")(self, e)
 

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 VAL, SEQ = "__v", "__c"  # accumulate.VAL and MULT: the value, and here its arrival number
-ADDS = ("+I", "+U")
 
 
 def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], sign: np.ndarray) -> list:
@@ -55,23 +54,13 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
 
 def _as_kept(plan: dict, live: pd.DataFrame, kind_of: str) -> pd.DataFrame:
     """A stored sequence in the dtypes a batch's rows have (keys canonical, values objects)."""
-    from streamsql.spark.stateful.accumulate import canonical
+    from streamsql.spark.stateful.accumulate import _canonical_keys, canonical
 
-    live = live.copy()
-    for name, kind in plan["keys"]:
-        live[name] = canonical(live[name], kind)
+    live = _canonical_keys(plan, live.copy())
     values = canonical(live[VAL], kind_of)  # (Arrow hands an integer column with NULLs back as float64)
     live[VAL] = values.astype(object).where(values.notna(), None)
     live[SEQ] = live[SEQ].astype("int64")
     return live
-
-
-def _canonical_keys(plan: dict, frame: pd.DataFrame) -> pd.DataFrame:
-    from streamsql.spark.stateful.accumulate import canonical
-
-    for name, kind in plan["keys"]:
-        frame[name] = canonical(frame[name], kind)
-    return frame
 
 
 def _stacked(a: pd.Series, b: pd.Series) -> pd.Series:
@@ -94,12 +83,18 @@ def _remove_earliest(live: pd.DataFrame, taken: pd.DataFrame, keys: list[str]) -
 
 def results(plan: dict, t: pd.DataFrame, ordered: list, keys: list[str]) -> pd.DataFrame:
     """``t`` (the touched keys) with ``__m{i}`` set for each call kept in a sequence."""
+    from streamsql.spark.stateful.accumulate import _canonical_keys
+
+    touched_of: dict = {}  # per sequence, its touched keys' values in order (calls may share one)
     for i, agg in enumerate(plan["aggs"]):
         j = agg.get("seq")
         if j is None:
             continue
-        live = ordered[j]
-        touched = live.merge(t[keys], on=keys, how="inner").sort_values(SEQ, kind="stable") if len(live) else live
+        if j not in touched_of:
+            live = ordered[j]
+            touched_of[j] = live.merge(t[keys], on=keys, how="inner").sort_values(SEQ, kind="stable") \
+                if len(live) else live
+        touched = touched_of[j]
         fn = agg["function"]
         if not len(touched):
             t[f"__m{i}"] = pd.Series([None] * len(t), dtype=object, index=t.index)
