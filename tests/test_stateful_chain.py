@@ -416,3 +416,29 @@ def test_a_top_n_by_window_over_a_tvf_joined_with_a_table_is_a_regular_top_n():
                    " users u ON w.bidder = u.id) WHERE rn <= 2;")
     assert isinstance(stage, RankStage) and stage.window_end is None and not stage.per_window
     assert stage.partition == ["window_start", "window_end"] and not inserts_only(stage)
+
+
+def test_bigints_past_2_53_stay_exact_beside_nulls_in_every_stateful_operator(run, tmp_path):
+    """An integer column with a NULL used to reach the operators' pandas as float64 (Spark's
+    worker), so 2^60 + 1 came out as 2^60; packed, they arrive exact (spark.stateful.transport)."""
+    big = 2 ** 60
+    lines = [f"{big + k},{'' if i % 3 == 0 else big + 2 * i + 1},2026-01-01 00:00:{i:02d}"
+             for i in range(24) for k in [i % 4]]
+    for part in range(3):
+        os.utime(write(tmp_path / "big" / f"part-{part}.csv", "\n".join(lines[part * 8:part * 8 + 8]) + "\n"),
+                 (time.time() - 100 + part,) * 2)
+    write(tmp_path / "names" / "part-0.csv", f"{big},zero\n{big + 1},one\n")
+    run.output(f"CREATE TEMPORARY TABLE big (k BIGINT, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH"
+               f" ('connector' = 'filesystem', 'path' = '{tmp_path / 'big'}', 'format' = 'csv');"
+               f"CREATE TEMPORARY TABLE names (k BIGINT, name STRING) WITH"
+               f" ('connector' = 'filesystem', 'path' = '{tmp_path / 'names'}', 'format' = 'csv');")
+    for query in ["SELECT k, MAX(v) AS top, MIN(v) AS low, SUM(v - k) AS s FROM big GROUP BY k",
+                  "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn"
+                  " FROM big) WHERE rn = 1",
+                  "SELECT b.v, n.k AS nk, n.name FROM big AS b LEFT JOIN names AS n ON b.k = n.k",
+                  "SELECT k, v, MAX(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+                  " AS top FROM big"]:
+        final, _, expected = streamed_and_batch(run, query)
+        assert final == expected, query
+        assert any(str(big + 1) in row or any(v.startswith(str(big)[:15]) and int(v) % 2 for v in row if v.isdigit())
+                   for row in final), query

@@ -473,9 +473,17 @@ def _to_bytes(frame: pd.DataFrame) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def nullable_ints(column) -> pd.arrays.IntegerArray:
+    """An Arrow integer column with NULLs as pandas' nullable Int64: exact (to_pandas would
+    make it float64, and a BIGINT past 2^53 loses digits)."""
+    values = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    return pd.arrays.IntegerArray(values.fill_null(0).to_numpy(zero_copy_only=False).astype("int64"),
+                                  values.is_null().to_numpy(zero_copy_only=False))
+
+
 def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
     """A table back from its bytes. ``exact_ints``: an integer column with NULLs comes back as
-    nullable Int64 (to_pandas would make it float64, and a BIGINT past 2^53 loses digits)."""
+    nullable Int64 (``nullable_ints``)."""
     import pyarrow as pa
 
     table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
@@ -483,10 +491,7 @@ def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
     if exact_ints:
         for field, column in zip(table.schema, table.columns):
             if pa.types.is_integer(field.type) and column.null_count:
-                values = column.combine_chunks()
-                frame[field.name] = pd.arrays.IntegerArray(
-                    values.fill_null(0).to_numpy(zero_copy_only=False).astype("int64"),
-                    values.is_null().to_numpy(zero_copy_only=False))
+                frame[field.name] = nullable_ints(column)
     for field in table.schema:  # ARRAY_AGG's arrays as lists (to_pandas makes NULL items NaN)
         if pa.types.is_list(field.type):
             frame[field.name] = pd.Series(table.column(field.name).to_pylist(), dtype=object)

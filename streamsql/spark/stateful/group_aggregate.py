@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, state_layouts
+from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, transport
 from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -65,9 +65,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     first = [ROWKIND_COLUMN] if plan["rowkind"] else []
     bucketed, plan["columns"] = bucketed_input(frame, first + keys, aggregates, keys, buckets)
     _ship_by_value()
-    result = bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=GroupAggregateProcessor(plan), outputStructType=output,
-        outputMode="Append", timeMode="None")
+    result = transport.transform(bucketed, BUCKET, GroupAggregateProcessor(plan), output, "None")
     return result.drop(GLOBAL_KEY) if drop else result
 
 

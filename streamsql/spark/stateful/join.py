@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, joining, predicates
+from streamsql.spark.stateful import accumulate, default_buckets, joining, predicates, transport
 from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
@@ -46,8 +46,7 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
                                      hashed_from=1 if null_aware else 0)
     plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms)
     _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=JoinProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+    return transport.transform(bucketed, BUCKET, JoinProcessor(plan), out, "None")
 
 
 def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,

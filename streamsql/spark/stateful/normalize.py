@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate, state_layouts
+from streamsql.spark.stateful import accumulate, state_layouts, transport
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 KEY, TOMB, OFFSET, BUCKET = "__ukey", "__tomb", "__off", "__bucket"
@@ -81,8 +81,7 @@ def changelog_normalize(records, buckets: int | None = None):
                        + [f for f in records.schema.fields if f.name in columns])
     bucketed = records.withColumn(BUCKET, F.pmod(F.xxhash64(F.col(KEY)), F.lit(buckets)).cast("int"))
     _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=NormalizeProcessor(plan), outputStructType=out, outputMode="Append", timeMode="None")
+    return transport.transform(bucketed, BUCKET, NormalizeProcessor(plan), out, "None")
 
 
 class NormalizeProcessor(StatefulProcessor):

@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, over_frames, state_layouts
+from streamsql.spark.stateful import accumulate, default_buckets, over_frames, state_layouts, transport
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -70,9 +70,7 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
     hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
     bucketed = frame.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
     _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=OverProcessor(plan), outputStructType=T.StructType(out),
-        outputMode="Append", timeMode="EventTime" if rowtime else "None")
+    return transport.transform(bucketed, BUCKET, OverProcessor(plan), T.StructType(out), "EventTime" if rowtime else "None")
 
 
 class OverProcessor(StatefulProcessor):

@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, ranking, state_layouts
+from streamsql.spark.stateful import accumulate, default_buckets, ranking, state_layouts, transport
 
 BUCKET = "__bucket"
 
@@ -68,12 +68,8 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
         # Each Arrow batch's own top N per partition first, where the rows are read: only
         # those can be in a window's top N, and few rows then travel to the window operator.
         bucketed = bucketed.mapInPandas(local_top(plan), schema=bucketed.schema)
-        return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-            statefulProcessor=WindowRankProcessor(plan), outputStructType=T.StructType(out),
-            outputMode="Append", timeMode="EventTime")
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=RankProcessor(plan), outputStructType=T.StructType(out),
-        outputMode="Append", timeMode="None")
+        return transport.transform(bucketed, BUCKET, WindowRankProcessor(plan), T.StructType(out), "EventTime")
+    return transport.transform(bucketed, BUCKET, RankProcessor(plan), T.StructType(out), "None")
 
 
 class RankProcessor(StatefulProcessor):

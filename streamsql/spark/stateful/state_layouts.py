@@ -101,7 +101,13 @@ class RowsLayout:
         _check_buckets(stored[0], self.plan)
         frames = []
         for lst, schema, kinds in zip(self.lists, self.schemas, self.kinds):
-            frame = pd.DataFrame(list(lst.get()), columns=schema.names)
+            rows = list(lst.get())
+            columns = list(zip(*rows)) if rows else [()] * len(schema.names)
+            # column by column: a DataFrame of the tuples would make an integer column with a
+            # NULL float64 first, and a BIGINT past 2^53 would lose digits
+            frame = pd.DataFrame({name: pd.array(list(values), dtype="Int64") if kinds[name] == "int"
+                                  else pd.Series(list(values), dtype=None if values else object)
+                                  for name, values in zip(schema.names, columns)})
             for name in schema.names:
                 frame[name] = accumulate.canonical(frame[name], kinds[name])
             frames.append(frame)

@@ -30,7 +30,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate, joining, state_layouts
+from streamsql.spark.stateful import accumulate, joining, state_layouts, transport
 from streamsql.spark.stateful.join import BUCKET, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
@@ -50,9 +50,7 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
     bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
     plan.update(left_time=plan["left"][0], right_time=plan["right"][0])
     _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=TemporalJoinProcessor(plan), outputStructType=out, outputMode="Append",
-        timeMode="EventTime")
+    return transport.transform(bucketed, BUCKET, TemporalJoinProcessor(plan), out, "EventTime")
 
 
 def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, next_seq: int,

@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, window_slices
+from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, window_slices, transport
 from streamsql.spark.stateful.group_aggregate import BUCKET, bucketed_input, build_plan
 from streamsql.spark.stateful.specs import AggSpec
 
@@ -55,9 +55,7 @@ def window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec
     bucketed, plan["columns"] = bucketed_input(keyed, all_keys, aggregates, all_keys, buckets, [SLICE_END_MS])
     schema = T.StructType([f for f in output.fields if f.name != WINDOW_END_MS])
     _ship_by_value()
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=WindowAggregateProcessor(plan), outputStructType=schema,
-        outputMode="Append", timeMode=time_mode(plan))
+    return transport.transform(bucketed, BUCKET, WindowAggregateProcessor(plan), schema, time_mode(plan))
 
 
 def time_mode(plan: dict) -> str:
@@ -99,9 +97,7 @@ def sliced_window_aggregate(frame: DataFrame, keys: list[str], aggregates: list[
                           + [T.StructField(window_slices.START, T.LongType()), T.StructField(window_slices.END, T.LongType())]
                           + [fields[a.name] for a in aggregates])
     _ship_by_value()
-    fired = bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=SlicedWindowProcessor(plan), outputStructType=schema,
-        outputMode="Append", timeMode=time_mode(plan))
+    fired = transport.transform(bucketed, BUCKET, SlicedWindowProcessor(plan), schema, time_mode(plan))
     millis = {"start": F.col(window_slices.START), "end": F.col(window_slices.END),
               "time": F.col(window_slices.END) - F.lit(1)}
     return fired.select(F.col(ROWKIND_COLUMN), *[

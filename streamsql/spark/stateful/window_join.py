@@ -35,7 +35,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts
+from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts, transport
 from streamsql.spark.stateful.join import BUCKET, JOIN_TYPES, SEMI, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
@@ -64,9 +64,7 @@ def window_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, re
                 fired=[bool(f) for f in fired])
     ship()
     processor = BatchWindowJoinProcessor(plan) if per_batch else WindowJoinProcessor(plan)
-    return bucketed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=processor, outputStructType=out, outputMode="Append",
-        timeMode="None" if per_batch else "EventTime")
+    return transport.transform(bucketed, BUCKET, processor, out, "None" if per_batch else "EventTime")
 
 
 def accept(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batch: pd.DataFrame,

@@ -1,0 +1,67 @@
+"""How rows reach a stateful operator (spark.stateful.transport), without Spark: a task's
+Arrow batches packed per bucket, then a bucket's values unpacked, must give the bucket's rows
+in their order, with the dtypes the operators take (Spark's worker gave those before), and
+integers exact where a column has a NULL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import random
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from streamsql.spark.stateful import transport
+
+SCHEMA = T.StructType([T.StructField(name, kind) for name, kind in [
+    ("id", T.LongType()), ("maybe", T.LongType()), ("small", T.IntegerType()), ("f", T.FloatType()),
+    ("d", T.DoubleType()), ("s", T.StringType()), ("ok", T.BooleanType()), ("amount", T.DecimalType(10, 2)),
+    ("ts", T.TimestampType()), ("tags", T.ArrayType(T.LongType())), ("__bucket", T.IntegerType())]])
+
+
+def _rows(rng: random.Random, n: int) -> list[tuple]:
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    return [(2 ** 60 + 2 * i + 1, None if rng.random() < 0.3 else 2 ** 55 + i, rng.randint(-5, 5),
+             rng.choice([0.1, 1.5]), rng.random(), rng.choice(["a", None, "ß"]), rng.choice([True, False]),
+             decimal.Decimal(rng.randint(0, 9999)) / 100, start + dt.timedelta(milliseconds=rng.randint(0, 10 ** 6)),
+             [i, i + 1], rng.randint(0, 4)) for i in range(n)]
+
+
+def _batches(rows: list[tuple], size: int) -> list[pa.RecordBatch]:
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    return [pa.RecordBatch.from_arrays([pa.array(list(column), type=field.type)
+                                        for column, field in zip(zip(*rows[i:i + size]), schema)], schema=schema)
+            for i in range(0, len(rows), size)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, monkeypatch):
+    rng = random.Random(seed)
+    rows = _rows(rng, 500)
+    monkeypatch.setattr(transport, "FLUSH_ROWS", 180)  # a task flushes its rows more than once
+    packed = list(transport.Pack(len(SCHEMA) - 1, "__bucket")(iter(_batches(rows, 70))))
+    values: dict[int, list] = {}
+    for batch in packed:
+        assert batch.schema.names == ["__bucket", transport.ROWS]
+        for bucket, value in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            values.setdefault(bucket, []).append(value)
+    assert sum(len(b) for b in packed) < len(rows) / 10  # a value per bucket and flush, not per row
+    for bucket, parts in values.items():
+        frame = transport.unpack(parts, SCHEMA.json(), "UTC")
+        expected = [r for r in rows if r[-1] == bucket]
+        assert frame["id"].tolist() == [r[0] for r in expected]  # exact past 2^53, in order
+        assert [None if v is pd.NA else v for v in frame["maybe"]] == [r[1] for r in expected]
+        assert str(frame["maybe"].dtype) == "Int64" and str(frame["small"].dtype) == "int64"
+        assert str(frame["f"].dtype) == "float64" and frame["f"].round(6).tolist() == [r[3] for r in expected]
+        assert frame["s"].tolist() == [r[5] for r in expected]
+        assert frame["amount"].tolist() == [r[7] for r in expected]
+        assert [t.to_pydatetime() for t in frame["ts"]] == [r[8].replace(tzinfo=None) for r in expected]
+        assert [list(t) for t in frame["tags"]] == [r[9] for r in expected]
+
+
+def test_no_rows_pack_to_nothing():
+    assert list(transport.Pack(0, "b")(iter([]))) == []
