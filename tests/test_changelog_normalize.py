@@ -99,3 +99,21 @@ def test_a_bigint_past_2_53_keeps_every_digit():
     state, out = normalize(plan, state, batch([(7, big + 2), (8, 1)], 1))
     assert [(kind, int(i), int(v)) for kind, i, v in out.itertuples(index=False)] == [
         ("-U", 7, big), ("+U", 7, big + 2), ("+I", 8, 1)]
+
+
+def test_integer_columns_with_nulls_arrive_as_int64_and_compare_exactly():
+    """Packed input (spark.stateful.transport) gives an integer column with a NULL as Int64:
+    a NULL compares equal to a NULL, a BIGINT past 2^53 to itself, and nothing fails on NA."""
+    big = 2 ** 60 + 1
+
+    def batch(records, offset):
+        return pd.DataFrame({"__ukey": [str(k) for k, _ in records], "__tomb": [v == "tomb" for _, v in records],
+                             "__off": range(offset, offset + len(records)),
+                             "id": [None if v == "tomb" else str(k) for k, v in records],
+                             "v": pd.array([None if v == "tomb" else v for _, v in records], dtype="Int64")})
+
+    state, out = normalize(PLAN, None, batch([(1, big), (1, "tomb"), (1, None), (2, None)], 0))
+    assert out.astype(object).where(out.notna(), None).values.tolist() == [
+        ["+I", "1", big], ["-D", "1", big], ["+I", "1", None], ["+I", "2", None]]
+    state, out = normalize(PLAN, state, batch([(1, None), (2, big)], 4))  # 1 unchanged (NULL), 2 updated
+    assert out.astype(object).where(out.notna(), None).values.tolist() == [["-U", "2", None], ["+U", "2", big]]

@@ -38,18 +38,18 @@ def _batches(rows: list[tuple], size: int) -> list[pa.RecordBatch]:
             for i in range(0, len(rows), size)]
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, monkeypatch):
+@pytest.mark.parametrize("seed, flush", [(0, "FLUSH_ROWS"), (1, "FLUSH_BYTES"), (2, "FLUSH_ROWS")])
+def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, flush, monkeypatch):
     rng = random.Random(seed)
     rows = _rows(rng, 500)
-    monkeypatch.setattr(transport, "FLUSH_ROWS", 180)  # a task flushes its rows more than once
+    monkeypatch.setattr(transport, flush, 180 if flush == "FLUSH_ROWS" else 20_000)  # flushed more than once
     packed = list(transport.Pack(len(SCHEMA) - 1, "__bucket")(iter(_batches(rows, 70))))
     values: dict[int, list] = {}
     for batch in packed:
         assert batch.schema.names == ["__bucket", transport.ROWS]
         for bucket, value in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             values.setdefault(bucket, []).append(value)
-    assert sum(len(b) for b in packed) < len(rows) / 10  # a value per bucket and flush, not per row
+    assert 1 < len(packed) and sum(len(b) for b in packed) < len(rows) / 10  # per bucket and flush, not per row
     for bucket, parts in values.items():
         frame = transport.unpack(parts, SCHEMA.json(), "UTC")
         expected = [r for r in rows if r[-1] == bucket]

@@ -63,8 +63,9 @@ class BucketState:
 
 
 def canonical(series: pd.Series, kind: str) -> pd.Series:
-    """One pandas dtype per kind, whatever Arrow handed over (an integer column with NULLs
-    arrives as float64): keys and values from different batches then merge."""
+    """One pandas dtype per kind, whatever came in (an integer column with NULLs is Int64 from
+    transport and a blob, float64 from a state written before, or from Arrow elsewhere): keys and
+    values from different batches then merge."""
     if kind == "int":
         return series if series.dtype == "Int64" else series.astype("Int64")
     if kind == "float":

@@ -173,8 +173,8 @@ class GroupAggregateProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
-        # Spark's worker rebuilds the frames from namedtuples: names with a leading '_' come
-        # renamed ('_1'); the columns are in the order group_aggregate selected them.
+        # the columns are in the order group_aggregate selected them (named by position, as
+        # Spark's own worker renamed a leading '_')
         batch.columns = self.plan["columns"]
         state, out = accumulate.fold(self.plan, self.state.load(), batch)
         self.state.store(state)

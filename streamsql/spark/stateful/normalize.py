@@ -47,8 +47,8 @@ def normalize(plan: dict, state: pd.DataFrame | None, batch: pd.DataFrame):
     previous = pd.DataFrame({name: records[name].astype(object).shift(1).where(~first, records[f"{name}__old"])
                              for name in columns})
     same = np.ones(len(records), dtype=bool)
-    for name in columns:
-        old, new = previous[name], records[name]
+    for name in columns:  # as objects, NULL as None (an integer column with a NULL is Int64: NA has no truth)
+        old, new = _objects(previous[name]), _objects(records[name])
         same &= ((old == new) | (old.isna() & new.isna())).to_numpy(dtype=bool, na_value=False)
     retract = had & (tomb | ~same)  # -D (a tombstone) or -U (a changed value): the row it replaces
     add = ~tomb & ~(had & same)  # +I (no row before) or +U
@@ -64,6 +64,11 @@ def normalize(plan: dict, state: pd.DataFrame | None, batch: pd.DataFrame):
                                         last.loc[~last[TOMB].eq(True).to_numpy(), [KEY] + columns]) if len(part)]
                      or [state.iloc[0:0][[KEY] + columns]], ignore_index=True)
     return (kept if len(kept) else None), out
+
+
+def _objects(values: pd.Series) -> pd.Series:
+    values = values.astype(object)
+    return values.where(values.notna(), None)
 
 
 def changelog_normalize(records, buckets: int | None = None):

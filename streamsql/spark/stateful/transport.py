@@ -33,7 +33,10 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from streamsql.spark.stateful import accumulate
 
 ROWS = "__rows"
-FLUSH_ROWS = 1_000_000  # a task packs at most this many rows at once (memory per task)
+# A task packs at most this many rows, or bytes, at once: the memory a task holds, and one
+# value far below the 2 GiB an Arrow binary column (and a Spark value) can hold
+FLUSH_ROWS = 1_000_000
+FLUSH_BYTES = 128 * 1024 * 1024
 
 
 def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, output: T.StructType,
@@ -61,14 +64,14 @@ class Pack:
         self.bucket_index, self.bucket = bucket_index, bucket
 
     def __call__(self, batches):
-        pending, count = [], 0
+        pending, count, size = [], 0, 0
         for batch in batches:
             if batch.num_rows:
                 pending.append(batch)
-                count += batch.num_rows
-            if count >= FLUSH_ROWS:
+                count, size = count + batch.num_rows, size + batch.nbytes
+            if count >= FLUSH_ROWS or size >= FLUSH_BYTES:
                 yield self.pack(pending)
-                pending, count = [], 0
+                pending, count, size = [], 0, 0
         if pending:
             yield self.pack(pending)
 
