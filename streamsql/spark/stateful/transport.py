@@ -132,6 +132,7 @@ class Unpacked(StatefulProcessor):
         self.inner.init(handle)
 
     def handleInputRows(self, key, rows, timerValues):
+        # (bucket, rows) by position: Spark's worker renames a column with a leading '_'
         values = [value for frame in rows for value in frame.iloc[:, 1]]
         if values:
             yield from self.inner.handleInputRows(key, iter([unpack(values, self.schema_json, self.timezone)]),
