@@ -467,11 +467,23 @@ def decode(blobs) -> BucketState:
 def _to_bytes(frame: pd.DataFrame) -> bytes:
     import pyarrow as pa
 
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return ipc_bytes(pa.Table.from_pandas(frame, preserve_index=False), compression="lz4")
+
+
+def ipc_bytes(table, compression: str | None = None) -> bytes:
+    """An Arrow table as Arrow IPC stream bytes (``ipc_table`` reads them back)."""
+    import pyarrow as pa
+
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+def ipc_table(blob: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
 def nullable_ints(column) -> pd.arrays.IntegerArray:
@@ -487,7 +499,7 @@ def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
     nullable Int64 (``nullable_ints``)."""
     import pyarrow as pa
 
-    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    table = ipc_table(blob)
     frame = table.to_pandas()
     if exact_ints:
         for field, column in zip(table.schema, table.columns):

@@ -85,18 +85,9 @@ class Pack:
         table, buckets = table.take(pa.array(order)), buckets[order]
         starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
         ends = np.r_[starts[1:], len(buckets)]
-        values = [_ipc(table.slice(start, end - start)) for start, end in zip(starts, ends)]
+        values = [accumulate.ipc_bytes(table.slice(start, end - start)) for start, end in zip(starts, ends)]
         return pa.RecordBatch.from_arrays(
             [pa.array(buckets[starts], type=pa.int32()), pa.array(values, type=pa.binary())], names=[self.bucket, ROWS])
-
-
-def _ipc(table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
@@ -109,7 +100,7 @@ def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
     import pyarrow as pa
     from pyspark.sql.conversion import ArrowBatchTransformer
 
-    table = pa.concat_tables([pa.ipc.open_stream(pa.py_buffer(v)).read_all() for v in values])
+    table = pa.concat_tables([accumulate.ipc_table(v) for v in values])
     schema = T.StructType.fromJson(json.loads(schema_json))
     columns = ArrowBatchTransformer.to_pandas(table, timezone=timezone, schema=schema)
     frame = pd.concat(columns, axis=1) if columns else pd.DataFrame()
