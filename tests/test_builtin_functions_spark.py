@@ -244,10 +244,24 @@ def test_aggregate_functions_follow_flink(run, tmp_path):
         " ARRAY_AGG(v), ARRAY_AGG(v IGNORE NULLS), LISTAGG(DISTINCT k), CARDINALITY(COLLECT(DISTINCT k)),"
         " JSON_OBJECTAGG(KEY k || COALESCE(v, '') VALUE v), JSON_OBJECTAGG(k || COALESCE(v, '') VALUE v ABSENT ON NULL)"
         " FROM g GROUP BY k"))
-    assert rows == [["a", "x", "x", "x", "x", "1", '["x"]', "[x, NULL]", "[x]", "a", "1", '{"ax":"x","a":null}', '{"ax":"x"}'],
+    assert rows == [["a", "x", "x", "x", "x", "1", '["x"]', "[x, NULL]", "[x]", "a", "1", '{"a":null,"ax":"x"}', '{"ax":"x"}'],
                     ["b", "y,z", "y;z", "y", "z", "2", '["y","z"]', "[y, z]", "[y, z]", "b", "1", '{"by":"y","bz":"z"}',
                      '{"by":"y","bz":"z"}'],
                     ["c", "", "", "", "", "0", "[]", "[NULL]", "[]", "c", "1", '{"c":null}', "{}"]]
+
+
+def test_json_objectagg_orders_members_by_key_and_fails_on_a_repeated_key(run, tmp_path):
+    """As Flink 2.3 measured: members sorted by key (not arrival), and a key seen twice fails
+    the query naming it, even under ABSENT ON NULL with a NULL first value."""
+    from streamsql.errors import StreamsqlError
+
+    path = write(tmp_path / "o.csv", "1,b,2\n1,a,1\n1,zz,\n1,B,3\n2,q,\n2,r,1\n2,q,5\n")
+    ddl = (f"CREATE TEMPORARY TABLE o (g INT, k STRING, v INT) WITH ('connector' = 'filesystem', 'path' = '{path}',"
+           " 'format' = 'csv');\n")
+    assert run.rows(ddl + "SELECT g, JSON_OBJECTAGG(KEY k VALUE v) FROM o WHERE g = 1 GROUP BY g") == [
+        ["1", '{"B":3,"a":1,"b":2,"zz":null}']]
+    with pytest.raises(StreamsqlError, match="Key 'q' is already present. Duplicate keys are not allowed in JSON_OBJECTAGG"):
+        run.rows(ddl + "SELECT g, JSON_OBJECTAGG(KEY k VALUE v ABSENT ON NULL) FROM o GROUP BY g")
 
 
 JSON_ROW = ('{"i": -7, "b": 44, "d": 2.5, "m": 1.234, "s": "hello", "ts": "2024-03-10 23:59:59.123",'

@@ -137,13 +137,29 @@ def is_sql(self, e: exp.Is) -> str:
 
 
 def json_objectagg_sql(self, e: exp.JSONObjectAgg) -> str:
+    """Flink's JSON_OBJECTAGG: members ordered by key; a repeated key fails the query, whether or
+    not its value is NULL, in Flink's words, naming the first key seen twice."""
+    pair = e.expressions[0]
+    key = self.sql(pair.this)
+    pairs = f"COLLECT_LIST(IF({key} IS NULL, NULL, NAMED_STRUCT('k', CAST({key} AS STRING), 'm', {json_member(self, e)})))"
+    keys = f"TRANSFORM({pairs}, p -> p.k)"
+    repeated = f"ELEMENT_AT(FILTER(TRANSFORM({keys}, (k, i) -> IF(ARRAY_POSITION({keys}, k) <= i, k, NULL)), k -> k IS NOT NULL), 1)"
+    message = f"CONCAT('Key ''', {repeated}, '''{DUPLICATE_KEY}')"
+    joined = f"CONCAT('{{', ARRAY_JOIN(TRANSFORM(ARRAY_SORT({pairs}), p -> p.m), ','), '}}')"
+    return f"CASE WHEN SIZE(ARRAY_DISTINCT({keys})) < SIZE({keys}) THEN RAISE_ERROR({message}) ELSE {joined} END"
+
+
+# Flink's message for a repeated JSON_OBJECTAGG key, after "Key '<key>'"
+DUPLICATE_KEY = " is already present. Duplicate keys are not allowed in JSON_OBJECTAGG. Please ensure that keys are unique."
+
+
+def json_member(self, e: exp.JSONObjectAgg) -> str:
+    """One JSON_OBJECTAGG member as text, ``"key":value``; NULL for a NULL value under ABSENT ON NULL."""
     pair = e.expressions[0]
     absent = (e.args.get("null_handling") or "").upper().startswith("ABSENT")
     value = json_text(self, pair.expression)
     member = f"CONCAT({json_text(self, pair.this)}, ':', {value if absent else f'COALESCE({value}, {chr(39)}null{chr(39)})'})"
-    if absent:
-        member = f"IF({value} IS NULL, NULL, {member})"
-    return f"CONCAT('{{', ARRAY_JOIN(COLLECT_LIST({member}), ','), '}}')"
+    return f"IF({value} IS NULL, NULL, {member})" if absent else member
 
 
 TEMPLATES = {
