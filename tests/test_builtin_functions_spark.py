@@ -262,6 +262,15 @@ def test_json_objectagg_orders_members_by_key_and_fails_on_a_repeated_key(run, t
         ["1", '{"B":3,"a":1,"b":2,"zz":null}']]
     with pytest.raises(StreamsqlError, match="Key 'q' is already present. Duplicate keys are not allowed in JSON_OBJECTAGG"):
         run.rows(ddl + "SELECT g, JSON_OBJECTAGG(KEY k VALUE v ABSENT ON NULL) FROM o GROUP BY g")
+    # ... and streamed, through the GroupAggregate
+    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';\n"
+    try:
+        with pytest.raises(StreamsqlError, match="Key 'q' is already present. Duplicate keys are not allowed"):
+            run.rows(ddl + streamed + "SELECT g, JSON_OBJECTAGG(KEY k VALUE v ABSENT ON NULL) FROM o GROUP BY g")
+        assert run.rows(ddl + streamed + "SELECT g, JSON_OBJECTAGG(KEY k VALUE v) FROM o WHERE g = 1 GROUP BY g") == [
+            ["+I", "1", '{"B":3,"a":1,"b":2,"zz":null}']]
+    finally:
+        run.rows("RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode'")
 
 
 JSON_ROW = ('{"i": -7, "b": 44, "d": 2.5, "m": 1.234, "s": "hello", "ts": "2024-03-10 23:59:59.123",'

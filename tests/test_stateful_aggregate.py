@@ -218,6 +218,30 @@ def test_listagg_joins_values_in_arrival_order_across_batches():
     assert output["l"].dataType == T.StringType()
 
 
+def test_json_objectagg_keeps_live_members_ordered_by_key_and_fails_on_a_repeated_key():
+    """JSON_OBJECTAGG's members (the split hands each row's key, NUL, ``"key":value``; an
+    empty member is a NULL value under ABSENT ON NULL) over inserts and retractions: the live
+    members ordered by key, as Flink 2.3 prints them, ``{}`` when all are absent; a key held
+    twice at once fails the query in Flink's words, as Flink's fails on accumulating it."""
+    from streamsql.spark.stateful.sequences import DUPLICATE_KEY
+
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("g", T.IntegerType()),
+                           T.StructField("m", T.StringType())])
+    member = {key: f'{key}\0"{key}":{value}' for key, value in (("b", 2), ("a", "null"), ("B", 3), ("a b", 1))}
+    member["z"] = "z\0"  # absent: a NULL value under ABSENT ON NULL
+    member["x\0y"] = 'x\0y\0"x\\u0000y":5'  # a key holding a NUL itself: the member follows the last one
+    outs = _fold_all(schema, ["g"], [AggSpec("JSON_OBJECTAGG", "m", output_name="o")], [
+        [("+I", 1, member["b"]), ("+I", 1, member["a"]), ("+I", 2, member["z"]), ("+I", 1, None)],
+        [("+I", 1, member["B"]), ("-D", 1, member["a"]), ("+I", 1, member["a b"]), ("+I", 1, member["x\0y"])],
+        [("-U", 1, member["b"]), ("+U", 1, member["a"])]])
+    assert sorted(outs[0]) == [("+I", 1, '{"a":null,"b":2}'), ("+I", 2, "{}")]
+    assert outs[1] == [("-U", 1, '{"a":null,"b":2}'), ("+U", 1, '{"B":3,"a b":1,"b":2,"x\\u0000y":5}')]
+    assert outs[2] == [("-U", 1, '{"B":3,"a b":1,"b":2,"x\\u0000y":5}'), ("+U", 1, '{"B":3,"a":null,"a b":1,"x\\u0000y":5}')]
+    with pytest.raises(ValueError, match="^Key 'b'" + DUPLICATE_KEY.replace(".", r"\.") + "$"):
+        _fold_all(schema, ["g"], [AggSpec("JSON_OBJECTAGG", "m", output_name="o")],
+                  [[("+I", 1, member["b"])], [("+I", 1, 'b\0"b":7')]])
+
+
 def test_array_agg_keeps_values_in_arrival_order_and_nulls_unless_ignored():
     """Flink's ARRAY_AGG over insert-only input: every value in the order rows come, NULLs
     too (RESPECT NULLS) or not (IGNORE NULLS); NULL while a key has no row it takes (FILTER)."""
@@ -251,7 +275,7 @@ def test_stddev_and_variance_are_typed_as_flink_types_them():
     _, output = build_plan(schema, ["k"], specs)
     assert [f.dataType for f in output.fields[2:]] == [T.LongType(), T.LongType()] + [T.DecimalType(38, 6)] * 2
     with pytest.raises(ValueError, match="DISTINCT"):
-        AggSpec("VAR_POP", "v", distinct=True)
+        AggSpec("LISTAGG", "v", distinct=True)
     # beyond the type, as Java converts a double: (long) saturates; (byte) keeps the low bits of (int)
     schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
                            T.StructField("b", T.ByteType())])
@@ -284,6 +308,10 @@ def test_stddev_and_variance_under_random_retractions():
     functions = ["STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP"]
     specs = [AggSpec(fn, column, output_name=f"{fn}_{column}") for fn in functions for column in "ixp"]
     specs.append(AggSpec("VAR_SAMP", "x", filter_column="f", output_name="filtered"))
+    # DISTINCT: over the key's distinct values (Flink feeds each to the function once while
+    # its count is above zero), kept in the multisets
+    specs += [AggSpec(fn, column, distinct=True, output_name=f"distinct_{fn}_{column}") for fn in functions for column in "ix"]
+    specs.append(AggSpec("STDDEV_SAMP", "i", distinct=True, filter_column="f", output_name="distinct_filtered"))
     plan, output = build_plan(schema, ["k"], specs)
     assert [output[s.name].dataType for s in specs[:3]] == [T.IntegerType(), T.DoubleType(), T.DecimalType(38, 6)]
     state, table, live, ever = None, {}, [], {}
@@ -322,6 +350,17 @@ def test_stddev_and_variance_under_random_retractions():
                         assert float(value) == pytest.approx(exact, rel=1e-9, abs=_slack(ever[key], position, fn) + rounding)
             exact = _spread([r[2] for r in mine if r[4]], "VAR_SAMP")
             assert (exact is None) == (got["filtered"] is None)
+            distinct = sorted({r[1] for r in mine if r[1] is not None})
+            for fn in functions:
+                exact = _spread(distinct, fn)
+                assert got[f"distinct_{fn}_i"] == (None if exact is None else min(int(exact), 2**31 - 1)), fn
+                value = got[f"distinct_{fn}_x"]
+                exact = _spread([d / 4 + 1e6 for d in distinct], fn)
+                assert (exact is None) == (value is None), fn
+                if exact is not None:
+                    assert value == pytest.approx(exact, rel=1e-9, abs=_slack(ever[key], 2, fn))
+            exact = _spread(sorted({r[1] for r in mine if r[4] and r[1] is not None}), "STDDEV_SAMP")
+            assert got["distinct_filtered"] == (None if exact is None else int(exact))
         assert set(table) == {row[0] for row in live}
 
 

@@ -94,11 +94,19 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     assert "COALESCE(NULLIF(REGEXP_EXTRACT(TO_JSON(NAMED_STRUCT('v', `bid`.`channel`))" in to_spark_sql(
         stage.split.input_query)
     assert "CONCAT('[', COALESCE(`__aggregated`.`__a0`, ''), ']') AS `EXPR$1`" in to_spark_sql(stage.split.output_query)
-    # STDDEV / VAR, over a changelog too; not DISTINCT
+    # STDDEV / VAR, over a changelog too, and DISTINCT
     stage = stages("SELECT n, STDDEV_POP(top), VAR_SAMP(top) FILTER (WHERE n > 1) FROM (SELECT auction, COUNT(*)"
                    " AS n, MAX(price) AS top FROM bid GROUP BY auction) GROUP BY n;")
     assert [c.function for c in stage.split.calls] == ["STDDEV_POP", "VAR_SAMP"]
-    assert stages("SELECT auction, VAR_POP(DISTINCT price) FROM bid GROUP BY auction;") is None
+    stage = stages("SELECT auction, VAR_POP(DISTINCT price) FROM bid GROUP BY auction;")
+    assert [(c.function, c.distinct) for c in stage.split.calls] == [("VAR_POP", True)]
+    # JSON_OBJECTAGG: each row's key, NUL, and its member as JSON
+    stage = stages("SELECT auction, JSON_OBJECTAGG(KEY channel VALUE price ABSENT ON NULL) FROM bid GROUP BY auction;")
+    assert [c.function for c in stage.split.calls] == ["JSON_OBJECTAGG"]
+    assert "CONCAT(CAST(`bid`.`channel` AS STRING), '\\0', " in to_spark_sql(stage.split.input_query)
+    # ... but not in a window aggregate (its rows come in no order): LISTAGG's and its refusal
+    assert stages("SELECT window_start, JSON_OBJECTAGG(KEY channel VALUE price) FROM TABLE(TUMBLE(TABLE bid,"
+                  " DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end;") is None
     # an OVER's own window keeps one ORDER BY key, as Flink's
     assert stages("SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid;") \
         is None
@@ -290,6 +298,13 @@ QUERIES = {
     "spread_of_tops": "SELECT top / 300 AS band, STDDEV_POP(top) AS sp, VAR_SAMP(top) AS vs, ROUND(STDDEV_SAMP("
                       "CAST(top AS DOUBLE)), 6) AS ss, COUNT(*) AS n FROM (SELECT k, MAX(v) AS top FROM t GROUP BY k)"
                       " GROUP BY top / 300",
+    # ... and DISTINCT: over each key's distinct values, kept as value -> count
+    "distinct_spread_of_tops": "SELECT n, STDDEV_POP(DISTINCT top / 100) AS sp, VAR_SAMP(DISTINCT top / 100) AS vs,"
+                               " COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY k) GROUP BY n",
+    # JSON_OBJECTAGG over a changelog: the live members ordered by key (NULL and ABSENT ON NULL)
+    "json_object_of_tops": "SELECT n, JSON_OBJECTAGG(KEY k VALUE top) AS o, JSON_OBJECTAGG(KEY k VALUE CASE WHEN"
+                           " top > 500 THEN top END ABSENT ON NULL) AS a FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top"
+                           " FROM t GROUP BY k) GROUP BY n",
     # ORDER BY .. LIMIT: a Top-N of the whole input (Flink's SortLimit), by an output, a
     # hidden key, an aggregate
     "order_limit": "SELECT k, v FROM t ORDER BY v DESC LIMIT 3",

@@ -16,6 +16,8 @@ from sqlglot import exp
 from streamsql.dialect.builtins import Default, options
 from streamsql.dialect.functions import FlinkCall
 from streamsql.spark.function_support import unsupported
+from streamsql.spark.stateful.sequences import DUPLICATE_KEY
+
 
 def _json_path(e: FlinkCall, path: exp.Expression, sql: str) -> str:
     """Flink's SQL/JSON path, without its 'lax'/'strict' mode (Spark's paths are lax)."""
@@ -147,10 +149,6 @@ def json_objectagg_sql(self, e: exp.JSONObjectAgg) -> str:
     message = f"CONCAT('Key ''', {repeated}, '''{DUPLICATE_KEY}')"
     joined = f"CONCAT('{{', ARRAY_JOIN(TRANSFORM(ARRAY_SORT({pairs}), p -> p.m), ','), '}}')"
     return f"CASE WHEN SIZE(ARRAY_DISTINCT({keys})) < SIZE({keys}) THEN RAISE_ERROR({message}) ELSE {joined} END"
-
-
-# Flink's message for a repeated JSON_OBJECTAGG key, after "Key '<key>'"
-DUPLICATE_KEY = " is already present. Duplicate keys are not allowed in JSON_OBJECTAGG. Please ensure that keys are unique."
 
 
 def json_member(self, e: exp.JSONObjectAgg) -> str:

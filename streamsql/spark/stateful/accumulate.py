@@ -288,9 +288,11 @@ def _multiset_stats(plan, t, multisets, keys):
     for j, ms in enumerate(multisets):
         calls = [(i, a) for i, a in enumerate(plan["aggs"]) if a["ms"] == j]
         if ms.empty:
-            for i, _ in calls:
+            for i, agg in calls:
                 t[f"__x{i}"] = pd.Series([None] * len(t), dtype=object)
                 t[f"__y{i}"] = 0
+                if agg["function"] in spreads.SPREADS:
+                    t[f"__n{i}"] = t[f"__p{i}"] = t[f"__q{i}"] = 0
             continue
         touched = ms.merge(t[keys], on=keys, how="inner")
         grouped = touched.groupby(keys, dropna=False, sort=False)[VAL]
@@ -303,6 +305,8 @@ def _multiset_stats(plan, t, multisets, keys):
                 stats[f"__x{i}"] = grouped.max()
             elif fn == "COUNT":
                 stats[f"__x{i}"] = grouped.size()
+            elif fn in spreads.SPREADS:  # DISTINCT: over the key's distinct values, centred on one of them
+                stats.update(spreads.distinct_sums(i, touched, keys))
             else:  # SUM / AVG (DISTINCT)
                 stats[f"__x{i}"] = grouped.sum()
                 stats[f"__y{i}"] = grouped.size()
@@ -312,6 +316,8 @@ def _multiset_stats(plan, t, multisets, keys):
 
 def _result(agg, i, t) -> pd.Series:
     fn, kind = agg["function"], agg["kind"]
+    if agg["ms"] is not None and fn in spreads.SPREADS:  # DISTINCT
+        return spreads.spread(agg, i, t)
     if agg["ms"] is not None:
         x = t[f"__x{i}"]
         if fn == "COUNT":
@@ -321,7 +327,7 @@ def _result(agg, i, t) -> pd.Series:
         total, n = x, t[f"__y{i}"].fillna(0)
     elif fn == "COUNT":
         return t[f"__c{i}"]
-    elif fn in _PICK:
+    elif fn in _PICK or agg.get("seq") is not None:
         return t[f"__m{i}"]
     elif fn in spreads.SPREADS:
         return spreads.spread(agg, i, t)

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, transport
-from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS, AggSpec, int_bits, result_type, value_kind
+from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SEQUENCED, SPREADS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
@@ -93,7 +93,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
     for a in aggregates:
         if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
             raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
-        if a.function in INSERT_ONLY and a.distinct:
+        if a.function in ORDERED and a.distinct:
             raise ValueError(f"{a.function} takes no DISTINCT")
     names = [a.name for a in aggregates]
     if len(set(names)) != len(names) or set(names) & set(keys):
@@ -114,7 +114,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                 multisets.append(entry)
             ms = multisets.index(entry)
         seq = None
-        if a.function in INSERT_ONLY and ROWKIND_COLUMN in fields:  # retractions take values out
+        if a.function in SEQUENCED or (a.function in INSERT_ONLY and ROWKIND_COLUMN in fields):  # retractions take values out
             entry = (a.column, a.filter_column, kind, a.function == "ARRAY_AGG" and not a.ignore_nulls)
             if entry not in sequences:
                 sequences.append(entry)

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 VAL, SEQ = "__v", "__c"  # accumulate.VAL and MULT: the value, and here its arrival number
+# Flink's message for a repeated JSON_OBJECTAGG key, after "Key '<key>'"
+DUPLICATE_KEY = " is already present. Duplicate keys are not allowed in JSON_OBJECTAGG. Please ensure that keys are unique."
 
 
 def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], sign: np.ndarray) -> list:
@@ -104,6 +106,8 @@ def results(plan: dict, t: pd.DataFrame, ordered: list, keys: list[str]) -> pd.D
             picked = grouped.agg(lambda v: agg["separator"].join(v))
         elif fn == "ARRAY_AGG":
             picked = grouped.agg(list)
+        elif fn == "JSON_OBJECTAGG":
+            picked = grouped.agg(json_object)
         else:
             picked = grouped.first() if fn == "FIRST_VALUE" else grouped.last()
         # (a groupby hands keys that are all NULL back as float64: canonical again, to merge)
@@ -111,3 +115,13 @@ def results(plan: dict, t: pd.DataFrame, ordered: list, keys: list[str]) -> pd.D
         t[f"__m{i}"] = pd.Series(merged["__pick"].to_numpy(dtype=object), index=t.index).where(
             merged["__pick"].notna().to_numpy(), None)
     return t
+
+
+def json_object(values) -> str:
+    """JSON_OBJECTAGG of a key's live members (each its key, NUL, its JSON text: ``split``),
+    ordered by key as Flink orders them; a key held twice fails the query in Flink's words."""
+    pairs = sorted(v.rpartition("\0")[::2] for v in values)
+    for (key, _), (other, _) in zip(pairs, pairs[1:]):
+        if key == other:
+            raise ValueError(f"Key '{key}'{DUPLICATE_KEY}")
+    return "{" + ",".join(member for _, member in pairs if member) + "}"

@@ -18,7 +18,11 @@ from streamsql.spark.stateful.spreads import SPREADS  # typed as AVG is
 
 VALUE_FUNCTIONS = ("FIRST_VALUE", "LAST_VALUE")
 INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG", "ARRAY_AGG")  # over insert-only input only: in arrival order
-FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *INSERT_ONLY, *SPREADS)
+# kept as a key's live values (``sequences``) over any input: JSON_OBJECTAGG's members, each
+# with its key (a repeated key fails the query, as in Flink)
+SEQUENCED = ("JSON_OBJECTAGG",)
+ORDERED = (*INSERT_ONLY, *SEQUENCED)  # what a window operator cannot take (its rows come in no order)
+FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *ORDERED, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -44,7 +48,7 @@ class AggSpec:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
         if self.column is None and (function != "COUNT" or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
-        if self.distinct and function in (*SPREADS, *INSERT_ONLY):
+        if self.distinct and function in ORDERED:
             raise ValueError(f"{function}(DISTINCT ..) is not supported")
 
     @property
@@ -67,7 +71,7 @@ def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
         return T._parse_datatype_string(spec.output_type)
     if spec.function == "COUNT":
         return T.LongType()
-    if spec.function == "LISTAGG":
+    if spec.function in ("LISTAGG", *SEQUENCED):
         return T.StringType()
     if spec.function == "ARRAY_AGG":
         return T.ArrayType(input_type, True)

@@ -23,7 +23,7 @@ from sqlglot import exp
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.functions import FlinkAggCall
-from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS
+from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
               exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
@@ -95,7 +95,7 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
         having = _rewrite(having.this, replace) if having is not None else None
     except _Unsupported:
         return None
-    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *INSERT_ONLY) for c in calls):
+    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *ORDERED) for c in calls):
         return None  # (a GROUP BY without aggregates, SELECT DISTINCT's, keeps its keys' row counts)
     for projection in projections:  # a column left over references the input: not computable after
         if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
@@ -131,7 +131,7 @@ def unstreamed_call(query: exp.Select) -> str | None:
                                    else node)
         except _Unsupported:
             call = None
-        if call is None or call.function not in (*AGGREGATES.values(), *INSERT_ONLY):
+        if call is None or call.function not in (*AGGREGATES.values(), *ORDERED):
             name = node.sql(dialect=Flink).split("(")[0].strip().upper()
             known = name in (*AGGREGATES.values(), *INSERT_ONLY, "JSON_ARRAYAGG", "STDDEV", "VARIANCE")
             return (f"{name} in this form (DISTINCT, or arguments other than a value and a literal) is not"
@@ -153,6 +153,32 @@ def _json_array(node: FlinkAggCall, condition: exp.Expression | None) -> Aggrega
     if on_null is not None and on_null.name == "NULL":
         text = exp.func("COALESCE", text, exp.Literal.string("null"))
     return AggregateCall("LISTAGG", text, False, condition, exp.DataType.build("STRING"), ",", json_array=True)
+
+
+def _json_object(node: exp.JSONObjectAgg, condition: exp.Expression | None) -> AggregateCall:
+    """``JSON_OBJECTAGG(KEY k VALUE v)`` keeps each row's key and member, ``k``, NUL, then
+    ``"k":v`` as JSON (empty for a NULL value under ABSENT ON NULL): JSON text never holds a
+    raw NUL, so the member is what follows the last one (``sequences.json_object``)."""
+    from streamsql.dialect.functions import FlinkCall
+
+    if len(node.expressions) != 1 or not isinstance(node.expressions[0], exp.JSONKeyValue):
+        raise _Unsupported()
+    key, value = node.expressions[0].this, node.expressions[0].expression
+    string = exp.DataType.build("STRING")
+
+    def json(x: exp.Expression) -> exp.Expression:
+        text = FlinkCall(this="JSON_STRING", expressions=[x.copy()])
+        text.type = string
+        return text
+
+    absent = (node.args.get("null_handling") or "").upper().startswith("ABSENT")
+    value_text = json(value) if absent else exp.func("COALESCE", json(value), exp.Literal.string("null"))
+    member = exp.func("CONCAT", json(key), exp.Literal.string(":"), value_text)
+    if absent:
+        member = exp.func("COALESCE", member, exp.Literal.string(""))
+    argument = exp.func("CONCAT", exp.cast(key.copy(), "STRING"), exp.Literal.string("\0"), member)
+    argument.type = string
+    return AggregateCall("JSON_OBJECTAGG", argument, False, condition, string)
 
 
 def _typed(column: exp.Expression, original: exp.Expression) -> exp.Expression:
@@ -185,6 +211,8 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
             raise _Unsupported()
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
+    if isinstance(node, exp.JSONObjectAgg):
+        return _json_object(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "JSON_ARRAYAGG":
         return _json_array(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
@@ -203,7 +231,7 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
     argument = node.this
     distinct = isinstance(argument, exp.Distinct)
     if distinct:
-        if len(argument.expressions) != 1 or function in SPREADS:
+        if len(argument.expressions) != 1:
             raise _Unsupported()
         argument = argument.expressions[0]
     if isinstance(argument, exp.Star):

@@ -20,7 +20,7 @@ SPREADS = ("STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP")
 def centres(plan, state, batch, keys) -> dict:
     """Per STDDEV/VAR call, each batch row's centre: its key's in the state, else the first
     value the batch has for the key (NaN while the key has none)."""
-    calls = [i for i, agg in enumerate(plan["aggs"]) if agg["function"] in SPREADS]
+    calls = [i for i, agg in enumerate(plan["aggs"]) if agg["function"] in SPREADS and agg["ms"] is None]
     if not calls:
         return {}
     columns = [f"__z{i}" for i in calls]
@@ -39,6 +39,18 @@ def centres(plan, state, batch, keys) -> dict:
         stored = known[column].to_numpy(dtype="float64", na_value=np.nan)
         centres[i] = np.where(np.isnan(stored), first.to_numpy(dtype="float64", na_value=np.nan), stored)
     return centres
+
+
+def distinct_sums(i: int, values: pd.DataFrame, keys: list[str]) -> dict:
+    """A DISTINCT call's count and centred sums per key (``__n``, ``__p``, ``__q`` for
+    ``spread``) from the key's distinct values (rows of keys and ``__v``, one per value), as
+    Flink's DISTINCT feeds each value to the function once while its count is above zero."""
+    v = floats(values["__v"])
+    grouping = [values[k] for k in keys]
+    deviation = v - v.groupby(grouping, dropna=False, sort=False).transform("first")
+    grouped = pd.DataFrame({"n": v.notna().astype("int64"), "p": deviation, "q": deviation * deviation}).groupby(
+        grouping, dropna=False, sort=False)
+    return {f"__n{i}": grouped["n"].sum(), f"__p{i}": grouped["p"].sum(), f"__q{i}": grouped["q"].sum()}
 
 
 def floats(values: pd.Series) -> pd.Series:

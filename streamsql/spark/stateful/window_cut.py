@@ -20,7 +20,7 @@ from streamsql.spark.physical import OPERATOR_WINDOWS
 from streamsql.spark.stateful.chain import (
     CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, read_stage, stage_view,
 )
-from streamsql.spark.stateful.specs import INSERT_ONLY, SPREADS
+from streamsql.spark.stateful.specs import ORDERED, SPREADS
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = OPERATOR_WINDOWS
@@ -64,7 +64,7 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     table, window = _one_window(compiler, select, proctime=True)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
-    if split is None or any(c.function in INSERT_ONLY for c in split.calls):
+    if split is None or any(c.function in ORDERED for c in split.calls):
         raise _Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
     bounds = {}
     for name, key in zip(split.keys, select.args["group"].expressions):
@@ -140,7 +140,7 @@ def cut_attached_window(inputs: list, changelogs: list, split, bounds: tuple[int
     a window the last of them completes fires in the same micro-batch, insert-only. None for
     other rows (a GroupAggregate then updates each window's row as its rows come)."""
     if len(inputs) != 1 or len(changelogs) != 1 or not _fired_by_watermark(inputs[0][1]) \
-            or any(c.function in INSERT_ONLY for c in split.calls):
+            or any(c.function in ORDERED for c in split.calls):
         return None  # (the order of rows a window operator fired in one micro-batch is no order)
     start, end = (split.keys[i] for i in bounds)
     # each row is in one window, as a TUMBLE window's rows are: its slice ends with the window
