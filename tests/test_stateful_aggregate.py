@@ -155,6 +155,73 @@ def test_ordered_aggregates_over_retractions_are_flinks_lists(seed):
         assert table == expected
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("retracting", [True, False])
+def test_distinct_listagg_and_array_agg_are_flinks_lists(seed, retracting):
+    """LISTAGG(DISTINCT) and ARRAY_AGG(DISTINCT) as Flink's DISTINCT feeds its list: a value
+    is appended when its count rises from zero and removed when it falls to zero (ARRAY_AGG
+    counts NULL as a value unless IGNORE NULLS). Checked after every micro-batch against
+    those lists kept one row at a time, over a changelog and over inserts."""
+    rng = random.Random(seed)
+    fields = [T.StructField("k", T.IntegerType()), T.StructField("v", T.StringType()), T.StructField("n", T.LongType()),
+              T.StructField("ok", T.BooleanType())]
+    schema = T.StructType(([T.StructField(ROWKIND_COLUMN, T.StringType())] if retracting else []) + fields)
+    specs = [AggSpec("LISTAGG", "v", distinct=True, output_name="l", separator="|"),
+             AggSpec("ARRAY_AGG", "n", distinct=True, output_name="a"),
+             AggSpec("ARRAY_AGG", "n", distinct=True, output_name="ai", ignore_nulls=True),
+             AggSpec("LISTAGG", "v", distinct=True, output_name="lf", filter_column="ok"),
+             AggSpec("LISTAGG", "v", output_name="all")]
+    plan, _ = build_plan(schema, ["k"], specs)
+    state, table, live = None, {}, {}
+    counts: dict = {}  # (key, call) -> value -> rows holding it
+    lists: dict = {}  # (key, call) -> the list Flink's DISTINCT fed
+
+    def take(key, row, add):
+        v, n, ok = row
+        for call, value in enumerate((v, n, n, v if ok else None, v)):
+            if value is None and call != 1:
+                continue  # (only ARRAY_AGG without IGNORE NULLS counts NULL)
+            held, values = counts.setdefault((key, call), Counter()), lists.setdefault((key, call), [])
+            if call == 4:  # LISTAGG without DISTINCT: every value, the earliest equal one removed
+                values.append(value) if add else values.remove(value)
+                continue
+            held[value] += 1 if add else -1
+            if add and held[value] == 1:
+                values.append(value)
+            elif not add and held[value] == 0:
+                values.remove(value)
+
+    for _ in range(12):
+        rows = []
+        for _ in range(rng.randint(0, 12)):
+            key = rng.randint(0, 2)
+            mine = live.setdefault(key, [])
+            row = (rng.choice([None, "a", "b", "c"]), rng.choice([None, 1, 2]), rng.random() < 0.7)
+            if retracting and mine and rng.random() < 0.45:
+                old = mine.pop(rng.randrange(len(mine)))
+                take(key, old, False)
+                rows.append((rng.choice(["-D", "-U"]), key, *old))
+            else:
+                rows.append(("+I", key, *row))
+                mine.append(row)
+                take(key, row, True)
+        frame = pd.DataFrame([r if retracting else r[1:] for r in rows], columns=[f.name for f in schema.fields])
+        state, out = accumulate.fold(plan, state, frame)
+        state = accumulate.decode(accumulate.encode(state)) if state is not None else None
+        for kind, key, *values in out.itertuples(index=False):
+            if kind in ("+I", "+U"):
+                table[key] = [_plain(x) for x in values]
+            else:
+                assert table.pop(key) == [_plain(x) for x in values], (kind, key)
+        expected = {key: ["|".join(lists.get((key, 0), [])) or None, lists.get((key, 1)) or None,
+                          lists.get((key, 2)) or None, ",".join(lists.get((key, 3), [])) or None,
+                          ",".join(lists.get((key, 4), [])) or None]
+                    for key in live if live[key]}
+        assert table == expected
+        # an ARRAY_AGG(DISTINCT) of integers holds integers, also beside a NULL
+        assert all(type(x) is int for row in table.values() for array in row[1:3] for x in array or () if x is not None)
+
+
 def test_ordered_aggregates_over_retractions_keep_null_keys_and_exact_values():
     """A NULL group key (pandas hands an all-NULL key column back as float64), and a BIGINT
     past 2^53 beside a NULL through the state store (Arrow hands that column back as
@@ -275,7 +342,7 @@ def test_stddev_and_variance_are_typed_as_flink_types_them():
     _, output = build_plan(schema, ["k"], specs)
     assert [f.dataType for f in output.fields[2:]] == [T.LongType(), T.LongType()] + [T.DecimalType(38, 6)] * 2
     with pytest.raises(ValueError, match="DISTINCT"):
-        AggSpec("LISTAGG", "v", distinct=True)
+        AggSpec("FIRST_VALUE", "v", distinct=True)
     # beyond the type, as Java converts a double: (long) saturates; (byte) keeps the low bits of (int)
     schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
                            T.StructField("b", T.ByteType())])
@@ -579,16 +646,20 @@ def test_ordered_aggregates_over_retractions_through_the_state_store(spark, tmp_
              [("-D", "a", "y", None), ("+I", "b", "v", 6)]]
     _write_files(tmp_path / "in", files[:2])
     specs = [AggSpec("LISTAGG", "s", output_name="l"), AggSpec("ARRAY_AGG", "v", output_name="arr"),
-             AggSpec("FIRST_VALUE", "s", output_name="f"), AggSpec("LAST_VALUE", "v", output_name="lv")]
+             AggSpec("FIRST_VALUE", "s", output_name="f"), AggSpec("LAST_VALUE", "v", output_name="lv"),
+             AggSpec("LISTAGG", "s", distinct=True, output_name="ld"), AggSpec("ARRAY_AGG", "v", distinct=True,
+                                                                                output_name="ad")]
     schema = "__rowkind STRING, k STRING, s STRING, v INT"
     batches = _run(spark, tmp_path / "in", schema, ["k"], specs, tmp_path / "ck", layout=layout)
     _write_files(tmp_path / "in", files[2:], start=2)
     batches += _run(spark, tmp_path / "in", schema, ["k"], specs, tmp_path / "ck", layout=layout)
-    final = _apply([[(kind, k, l, tuple(a), f, lv) for kind, k, l, a, f, lv in batch] for batch in batches])
-    # a: x, y, x, then the first x out and w in (x, y's NULL kept by ARRAY_AGG), then y out
-    assert final == Counter({("a", "x,w", (3, 5), "x", 5): 1, ("b", "v", (6,), "v", 6): 1})
-    assert ("-D", "b", "z", (4,), "z", 4) in [(kind, k, l, tuple(a), f, lv) for batch in batches
-                                             for kind, k, l, a, f, lv in batch]
+    final = _apply([[(kind, k, l, tuple(a), f, lv, ld, tuple(ad)) for kind, k, l, a, f, lv, ld, ad in batch]
+                    for batch in batches])
+    # a: x, y, x, then the first x out and w in (x, y's NULL kept by ARRAY_AGG), then y out;
+    # DISTINCT: x stays where it first came (one x is still in)
+    assert final == Counter({("a", "x,w", (3, 5), "x", 5, "x,w", (3, 5)): 1, ("b", "v", (6,), "v", 6, "v", (6,)): 1})
+    assert ("-D", "b", "z", (4,), "z", 4, "z", (4,)) in [
+        (kind, k, l, tuple(a), f, lv, ld, tuple(ad)) for batch in batches for kind, k, l, a, f, lv, ld, ad in batch]
 
 
 @pytest.mark.spark

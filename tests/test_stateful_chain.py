@@ -72,18 +72,21 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     stage = stages("SELECT auction, LISTAGG(CAST(price AS STRING)), LISTAGG(CAST(bidder AS STRING), ';') FROM bid"
                    " GROUP BY auction;")
     assert [(c.function, c.separator) for c in stage.split.calls] == [("LISTAGG", ","), ("LISTAGG", ";")]
-    for sql in ("SELECT auction, LISTAGG(CAST(price AS STRING), CAST(bidder AS STRING)) FROM bid GROUP BY auction;",
-                "SELECT auction, LISTAGG(DISTINCT CAST(price AS STRING)) FROM bid GROUP BY auction;"):
-        assert stages(sql) is None, sql
+    assert stages("SELECT auction, LISTAGG(CAST(price AS STRING), CAST(bidder AS STRING)) FROM bid GROUP BY auction;") \
+        is None
+    # ... and DISTINCT, its separator beside the value
+    stage = stages("SELECT auction, LISTAGG(DISTINCT CAST(price AS STRING), '|') FROM bid GROUP BY auction;")
+    assert [(c.function, c.distinct, c.separator) for c in stage.split.calls] == [("LISTAGG", True, "|")]
     # over another GROUP BY's changelog: Flink's LISTAGG with retraction (stateful/sequences.py)
     assert isinstance(stages("SELECT n, LISTAGG(CAST(top AS STRING)) FROM (SELECT auction, COUNT(*) AS n, MAX(price)"
                              " AS top FROM bid GROUP BY auction) GROUP BY n;"), AggregateStage)
-    # ARRAY_AGG over inserts, NULLs kept or ignored; not DISTINCT
+    # ARRAY_AGG over inserts, NULLs kept or ignored, DISTINCT too
     stage = stages("SELECT auction, ARRAY_AGG(price), ARRAY_AGG(bidder) IGNORE NULLS,"
                    " CARDINALITY(ARRAY_AGG(price) RESPECT NULLS) FROM bid GROUP BY auction;")
     assert [(c.function, c.ignore_nulls) for c in stage.split.calls] == [("ARRAY_AGG", False), ("ARRAY_AGG", True),
                                                                         ("ARRAY_AGG", False)]
-    assert stages("SELECT auction, ARRAY_AGG(DISTINCT price) FROM bid GROUP BY auction;") is None
+    stage = stages("SELECT auction, ARRAY_AGG(DISTINCT price) IGNORE NULLS FROM bid GROUP BY auction;")
+    assert [(c.function, c.distinct, c.ignore_nulls) for c in stage.split.calls] == [("ARRAY_AGG", True, True)]
     # a FROM subquery whose SQL only Flink's dialect writes (JSON_VALUE .. DEFAULT .. ON EMPTY)
     assert isinstance(stages("SELECT v, COUNT(*) AS n FROM (SELECT JSON_VALUE(channel, '$.a' RETURNING INT DEFAULT 1"
                              " ON EMPTY) AS v FROM bid) GROUP BY v;"), AggregateStage)
@@ -301,6 +304,10 @@ QUERIES = {
     # ... and DISTINCT: over each key's distinct values, kept as value -> count
     "distinct_spread_of_tops": "SELECT n, STDDEV_POP(DISTINCT top / 100) AS sp, VAR_SAMP(DISTINCT top / 100) AS vs,"
                                " COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY k) GROUP BY n",
+    # LISTAGG / ARRAY_AGG (DISTINCT) over a changelog: each value once (their order: test_stateful_aggregate)
+    "distinct_lists_of_tops": "SELECT n, CARDINALITY(ARRAY_AGG(DISTINCT top / 200)) AS bands, CHAR_LENGTH(LISTAGG("
+                              "DISTINCT k)) AS chars FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY k)"
+                              " GROUP BY n",
     # JSON_OBJECTAGG over a changelog: the live members ordered by key (NULL and ABSENT ON NULL)
     "json_object_of_tops": "SELECT n, JSON_OBJECTAGG(KEY k VALUE top) AS o, JSON_OBJECTAGG(KEY k VALUE CASE WHEN"
                            " top > 500 THEN top END ABSENT ON NULL) AS a FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top"

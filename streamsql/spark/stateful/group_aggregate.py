@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, transport
+from streamsql.spark.stateful.sequences import COUNT as DISTINCT_COUNT
 from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SEQUENCED, SPREADS, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -93,8 +94,6 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
     for a in aggregates:
         if a.filter_column and not isinstance(fields[a.filter_column].dataType, T.BooleanType):
             raise ValueError(f"FILTER column {a.filter_column!r} must be BOOLEAN")
-        if a.function in ORDERED and a.distinct:
-            raise ValueError(f"{a.function} takes no DISTINCT")
     names = [a.name for a in aggregates]
     if len(set(names)) != len(names) or set(names) & set(keys):
         raise ValueError(f"Output names must be distinct from each other and from the keys: {names}")
@@ -114,8 +113,10 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                 multisets.append(entry)
             ms = multisets.index(entry)
         seq = None
-        if a.function in SEQUENCED or (a.function in INSERT_ONLY and ROWKIND_COLUMN in fields):  # retractions take values out
-            entry = (a.column, a.filter_column, kind, a.function == "ARRAY_AGG" and not a.ignore_nulls)
+        if a.function in SEQUENCED or a.distinct and a.function in ORDERED or \
+                (a.function in INSERT_ONLY and ROWKIND_COLUMN in fields):  # retractions take values out
+            entry = (a.column, a.filter_column, kind, a.function == "ARRAY_AGG" and not a.ignore_nulls,
+                     a.distinct and a.function in ORDERED)
             if entry not in sequences:
                 sequences.append(entry)
             seq = sequences.index(entry)
@@ -154,8 +155,9 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets, sequen
                                      else fields[a.column].dataType, True))
     acc += [T.StructField(f"__o{i}", f.dataType, True) for i, f in enumerate(out_fields[1 + len(keys):])]
     ms = [T.StructType(key_fields + [T.StructField(accumulate.VAL, fields[column].dataType, True),
-                                     T.StructField(accumulate.MULT, T.LongType(), True)])
-          for column, *_ in multisets + sequences]
+                                     T.StructField(accumulate.MULT, T.LongType(), True)]
+                       + ([T.StructField(DISTINCT_COUNT, T.LongType(), True)] if entry[-1] is True else []))
+          for column, *entry in multisets + sequences]
     acc_schema = T.StructType(acc)
     return {"acc_schema": acc_schema.json(), "ms_schemas": [m.json() for m in ms],
             "acc_kinds": [(f.name, value_kind(f.dataType)) for f in acc_schema.fields],

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 VAL, SEQ = "__v", "__c"  # accumulate.VAL and MULT: the value, and here its arrival number
+COUNT = "__n"  # a DISTINCT sequence's: how many rows hold the value
 # Flink's message for a repeated JSON_OBJECTAGG key, after "Key '<key>'"
 DUPLICATE_KEY = " is already present. Duplicate keys are not allowed in JSON_OBJECTAGG. Please ensure that keys are unique."
 
@@ -32,7 +33,7 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
     from streamsql.spark.stateful.accumulate import canonical
 
     out = []
-    for j, (column, filter_column, kind, keep_nulls) in enumerate(plan["sequences"]):
+    for j, (column, filter_column, kind, keep_nulls, distinct) in enumerate(plan["sequences"]):
         values = canonical(batch[column], kind)
         ok = np.ones(len(batch), dtype=bool) if filter_column is None else \
             batch[filter_column].astype("boolean").fillna(False).to_numpy(dtype=bool)
@@ -40,8 +41,11 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
             ok &= values.notna().to_numpy()
         rows = batch.loc[ok, keys].copy()
         rows[VAL] = values[ok].astype(object).where(values[ok].notna(), None)
-        added, taken = sign[ok] > 0, rows.loc[sign[ok] < 0]
         live = _as_kept(plan, old[j], kind) if old is not None and j < len(old) else None
+        if distinct:
+            out.append(_advance_distinct(plan, live, rows.reset_index(drop=True), sign[ok], keys, kind))
+            continue
+        added, taken = sign[ok] > 0, rows.loc[sign[ok] < 0]
         first = int(live[SEQ].max()) + 1 if live is not None and len(live) else 0
         fresh = rows.loc[added].assign(**{SEQ: np.arange(first, first + int(added.sum()), dtype="int64")})
         if live is None or live.empty:
@@ -54,6 +58,43 @@ def advance(plan: dict, old: list | None, batch: pd.DataFrame, keys: list[str], 
     return out
 
 
+def _advance_distinct(plan: dict, live: pd.DataFrame | None, rows: pd.DataFrame, sign: np.ndarray,
+                      keys: list[str], kind: str) -> pd.DataFrame:
+    """A DISTINCT call's sequence after the batch: per (key, value) how many rows hold it
+    (``COUNT``), and its place (``SEQ``): where its count last rose from zero. Flink's DISTINCT
+    hands a value to LISTAGG/ARRAY_AGG when its count rises from zero and takes it back when
+    the count falls to zero, and the list appends it anew; so a value's place is that of its
+    latest rise, found in batch order from the counts before the batch."""
+    from streamsql.spark.stateful.accumulate import _canonical_keys, canonical
+
+    group = keys + [VAL]
+    first = int(live[SEQ].max()) + 1 if live is not None and len(live) else 0
+    if live is None:
+        live = rows.iloc[:0].assign(**{SEQ: np.int64(0), COUNT: np.int64(0)})
+    if not len(rows):
+        return live
+    steps = rows.assign(__sign=sign, __at=np.arange(first, first + len(rows), dtype="int64"))
+    steps = steps.merge(live.rename(columns={SEQ: "__was_at", COUNT: "__was"}), on=group, how="left")
+    steps["__was"] = steps["__was"].fillna(0).astype("int64")
+    after = steps.groupby(group, dropna=False, sort=False)["__sign"].cumsum().to_numpy() + steps["__was"].to_numpy()
+    rises = (steps["__sign"].to_numpy() > 0) & (after - steps["__sign"].to_numpy() <= 0) & (after > 0)
+    steps["__count"] = after
+    steps["__rise"] = np.where(rises, steps["__at"].to_numpy(), -1)
+    ends = steps.groupby(group, dropna=False, sort=False).agg(
+        **{COUNT: ("__count", "last"), "__rise": ("__rise", "max"), "__was_at": ("__was_at", "first")}).reset_index()
+    ends = _canonical_keys(plan, ends)  # (a groupby hands keys all NULL back as float64, values as it infers them)
+    values = canonical(ends[VAL], kind)  # (an integer value beside a NULL comes back as float64)
+    ends[VAL] = values.astype(object).where(values.notna(), None)
+    ends[SEQ] = np.where(ends["__rise"] >= 0, ends["__rise"], ends["__was_at"].fillna(-1)).astype("int64")
+    untouched = live.merge(ends[group], on=group, how="left", indicator=True)
+    untouched = untouched.loc[untouched.pop("_merge").to_numpy() == "left_only"]
+    ends = ends.loc[ends[COUNT] > 0, group + [SEQ, COUNT]]
+    kept = pd.DataFrame({c: _stacked(untouched[c].reset_index(drop=True), ends[c].reset_index(drop=True))
+                         for c in live.columns})
+    kept[SEQ], kept[COUNT] = kept[SEQ].astype("int64"), kept[COUNT].astype("int64")
+    return kept
+
+
 def _as_kept(plan: dict, live: pd.DataFrame, kind_of: str) -> pd.DataFrame:
     """A stored sequence in the dtypes a batch's rows have (keys canonical, values objects)."""
     from streamsql.spark.stateful.accumulate import _canonical_keys, canonical
@@ -62,6 +103,8 @@ def _as_kept(plan: dict, live: pd.DataFrame, kind_of: str) -> pd.DataFrame:
     values = canonical(live[VAL], kind_of)  # (Arrow hands an integer column with NULLs back as float64)
     live[VAL] = values.astype(object).where(values.notna(), None)
     live[SEQ] = live[SEQ].astype("int64")
+    if COUNT in live.columns:
+        live[COUNT] = live[COUNT].astype("int64")
     return live
 
 

@@ -22,6 +22,7 @@ INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG", "ARRAY_AGG")  # over insert-only inp
 # with its key (a repeated key fails the query, as in Flink)
 SEQUENCED = ("JSON_OBJECTAGG",)
 ORDERED = (*INSERT_ONLY, *SEQUENCED)  # what a window operator cannot take (its rows come in no order)
+DISTINCT_ORDERED = ("LISTAGG", "ARRAY_AGG")  # with DISTINCT: each distinct value once, kept in a sequence
 FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *ORDERED, *SPREADS)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
@@ -48,7 +49,7 @@ class AggSpec:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
         if self.column is None and (function != "COUNT" or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
-        if self.distinct and function in ORDERED:
+        if self.distinct and function in ORDERED and function not in DISTINCT_ORDERED:
             raise ValueError(f"{function}(DISTINCT ..) is not supported")
 
     @property
@@ -62,7 +63,7 @@ class AggSpec:
         """DISTINCT calls, and MIN/MAX over an input that retracts (retracting the current
         extreme needs the next one), keep value → count per key; the others keep running
         sums, counts or (MIN/MAX over insert-only input, as Flink's MaxAggFunction) the extreme."""
-        return self.distinct or (retracting and self.function in ("MIN", "MAX"))
+        return (self.distinct and self.function not in ORDERED) or (retracting and self.function in ("MIN", "MAX"))
 
 
 def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:

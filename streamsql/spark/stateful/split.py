@@ -23,7 +23,7 @@ from sqlglot import exp
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.functions import FlinkAggCall
-from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED
+from streamsql.spark.stateful.specs import DISTINCT_ORDERED, INSERT_ONLY, ORDERED
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
               exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
@@ -217,12 +217,15 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         return _json_array(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
         name, arguments = node.name.upper(), node.expressions
+        distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct) and name in DISTINCT_ORDERED
+        if distinct:  # (LISTAGG(DISTINCT x, ',') parses as one DISTINCT of both)
+            arguments = arguments[0].expressions
         separator = arguments[1] if name == "LISTAGG" and len(arguments) == 2 else None
         if separator is not None and not (isinstance(separator, exp.Literal) and separator.is_string):
             raise _Unsupported()
         if len(arguments) != (1 if separator is None else 2) or isinstance(arguments[0], exp.Distinct):
             raise _Unsupported()
-        return AggregateCall(name, arguments[0], False, condition, node.type,
+        return AggregateCall(name, arguments[0], distinct, condition, node.type,
                              separator.this if separator is not None else ",", ignore_nulls)
     if function is None:
         if condition is not None:
