@@ -253,12 +253,12 @@ def test_window_join_on_window_start_and_end():
 def test_temporal_join_forwards_the_left_side():
     """The planner drops `FOR SYSTEM_TIME AS OF` from the tree it hands on (Spark has no
     such join); the builder recognises it from the table's `version` or its meta."""
-    plan = steps("SELECT c.url, u.name FROM clicks c JOIN users FOR SYSTEM_TIME AS OF c.p AS u ON c.user_id = u.id")[-1].plan
-    table = [j.this for j in plan.query.find_all(exp.Join)][0]
-    table.meta["version"] = exp.Version(this="TIMESTAMP", kind="AS OF", expression=exp.column("p", "c"))
-    join = below(build_operator_plan(plan, is_bounded), ops.Join)
-    assert isinstance(join, ops.TemporalJoin) and not join.rowtime and join.mode == ops.INSERT_ONLY
-    assert join.describe().startswith("LookupJoin(") and join.state == "none"
+    for side in ("", "LEFT "):
+        plan = steps(f"SELECT c.url, u.name FROM clicks c {side}JOIN users FOR SYSTEM_TIME AS OF c.p AS u"
+                     " ON c.user_id = u.id")[-1].plan
+        join = below(build_operator_plan(plan, is_bounded), ops.Join)
+        assert isinstance(join, ops.TemporalJoin) and not join.rowtime and join.mode == ops.INSERT_ONLY
+        assert join.describe().startswith("LookupJoin(") and join.state == "none"
 
 
 def test_in_subquery_is_a_semi_join():

@@ -102,6 +102,23 @@ def test_processing_time_lookup_into_a_bounded_table_is_a_plain_join(plan):
                 " JOIN auction FOR SYSTEM_TIME AS OF b.pt AS a ON a.id = b.auction")
     sql = to_spark_sql(step.plan.query)
     assert "JOIN `auction` AS `a` ON" in sql and "AS OF" not in sql
+    # looked up only: a stream reads it as a static table (no state), as Flink's LookupJoin
+    assert step.plan.lookups == {"auction"}
+
+
+def test_a_table_read_as_well_as_looked_up_is_no_static_lookup(plan):
+    lookup = ("(SELECT b.price, a.seller FROM (SELECT *, PROCTIME() AS pt FROM bid) b"
+              " {} JOIN auction FOR SYSTEM_TIME AS OF b.pt AS a ON a.id = b.auction)")
+    assert plan(f"SELECT * FROM {lookup.format('LEFT')}").plan.lookups == {"auction"}
+    step = plan(f"SELECT price, seller FROM {lookup.format('')} UNION ALL SELECT 0 AS price, seller FROM auction")
+    assert step.plan.lookups == set()
+    # ... also through a view
+    step = plan(f"CREATE TEMPORARY VIEW sellers AS SELECT seller FROM auction;\n"
+                f"SELECT price, seller FROM {lookup.format('')} UNION ALL SELECT 0 AS price, seller FROM sellers")
+    assert step.plan.lookups == set()
+    step = plan(f"CREATE TEMPORARY VIEW priced AS SELECT * FROM {lookup.format('')};\n"
+                "SELECT p.price FROM priced p JOIN bid ON bid.price = p.price")
+    assert step.plan.lookups == {"auction"}
 
 
 def test_lookup_into_an_unbounded_table_is_refused(plan, tmp_path):

@@ -51,7 +51,7 @@ from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps 
     spark_name,
 )
 from streamsql.plan.state_ttl import read_hints
-from streamsql.plan.temporal import check_temporal_joins
+from streamsql.plan.temporal import check_temporal_joins, lookup_only
 from streamsql.plan.typecheck import check_types
 from streamsql.plan.udfs import load_function
 from streamsql.plan.inline import hoist_window_inputs
@@ -229,6 +229,7 @@ class Planner:
         check_types(typed)
         check_functions(typed, self.catalog.current_database)
         plan.query = typed
+        plan.lookups = lookup_only(typed, plan.derived)
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
                         for s in typed.selects]
         uniquify_names(plan.columns)

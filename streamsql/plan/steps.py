@@ -22,6 +22,8 @@ class QueryPlan:
     derived: dict[str, exp.Query | WindowRelation] = field(default_factory=dict)
     functions: list[PythonFunction] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # headers to show: an unnamed expression as written
+    # Tables read only as a lookup join's right side (plan.temporal.lookup_only): static on a stream
+    lookups: set[str] = field(default_factory=set)
 
     @property
     def windows(self) -> list[WindowRelation]:

@@ -2,7 +2,10 @@
 
 A processing-time temporal join (AS OF a PROCTIME() column) against a bounded table is a
 lookup join: each row meets the table's current content, and a bounded table that no job
-changes has one content, so it is a plain join over that table. That is Nexmark q13.
+changes has one content, so it is a plain join over that table. That is Nexmark q13. On a
+stream the table is read as a static one (``lookup_only``): Spark's stream-static join
+keeps no state, as Flink's LookupJoin keeps none, where a stream-stream join would keep
+every row of the stream.
 An event-time temporal join (AS OF a rowtime column) joins each row with the version of
 a *versioned table* valid at the row's time: the table's row for the key with the latest
 time not after the row's. The table needs a PRIMARY KEY, a rowtime attribute (its
@@ -66,10 +69,29 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
                 f"'{target.name.name if target else table.name}' is {what}",
                 position,
             )
+        table.meta["version"] = version  # the operator plan's LookupJoin (plan.logical_from)
         table.set("version", None)
+        join = table.parent
+        if isinstance(join, exp.Join) and join.this is table and (join.args.get("side") or "").upper() in ("", "LEFT") \
+                and (join.args.get("kind") or "").upper() in ("", "INNER", "OUTER"):
+            table.meta[LOOKUP] = True
 
 
 TEMPORAL = "temporal"
+LOOKUP = "lookup"  # the right side of an INNER or LEFT lookup join: read whole per micro-batch, no state
+
+
+def lookup_only(query: exp.Expression, derived: dict) -> set[str]:
+    """The relations (Spark names) a query and what it reads only ever look up: a stream
+    joins them as a static table (Flink's LookupJoin keeps no state), not as another stream."""
+    looked, read = set(), set()
+    for relation in [query, *derived.values()]:
+        if isinstance(relation, exp.Expression):
+            for table in relation.find_all(exp.Table):
+                (looked if table.meta.get(LOOKUP) else read).add(table.name)
+        else:  # a window or MATCH_RECOGNIZE reads its input as a stream
+            read.add(relation.input_name)
+    return looked - read
 
 
 def _check_versioned(table: exp.Table, target, as_of: exp.Expression, position, view: dict | None) -> list[str]:

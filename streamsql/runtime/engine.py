@@ -210,7 +210,7 @@ class Engine:
 
         Late rows routed to a 'late-rows.table' are written at once, or, when
         ``late_writes`` is given, appended to it as (rows, table) for the caller to commit."""
-        from streamsql.runtime.sources import is_bounded, source_frame
+        from streamsql.runtime.sources import is_bounded, lookup_frame, source_frame
         from streamsql.runtime.udfs import register_udf
         from streamsql.spark.regular_joins import hide_join_times
 
@@ -220,6 +220,9 @@ class Engine:
         observed: dict = {}
         ends = DrainSources() if streaming and ends_input(self.settings, plan) else None
         for table in plan.tables:
+            if streaming and spark_name(table.name) in plan.lookups:
+                lookup_frame(spark, table).createOrReplaceTempView(spark_name(table.name))
+                continue
             # Bounded input run as a stream ('execution.bounded-input' = 'stream'): a file a micro-batch,
             # and the end of input as a sentinel (runtime.end_of_input).
             stream_bounded = self.settings.get("execution.bounded-input") == "stream" and is_bounded(table)

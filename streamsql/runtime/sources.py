@@ -80,6 +80,15 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     return _with_computed_columns(frame, table, streaming, drains)
 
 
+def lookup_frame(spark, table: TableDef):
+    """A bounded table a stream only looks up (a lookup join's right side), read as a static
+    table: Spark joins each micro-batch with its rows and keeps no state, as Flink's
+    LookupJoin. Its malformed rows fail or are skipped as a stream's are; skipped ones are
+    not counted (the table is read again every micro-batch)."""
+    frame = source_frame(spark, table, False, None)
+    return frame.drop(SEQ_COLUMN) if SEQ_COLUMN in frame.columns else frame
+
+
 def _in_name_order(directory: Path) -> str:
     """The path a stream reads a directory's files by: Spark takes them oldest first, and
     files written within the same clock tick (a directory filled by one program) in the
@@ -180,7 +189,9 @@ def _handle_malformed(frame, table: TableDef, streaming: bool, counters: dict, F
     if is_true(table.options, f"{fmt}.ignore-parse-errors"):
         metric = f"skipped_{table.name.database}_{table.name.name}"
         counted = F.count(F.when(corrupt.isNotNull(), 1)).alias("rows")
-        if streaming:
+        if counters is None:  # not counted (runtime.sources.lookup_frame)
+            pass
+        elif streaming:
             frame = frame.observe(metric, counted)
             counters[metric] = table
         else:

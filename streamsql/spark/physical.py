@@ -108,6 +108,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
         return not node.bounded and not _stateful_below(node)
     if isinstance(node, TemporalJoin) and node.rowtime:  # versions by event time: streamsql's operator
         return False
+    if isinstance(node, TemporalJoin):  # a lookup: Spark's stream-static join (the table read as a static one)
+        return node.join_type in ("InnerJoin", "LeftOuterJoin") and not _stateful_below(node)
     if type(node) is Join and (node.state_ttl or any(node.side_ttls)):
         return False  # a regular join with a state TTL: Spark's stream-stream join has none
     if isinstance(node, WindowJoin) and node.window.kind not in NATIVE_WINDOWS:
