@@ -134,19 +134,30 @@ def measure(command: list[str]) -> dict:
         return {"error": (causes or lines)[-1][:300]}
     report = json.loads(out.strip().splitlines()[-1])
     report["peak_mb"] = round(peak.peak / 2**20)
+    report["peak_jvm_mb"] = round(peak.peak_jvm / 2**20)
+    report["rss_mb_every_5s"] = peak.timeline
     return report
 
 
 class PeakMemory(threading.Thread):
-    """Samples the resident memory of a process and its descendants (the JVM) every 100 ms."""
+    """Samples the resident memory of a process and its descendants (the JVM) every 100 ms:
+    the peak of all, the JVM's alone, and the whole every 5 s (does it level off?)."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.peak, self._done = pid, 0, threading.Event()
+        self.pid, self.peak, self.peak_jvm, self._done = pid, 0, 0, threading.Event()
+        self.timeline: list[int] = []
 
     def run(self) -> None:
+        ticks = 0
         while not self._done.wait(0.1):
-            self.peak = max(self.peak, sum(_rss(p) for p in _tree(self.pid)))
+            sizes = {p: _rss(p) for p in _tree(self.pid)}
+            total = sum(sizes.values())
+            self.peak = max(self.peak, total)
+            self.peak_jvm = max(self.peak_jvm, sum(size for p, size in sizes.items() if _is_jvm(p)))
+            if ticks % 50 == 0:
+                self.timeline.append(round(total / 2**20))
+            ticks += 1
 
     def stop(self) -> None:
         self._done.set()
@@ -168,6 +179,13 @@ def _tree(pid: int) -> list[int]:
         found.append(current)
         todo.extend(children.get(current, []))
     return found
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except OSError:
+        return False
 
 
 def _rss(pid: int) -> int:

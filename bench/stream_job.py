@@ -44,11 +44,13 @@ def main() -> None:
     parser.add_argument("--source", choices=["nexmark", "files"], default="nexmark")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900, help="stop and report after this many seconds")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting key=value over streamsql's defaults")
     args = parser.parse_args()
 
     from streamsql.runtime.session import default_conf, start_session
 
     conf = default_conf(f"local[{args.cores}]")
+    conf.update(setting.split("=", 1) for setting in args.conf)
     conf["spark.sql.streaming.noDataProgressEventInterval"] = "50ms"  # tells at once that the files are read
     spark = start_session(conf)
     spark.range(1).count()
@@ -110,6 +112,7 @@ class Watch:
         self.operators: list[str] = []
         self.durations: dict[str, int] = {}  # milliseconds per phase of a micro-batch, summed
         self.first: dict[str, int] = {}  # the same for the first micro-batch (cold: planning, workers)
+        self.each: list[tuple] = []  # per micro-batch with input: (rows, ms, state bytes): how cost grows with state
         self.done, self.ended = threading.Event(), threading.Event()  # every query read enough; run_script returned
         self.stopped = self.timed_out = False
         self.lock = threading.Lock()
@@ -149,6 +152,9 @@ class Watch:
             operators = progress.stateOperators
             self.peak_bytes = max(self.peak_bytes, sum(op.memoryUsedBytes for op in operators))
             self.peak_rows = max(self.peak_rows, sum(op.numRowsTotal for op in operators))
+            if progress.numInputRows:
+                self.each.append((progress.numInputRows, (progress.durationMs or {}).get("triggerExecution"),
+                                  sum(op.memoryUsedBytes for op in operators)))
             self.operators = self.operators or [op.operatorName for op in operators]
             if offsets:
                 self.read[str(progress.id)] = min(offsets)
@@ -196,7 +202,7 @@ class Watch:
             return {"seconds": finished - self.started, "events": min(self.read.values(), default=0),
                     "batches": self.batches, "input_rows": self.input_rows, "state_operators": self.operators,
                     "peak_state_bytes": self.peak_bytes, "peak_state_rows": self.peak_rows,
-                    "durations_ms": self.durations, "first_batch_ms": self.first}
+                    "durations_ms": self.durations, "first_batch_ms": self.first, "each_batch": self.each}
 
 
 def _row_offset(offset) -> int | None:

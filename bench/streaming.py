@@ -45,6 +45,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--queries", default=",".join(QUERIES))
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--conf", action="append", default=[], help="streamsql: a Spark setting key=value (A/B runs)")
     parser.add_argument("--source", choices=["files", "nexmark"], default="files",
                         help="streamsql reads Flink's CSV files (watched directories) or the nexmark generator")
     parser.add_argument("--batch-rows", type=int, default=250_000, help="nexmark: events per micro-batch ('source.max-rows-per-batch')")
@@ -72,7 +73,8 @@ def main() -> int:
         refused = plan_check(query, catalog)
         row["streamsql"] = {"error": refused} if refused else run.measure([sys.executable, str(BENCH / "stream_job.py"), "--query", query,
                                         "--catalog", str(catalog), "--events", str(args.events), "--source", args.source,
-                                        "--cores", str(args.cores), "--timeout", str(args.timeout)])
+                                        "--cores", str(args.cores), "--timeout", str(args.timeout),
+                                        *[f"--conf={c}" for c in args.conf]])
         if flink and not refused:
             row["flink"] = run.measure([flink, str(BENCH / "flink_job.py"), "--query", query, "--data", str(files),
                                         "--cores", str(args.cores)])

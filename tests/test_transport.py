@@ -65,3 +65,68 @@ def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, flush, monkeypatch
 
 def test_no_rows_pack_to_nothing():
     assert list(transport.Pack(0, "b")(iter([]))) == []
+
+
+CHILD = """
+import json, pickle, sys
+wrapped, packed = pickle.load(open(sys.argv[1], "rb"))
+
+class State:
+    def __init__(self):
+        self.value = None
+    def get(self):
+        return self.value
+    def update(self, value):
+        self.value = value
+    def clear(self):
+        self.value = None
+
+class Handle:
+    def __init__(self):
+        self.declared = []
+    def getValueState(self, name, schema, *rest):
+        self.declared.append(name)
+        return State()
+
+handle = Handle()
+wrapped.init(handle)
+loaded = sorted(m for m in ("pandas", "pyarrow", "numpy") if m in sys.modules)
+import pandas as pd
+outs = []
+for batch in packed:
+    frame = pd.DataFrame({"__bucket": [0], "__rows": [batch]})
+    outs += [tuple(r) for out in wrapped.handleInputRows((0,), iter([frame]), None) for r in out.itertuples(index=False)]
+print(json.dumps({"loaded": loaded, "declared": handle.declared, "out": outs}, default=int))
+"""
+
+
+def test_the_driver_declares_an_operators_state_without_loading_it(tmp_path):
+    """Spark runs a processor's init in a Python process of the driver to learn its state: the
+    wrapper declares it from what was recorded, without unpickling the operator (and pandas);
+    the workers load the operator on its first rows and fold them into the declared state."""
+    import subprocess
+    import sys
+
+    from pyspark import cloudpickle
+
+    from streamsql.spark.stateful import ship_by_value
+    from streamsql.spark.stateful.group_aggregate import GroupAggregateProcessor, build_plan
+    from streamsql.spark.stateful.specs import AggSpec
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
+                           T.StructField("__bucket", T.IntegerType())])
+    plan, _ = build_plan(schema, ["k"], [AggSpec("SUM", "v", output_name="s")])
+    plan.update(buckets=1, layout="blob", ttl_ms=None, columns=["k", "v", "__bucket"])
+    ship_by_value(sys.modules[transport.__name__])
+    wrapped = transport.wrap(GroupAggregateProcessor(plan), schema.json(), "UTC")
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    batches = [pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
+               for columns in ([["a", "b", "a"], [1, 2, 3], [0, 0, 0]], [["b"], [5], [0]])]
+    packed = [batch.column(1)[0].as_py() for b in batches for batch in transport.Pack(2, "__bucket")(iter([b]))]
+    (tmp_path / "wrapped.pickle").write_bytes(cloudpickle.dumps((wrapped, packed)))
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "wrapped.pickle")], capture_output=True,
+                          text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # (no PYTHONPATH: by value)
+    assert done.returncode == 0, done.stderr
+    result = __import__("json").loads(done.stdout)
+    assert result["loaded"] == [] and result["declared"] == ["bucket"]
+    assert sorted(map(tuple, result["out"])) == [("+I", "a", 4), ("+I", "b", 2), ("+U", "b", 7), ("-U", "b", 2)]
