@@ -336,3 +336,43 @@ def test_kill_9_at_random_points_then_restart_gives_the_uninterrupted_output(run
     assert job.wait(240) == 0, job.stderr.read()
     assert lines(sink) == expected(run, source, "plain", PLAIN)
     assert lines(wsink) == expected(run, source, "windowed", WINDOWED)
+
+
+@pytest.mark.spark
+def test_a_job_resumes_with_the_shuffle_partitions_its_checkpoint_started_with(run, tmp_path):
+    """A stateful job started with 3 shuffle partitions, killed, and restarted where the
+    session has another count (streamsql's default here): Spark keeps the checkpoint's count
+    for its operators, and streamsql's stateful operators hash keys into buckets by it, so
+    the resumed job reads the state it wrote (it would stop, its buckets counted anew)."""
+    source, sink = tmp_path / "in", tmp_path / "out"
+
+    def part(n: int) -> None:
+        rows = "".join(f"{i},{'abc'[i % 3]},{i % 7},2026-01-01 00:00:{i:02d}\n" for i in range(n * 20, n * 20 + 20))
+        os.utime(write(source / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (id BIGINT, k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (id BIGINT, k STRING, s INT) WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = "INSERT INTO out SELECT id, k, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM src"
+    first, again = write(tmp_path / "first.sql", "SET 'parallelism.default' = '3';" + ddl + query + ";"), \
+        write(tmp_path / "again.sql", ddl + query + ";")
+    part(0)
+    job = start(tmp_path, first)
+    try:
+        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output"
+        assert job.poll() is None, job.stderr.read()
+        kill_9(job, "driver")
+        part(1)
+        job = start(tmp_path, again)
+        assert wait_for(lambda: len(lines(sink)) > 25 or job.poll() is not None, 180)
+        assert finish(job) == 0, job.stderr.read()
+    finally:
+        reap(job)
+    checkpoint = next((tmp_path / "catalog" / "_checkpoints").glob("*/checkpoint"))
+    assert json.loads(sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
+                      .read_text().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"] == "3"
+    run.rows(ddl.replace(str(sink), str(tmp_path / "batch")).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
+             + "SET 'execution.runtime-mode' = 'batch';" + query + ";")
+    assert lines(sink) == lines(tmp_path / "batch") and len(lines(sink)) == 40

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from streamsql.errors import JobStateError, ValidationError
@@ -68,11 +69,12 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()
-        query, observed = engine._start_streaming(
-            step.plan,
-            lambda frame: start_stream(conform(frame, step), table, state.checkpoint, trigger(engine.settings, step.plan),
-                                       name, committer),
-        )
+        with shuffle_partitions(engine.spark, state.started_partitions()):
+            query, observed = engine._start_streaming(
+                step.plan,
+                lambda frame: start_stream(conform(frame, step), table, state.checkpoint,
+                                           trigger(engine.settings, step.plan), name, committer),
+            )
         state.save()
         return query, observed
     if table.options["connector"] in ("filesystem", "jdbc") and engine.settings.streaming:
@@ -80,6 +82,22 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
     return None, observed
+
+
+@contextmanager
+def shuffle_partitions(spark, partitions: str | None):
+    """The session's shuffle partitions set to ``partitions`` (a resumed job's, see
+    JobState.started_partitions) while its query is planned and started, then restored."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key, None)
+    if partitions is None or partitions == before:
+        yield
+        return
+    spark.conf.set(key, partitions)
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before) if before is not None else spark.conf.unset(key)
 
 
 def run_bounded(engine, step: InsertStep, name: str) -> dict:

@@ -103,6 +103,24 @@ class JobState:
         for name in ("offsets", "commits", "state"):
             shutil.rmtree(root / name, ignore_errors=True)
 
+    def started_partitions(self) -> str | None:
+        """The shuffle partitions the job's Spark checkpoint started with (its offset log keeps
+        the settings a query cannot change once it has state), or None for a fresh one. A
+        resumed query runs with them whatever the session's are now (a changed
+        'parallelism.default', or streamsql's default on another machine): Spark does so for
+        its own operators, and streamsql's stateful operators must hash their keys into the
+        same buckets as before."""
+        offsets = Path(self.checkpoint) / "offsets"
+        batches = sorted((int(e.name) for e in offsets.iterdir() if e.name.isdigit()), reverse=True) \
+            if offsets.is_dir() else []
+        for batch in batches:
+            try:
+                metadata = json.loads((offsets / str(batch)).read_text().splitlines()[1])
+                return str(int(metadata["conf"]["spark.sql.shuffle.partitions"]))
+            except (OSError, IndexError, ValueError, KeyError, TypeError):
+                continue
+        return None
+
     def save(self) -> None:
         """Record the job (first run): its fingerprint and how it runs."""
         if self._saved() is not None:
