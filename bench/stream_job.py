@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -79,6 +80,7 @@ def main() -> None:
         report["error"] = f"timed out after {args.timeout:.0f} s at {report['events']:,} events"
     print(json.dumps(report))
     spark.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)  # (10 M events leave gigabytes of state files)
 
 
 def run_streamsql(spark, query: str, catalog: str, checkpoint: str, log) -> None:

@@ -44,6 +44,18 @@ def _plain(value):
     return None if pd.isna(value) else getattr(value, "item", lambda: value)()
 
 
+def _fold_and_apply(plan, state, frame, table: dict):
+    """Fold a micro-batch (its state through the blob and back, as the store keeps it) and apply
+    its changelog to ``table`` (key -> values), each retraction checked; the new state."""
+    state, out = accumulate.fold(plan, state, frame)
+    for kind, key, *values in out.itertuples(index=False):
+        if kind in ("+I", "+U"):
+            table[key] = [_plain(x) for x in values]
+        else:
+            assert table.pop(key) == [_plain(x) for x in values], (kind, key)
+    return accumulate.decode(accumulate.encode(state)) if state is not None else None
+
+
 def test_int_results_keep_type_and_wrap_and_avg_truncates():
     schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.IntegerType())])
     specs = [AggSpec("SUM", "v", output_name="s"), AggSpec("AVG", "v", output_name="a")]
@@ -138,14 +150,7 @@ def test_ordered_aggregates_over_retractions_are_flinks_lists(seed):
                 rows.append(("+I", key, *row))
                 mine.append(row)
                 take(key, row, True)
-        frame = pd.DataFrame(rows, columns=[f.name for f in schema.fields])
-        state, out = accumulate.fold(plan, state, frame)
-        state = accumulate.decode(accumulate.encode(state)) if state is not None else None
-        for kind, key, *values in out.itertuples(index=False):
-            if kind in ("+I", "+U"):
-                table[key] = [_plain(x) for x in values]
-            else:
-                assert table.pop(key) == [_plain(x) for x in values], (kind, key)
+        state = _fold_and_apply(plan, state, pd.DataFrame(rows, columns=[f.name for f in schema.fields]), table)
         expected = {}
         for key, own in lists.items():
             if live.get(key):
@@ -206,13 +211,7 @@ def test_distinct_listagg_and_array_agg_are_flinks_lists(seed, retracting):
                 mine.append(row)
                 take(key, row, True)
         frame = pd.DataFrame([r if retracting else r[1:] for r in rows], columns=[f.name for f in schema.fields])
-        state, out = accumulate.fold(plan, state, frame)
-        state = accumulate.decode(accumulate.encode(state)) if state is not None else None
-        for kind, key, *values in out.itertuples(index=False):
-            if kind in ("+I", "+U"):
-                table[key] = [_plain(x) for x in values]
-            else:
-                assert table.pop(key) == [_plain(x) for x in values], (kind, key)
+        state = _fold_and_apply(plan, state, frame, table)
         expected = {key: ["|".join(lists.get((key, 0), [])) or None, lists.get((key, 1)) or None,
                           lists.get((key, 2)) or None, ",".join(lists.get((key, 3), [])) or None,
                           ",".join(lists.get((key, 4), [])) or None]
