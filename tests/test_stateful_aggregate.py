@@ -489,7 +489,7 @@ def _write_files(directory: Path, files: list[list[tuple]], start: int = 0) -> N
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # the source takes the oldest file first
 
 
-def _run(spark, directory, schema, keys, specs, checkpoint, prepare=None, buckets=3, layout="blob"):
+def _run(spark, directory, schema, keys, specs, checkpoint, prepare=None, buckets=3, layout="generations"):
     frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).csv(str(directory))
     if prepare:
         frame = prepare(frame)
@@ -589,7 +589,7 @@ def test_changelog_applies_to_batch_group_by(spark, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("layout", ["blob", "rows"])
+@pytest.mark.parametrize("layout", ["generations", "rows"])
 def test_retraction_input(spark, tmp_path, layout):
     schema = "__rowkind STRING, k STRING, v INT"
     files = [[("+I", "a", 3), ("+I", "a", 9), ("+I", "a", 5), ("+I", "b", 1)],
@@ -607,7 +607,7 @@ def test_retraction_input(spark, tmp_path, layout):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("layout", ["blob", "rows"])
+@pytest.mark.parametrize("layout", ["generations", "rows"])
 def test_bigints_past_2_53_beside_nulls_through_either_state_layout(spark, tmp_path, layout):
     """A BIGINT key and MIN/MAX values past 2^53 in columns with NULLs: the input, the state
     store (either layout) and a retraction of a stored value keep every digit."""
@@ -623,7 +623,7 @@ def test_bigints_past_2_53_beside_nulls_through_either_state_layout(spark, tmp_p
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("layout", ["blob", "rows"])
+@pytest.mark.parametrize("layout", ["generations", "rows"])
 def test_arrays_and_lists_through_the_state_store(spark, tmp_path, layout):
     """ARRAY_AGG's arrays (NULL items too) and LISTAGG's strings survive either state layout."""
     _write_files(tmp_path / "in", [[("a", 3), ("a", None), ("b", 1)], [("a", 5), ("b", None)], [("b", 2)]])
@@ -636,7 +636,7 @@ def test_arrays_and_lists_through_the_state_store(spark, tmp_path, layout):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("layout", ["blob", "rows"])
+@pytest.mark.parametrize("layout", ["generations", "rows"])
 def test_ordered_aggregates_over_retractions_through_the_state_store(spark, tmp_path, layout):
     """LISTAGG, ARRAY_AGG, FIRST_VALUE and LAST_VALUE over a changelog, one file per micro-batch
     through either state layout, and again after a restart from the checkpoint."""
@@ -689,7 +689,7 @@ def test_random_retractions_apply_to_group_by_of_what_remains(spark, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("layout", ["blob", "rows"])
+@pytest.mark.parametrize("layout", ["generations", "rows"])
 def test_restart_from_checkpoint(spark, tmp_path, layout):
     files = _random_files(2, 4, 40)
     _write_files(tmp_path / "in", files[:2])

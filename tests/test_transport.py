@@ -81,12 +81,25 @@ class State:
     def clear(self):
         self.value = None
 
+class Map:
+    def __init__(self):
+        self.entries = {}
+    def getValue(self, key):
+        return self.entries.get(key)
+    def updateValue(self, key, value):
+        self.entries[key] = value
+    def removeKey(self, key):
+        self.entries.pop(key, None)
+
 class Handle:
     def __init__(self):
         self.declared = []
     def getValueState(self, name, schema, *rest):
         self.declared.append(name)
         return State()
+    def getMapState(self, name, key_schema, value_schema, *rest):
+        self.declared.append(name)
+        return Map()
 
 handle = Handle()
 wrapped.init(handle)
@@ -113,20 +126,20 @@ def test_the_driver_declares_an_operators_state_without_loading_it(tmp_path):
     from streamsql.spark.stateful.group_aggregate import GroupAggregateProcessor, build_plan
     from streamsql.spark.stateful.specs import AggSpec
 
-    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
-                           T.StructField("__bucket", T.IntegerType())])
-    plan, _ = build_plan(schema, ["k"], [AggSpec("SUM", "v", output_name="s")])
-    plan.update(buckets=1, layout="blob", ttl_ms=None, columns=["k", "v", "__bucket"])
+    schema = T.StructType([T.StructField("__h", T.LongType()), T.StructField("k", T.StringType()),
+                           T.StructField("v", T.LongType()), T.StructField("__bucket", T.IntegerType())])
+    plan, _ = build_plan(schema, ["__h", "k"], [AggSpec("SUM", "v", output_name="s")])
+    plan.update(buckets=1, layout="generations", ttl_ms=None, columns=["__h", "k", "v", "__bucket"])
     ship_by_value(sys.modules[transport.__name__])
     wrapped = transport.wrap(GroupAggregateProcessor(plan), schema.json(), "UTC")
     arrow = to_arrow_schema(schema, timezone="UTC")
     batches = [pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
-               for columns in ([["a", "b", "a"], [1, 2, 3], [0, 0, 0]], [["b"], [5], [0]])]
-    packed = [batch.column(1)[0].as_py() for b in batches for batch in transport.Pack(2, "__bucket")(iter([b]))]
+               for columns in ([[11, 22, 11], ["a", "b", "a"], [1, 2, 3], [0, 0, 0]], [[22], ["b"], [5], [0]])]
+    packed = [batch.column(1)[0].as_py() for b in batches for batch in transport.Pack(3, "__bucket")(iter([b]))]
     (tmp_path / "wrapped.pickle").write_bytes(cloudpickle.dumps((wrapped, packed)))
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "wrapped.pickle")], capture_output=True,
                           text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # (no PYTHONPATH: by value)
     assert done.returncode == 0, done.stderr
     result = __import__("json").loads(done.stdout)
-    assert result["loaded"] == [] and result["declared"] == ["bucket"]
+    assert result["loaded"] == [] and result["declared"] == ["index", "generations"]
     assert sorted(map(tuple, result["out"])) == [("+I", "a", 4), ("+I", "b", 2), ("+U", "b", 7), ("-U", "b", 2)]

@@ -9,7 +9,8 @@ runs), Spark's checkpoint (``checkpoint/``), the commit records of what it wrote
 
 Resuming is refused, with what to do, when the state cannot be resumed honestly: the
 query changed (another fingerprint), the job ran another way before (streaming vs.
-bounded), or the state is gone while the sink still holds the job's output.
+bounded), its operators' state was written in a layout this streamsql no longer reads
+(``STATE_LAYOUT``), or the state is gone while the sink still holds the job's output.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import SinkCommitter, write_atomically
 
 STREAMING, BOUNDED = "streaming", "bounded"
+# How streamsql's stateful operators lay out their state in Spark's checkpoint; a job whose
+# checkpoint has state in another layout is not resumed (its operators would start empty).
+# 2: GroupAggregate, Rank, the regular join and ChangelogNormalize keep rows in generations.
+STATE_LAYOUT = 2
 
 
 @dataclass
@@ -82,6 +87,14 @@ class JobState:
                 " query, or write to a new sink path, or start the job afresh: delete its state directory"
                 f" and the files it wrote ({self._output_pattern()})."
             )
+        if saved.get("state_layout", 1) != STATE_LAYOUT and self._has_state():
+            raise JobStateError(
+                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose stateful operators"
+                f" laid out their state another way; resumed, they would start empty and its results would be"
+                f" wrong. Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
+                f" afresh: delete its state directory ({self.directory}) and the files it wrote"
+                f" ({self._output_pattern()})."
+            )
         if saved.get("mode") != self.mode:
             raise JobStateError(
                 f"{label}: job '{self.name}' ran as a {saved.get('mode')} job before and would now run as a"
@@ -127,8 +140,13 @@ class JobState:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         record = {"name": self.name, "target": str(self.table.name), "path": self.table.options.get("path"),
-                  "fingerprint": self.fingerprint, "mode": self.mode}
+                  "fingerprint": self.fingerprint, "mode": self.mode, "state_layout": STATE_LAYOUT}
         write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
+
+    def _has_state(self) -> bool:
+        """Whether Spark's checkpoint holds operator state."""
+        state = Path(self.checkpoint) / "state"
+        return state.is_dir() and any(state.iterdir())
 
     def _saved(self) -> dict | None:
         path = self.directory / "job.json"

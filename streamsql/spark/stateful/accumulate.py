@@ -320,8 +320,8 @@ def _result(agg, i, t) -> pd.Series:
         return spreads.spread(agg, i, t)
     if agg["ms"] is not None:
         x = t[f"__x{i}"]
-        if fn == "COUNT":
-            return x.fillna(0).astype("int64")
+        if fn == "COUNT":  # (object when the key's multiset came back empty)
+            return pd.to_numeric(x).fillna(0).astype("int64")
         if fn in ("MIN", "MAX"):
             return x
         total, n = x, t[f"__y{i}"].fillna(0)
@@ -503,9 +503,13 @@ def nullable_ints(column) -> pd.arrays.IntegerArray:
 def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
     """A table back from its bytes. ``exact_ints``: an integer column with NULLs comes back as
     nullable Int64 (``nullable_ints``)."""
+    return frame_of(ipc_table(blob), exact_ints)
+
+
+def frame_of(table, exact_ints: bool = False) -> pd.DataFrame:
+    """An Arrow table as pandas, as ``_from_bytes`` gives it."""
     import pyarrow as pa
 
-    table = ipc_table(blob)
     frame = table.to_pandas()
     if exact_ints:
         for field, column in zip(table.schema, table.columns):

@@ -9,21 +9,20 @@ Many keys per call: one call per group key runs at a twentieth of Spark's native
 so the keys are hashed into ``buckets`` (``pmod(xxhash64(keys), buckets)``), the operator
 groups by the bucket, and one call folds all of a bucket's keys in a micro-batch with
 vectorised pandas (``accumulate.fold``). A bucket's state — its accumulator table and
-MIN/MAX/DISTINCT multisets, as Arrow IPC — is one ValueState in Spark's state store
-(RocksDB, checkpointed), so a query restarted from its checkpoint resumes.
+MIN/MAX/DISTINCT multisets — lives in Spark's state store (RocksDB, checkpointed), so a
+query restarted from its checkpoint resumes, in generations (``generations``): a
+micro-batch reads and writes the state of the keys it brings, not the whole bucket.
 
 The bucket count is part of the checkpoint's state layout (a key's bucket decides where
 its state lives): a query restarted on a checkpoint must use the same count, which each
-bucket's state records and checks (a bucket that had no state cannot tell). How many: at
-least a few per shuffle partition so both cores stay busy, and enough that a bucket's
-state stays small — every micro-batch that touches a bucket reads and rewrites all of it
-(a few thousand to some tens of thousands of keys per bucket, fewer with MIN/MAX over a
-retracting input, whose multisets grow with the distinct values).
+bucket's state records and checks (a bucket that had no state cannot tell). How many: a
+few per shuffle partition, so every core stays busy.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -32,7 +31,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, transport
+from streamsql.spark.stateful import accumulate, default_buckets, generations, state_layouts, transport
 from streamsql.spark.stateful.sequences import COUNT as DISTINCT_COUNT
 from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SEQUENCED, SPREADS, AggSpec, int_bits, result_type, value_kind
 
@@ -41,12 +40,12 @@ GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
 
 
 def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
-                    buckets: int | None = None, layout: str = "blob", ttl_ms: int | None = None) -> DataFrame:
+                    buckets: int | None = None, layout: str = "generations", ttl_ms: int | None = None) -> DataFrame:
     """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
     DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
     insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
     ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``; ``layout`` is how the state
-    is stored (``state_layouts``: 'blob' or 'rows'); with ``ttl_ms`` a key's state expires that
+    is stored ('generations', or 'rows': ``state_layouts``); with ``ttl_ms`` a key's state expires that
     long after its last change (accumulate.fold)."""
     if buckets is None:
         buckets = default_buckets(frame)
@@ -57,14 +56,20 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
         frame, keys, drop = frame.withColumn(GLOBAL_KEY, F.lit(0)), [GLOBAL_KEY], True
     else:
         drop = False
-    plan, output = build_plan(frame.schema, keys, aggregates)
+    if layout not in ("generations", "rows"):
+        raise ValueError(f"layout must be 'generations' or 'rows', not {layout!r}")
+    hashed = layout == "generations"  # each key's hash is a key of its state rows
+    if hashed:
+        frame = frame.withColumn(generations.HASH, F.xxhash64(*[F.col(f"`{k}`") for k in keys]))
+    plan, output = build_plan(frame.schema, [generations.HASH, *keys] if hashed else keys, aggregates)
+    if hashed:
+        output = T.StructType([f for f in output.fields if f.name != generations.HASH])
     plan["buckets"] = buckets
-    if layout not in ("blob", "rows"):
-        raise ValueError(f"layout must be 'blob' or 'rows', not {layout!r}")
     plan["layout"] = layout
-    plan["ttl_ms"] = ttl_ms if layout == "blob" else None  # the typed 'rows' layout keeps no change times
+    plan["ttl_ms"] = ttl_ms if hashed else None  # the typed 'rows' layout keeps no change times
     first = [ROWKIND_COLUMN] if plan["rowkind"] else []
-    bucketed, plan["columns"] = bucketed_input(frame, first + keys, aggregates, keys, buckets)
+    bucketed, plan["columns"] = bucketed_input(frame, first + ([generations.HASH] if hashed else []) + keys,
+                                               aggregates, keys, buckets)
     _ship_by_value()
     result = transport.transform(bucketed, BUCKET, GroupAggregateProcessor(plan), output, "None")
     return result.drop(GLOBAL_KEY) if drop else result
@@ -171,15 +176,28 @@ class GroupAggregateProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = state_layouts.make(handle, self.plan)
+        if self.plan["layout"] == "rows":
+            self.state = state_layouts.RowsLayout(handle, self.plan)
+        else:
+            names = ["acc", *[f"ms{j}" for j in range(len(self.plan["multisets"]) + len(self.plan["sequences"]))]]
+            self.state = generations.Generations(handle, self.plan, names, "GroupAggregate", self.plan["ttl_ms"])
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         # the columns are in the order group_aggregate selected them (named by position, as
         # Spark's own worker renamed a leading '_')
         batch.columns = self.plan["columns"]
-        state, out = accumulate.fold(self.plan, self.state.load(), batch)
-        self.state.store(state)
+        if self.plan["layout"] == "rows":
+            state, out = accumulate.fold(self.plan, self.state.load(), batch)
+            self.state.store(state)
+        else:
+            now_ms = int(time.time() * 1000)
+            _, (acc, *multisets) = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
+            state = accumulate.BucketState(acc, multisets) if acc is not None else None
+            state, out = accumulate.fold(self.plan, state, batch, now_ms)
+            tables = [state.acc, *state.multisets] if state is not None else [None] * (1 + len(multisets))
+            self.state.store(0, tables, now_ms)
+            out = out.drop(columns=[generations.HASH])
         if len(out):
             yield out
 
@@ -190,4 +208,4 @@ class GroupAggregateProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, sys.modules[__name__])
+    ship_by_value(accumulate, generations, state_layouts, sys.modules[__name__])

@@ -5,13 +5,16 @@ and emit null-padded rows only once the watermark passes, never retracting them.
 regular join keeps both sides in state and retracts: an outer join's null-padded row goes
 (``-D``) when its first partner arrives. Both sides travel in one stream (``__side`` 0 or
 1, each row with its kind, the join keys ``__k<i>`` on both), hashed by the keys into
-buckets; one call joins a bucket's whole micro-batch (``joining.fold``), and each side's
-rows live in a ValueState (Arrow IPC) in Spark's state store, checkpointed with the query.
+buckets; one call joins a bucket's whole micro-batch (``joining.fold``). Each side's rows
+live in Spark's state store, checkpointed with the query, in generations (``generations``,
+by the hash of the keys the bucket is chosen by, kept as one more join key): a micro-batch
+reads and writes the rows of the keys it brings, not the whole bucket.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -20,7 +23,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, joining, predicates, transport
+from streamsql.spark.stateful import accumulate, default_buckets, generations, joining, predicates, transport
 from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
@@ -43,17 +46,17 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     if null_aware and (join_type != "LeftAntiJoin" or residual is not None):
         raise ValueError("a NULL-aware join is an anti join on its keys (NOT IN), with no other condition")
     bucketed, plan, out = both_sides(left, right, keys, join_type, 1 if null_aware and keys == 1 else buckets,
-                                     hashed_from=1 if null_aware else 0)
+                                     hashed_from=1 if null_aware else 0, hash_key=True)
     plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms)
     _ship_by_value()
     return transport.transform(bucketed, BUCKET, JoinProcessor(plan), out, "None")
 
 
 def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
-               hashed_from: int = 0):
+               hashed_from: int = 0, hash_key: bool = False):
     """(both sides in one frame, hashed into buckets by their keys from the ``hashed_from``th;
     the plan for the pandas core; the output schema): the rows of a join operator's input,
-    as ``regular_join`` says."""
+    as ``regular_join`` says. ``hash_key``: that hash is a column too, the last join key."""
     if buckets is None:
         buckets = default_buckets(left)
     sides = []
@@ -81,8 +84,12 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
     plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type, "output": output,
             "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
             "columns": list(union.columns), "buckets": buckets}
-    hashed = [F.col(k) for k in key_names[hashed_from:]] or [F.lit(0)]
-    bucketed = union.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    hashed = F.xxhash64(*([F.col(k) for k in key_names[hashed_from:]] or [F.lit(0)]))
+    if hash_key:  # (a function of the other keys: the same pairs match)
+        union = union.withColumn(generations.HASH, hashed)
+        plan.update(keys=key_names + [generations.HASH], columns=list(union.columns))
+        plan["kinds"][generations.HASH] = "int"
+    bucketed = union.withColumn(BUCKET, F.pmod(hashed, F.lit(buckets)).cast("int"))
     out = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType(), False)]
                        + [T.StructField(n, types[n], True) for n in output])
     return bucketed, plan, out
@@ -100,27 +107,19 @@ class JoinProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("bucket", T.StructType([
-            T.StructField("buckets", T.IntegerType(), False),
-            T.StructField("left", T.BinaryType(), True), T.StructField("right", T.BinaryType(), True)]))
+        ttl = self.plan.get("ttl_ms") or (None, None)
+        # a generation goes whole once the longer-lived side's rows in it have expired
+        self.state = generations.Generations(handle, self.plan, ["left", "right"], "join",
+                                             max(ttl) if all(ttl) else None)
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        left = right = None
-        stored = self.state.get()
-        if stored is not None:
-            if stored[0] != self.plan["buckets"]:
-                raise ValueError(f"This checkpoint's join state has {stored[0]} buckets, the query asks for "
-                                 f"{self.plan['buckets']}: restart with the same count")
-            left = accumulate._from_bytes(stored[1]) if stored[1] is not None else None
-            right = accumulate._from_bytes(stored[2]) if stored[2] is not None else None
-        left, right, out = joining.fold(self.plan, left, right, batch)
-        if left is None and right is None:
-            self.state.clear()
-        else:
-            self.state.update((self.plan["buckets"], accumulate._to_bytes(left) if left is not None else None,
-                               accumulate._to_bytes(right) if right is not None else None))
+        now_ms = int(time.time() * 1000)
+        _, sides = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
+        left, right = (side if side is not None and len(side) else None for side in sides)
+        left, right, out = joining.fold(self.plan, left, right, batch, now_ms)
+        self.state.store(0, [left, right], now_ms)
         if len(out):
             yield out
 
@@ -131,4 +130,4 @@ class JoinProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, joining, predicates, sys.modules[__name__])
+    ship_by_value(accumulate, generations, joining, predicates, sys.modules[__name__])

@@ -5,7 +5,8 @@ it deletes); a record equal to the key's row, or a tombstone of a key with none,
 nothing. Keys are hashed into buckets, a bucket's whole micro-batch is one call (a key's
 records taken in offset order: they are in one partition, in order, and each is compared
 with the one before it, so no version is folded away), and each bucket keeps its keys'
-latest rows (``state_layouts.Tables``) in the checkpoint.
+latest rows in the checkpoint, in generations (``generations``: a micro-batch reads and
+writes the rows of the keys it brings).
 
 ``normalize`` (pandas only; the module is shipped to the workers by value) is the core; ``changelog_normalize``
 builds the operator on a frame of records: the table's columns, then ``__ukey`` (the
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate, state_layouts, transport
+from streamsql.spark.stateful import accumulate, generations, transport
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 KEY, TOMB, OFFSET, BUCKET = "__ukey", "__tomb", "__off", "__bucket"
@@ -84,7 +85,9 @@ def changelog_normalize(records, buckets: int | None = None):
     plan = {"columns": columns, "buckets": buckets, "all": list(records.columns)}
     out = T.StructType([T.StructField(ROWKIND, T.StringType(), False)]
                        + [f for f in records.schema.fields if f.name in columns])
-    bucketed = records.withColumn(BUCKET, F.pmod(F.xxhash64(F.col(KEY)), F.lit(buckets)).cast("int"))
+    hashed = records.withColumn(generations.HASH, F.xxhash64(F.col(KEY)))
+    plan["all"] = list(hashed.columns)
+    bucketed = hashed.withColumn(BUCKET, F.pmod(F.col(generations.HASH), F.lit(buckets)).cast("int"))
     _ship_by_value()
     return transport.transform(bucketed, BUCKET, NormalizeProcessor(plan), out, "None")
 
@@ -96,14 +99,18 @@ class NormalizeProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = state_layouts.Tables(handle, self.plan, ["rows"], "ChangelogNormalize")
+        self.state = generations.Generations(handle, self.plan, ["rows"], "ChangelogNormalize")
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["all"] + [BUCKET]  # names with a leading '_' arrive renamed
-        _, (state,) = self.state.load()
-        state, out = normalize(self.plan, state, batch)
-        self.state.store(0, [state])
+        _, (state,) = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
+        kept, out = normalize(self.plan, state, batch)
+        if kept is not None:  # each kept row with its key's hash again
+            known = batch[[KEY, generations.HASH]] if state is None else \
+                pd.concat([state[[KEY, generations.HASH]], batch[[KEY, generations.HASH]]], ignore_index=True)
+            kept[generations.HASH] = kept[KEY].map(known.drop_duplicates(KEY).set_index(KEY)[generations.HASH])
+        self.state.store(0, [kept])
         if len(out):
             yield out
 
@@ -114,4 +121,4 @@ class NormalizeProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, sys.modules[__name__])
+    ship_by_value(accumulate, generations, sys.modules[__name__])

@@ -3,13 +3,15 @@
 Spark has no streaming ROW_NUMBER; Flink's Rank keeps each partition's top N and emits
 the changes as rows enter, move and leave it. Many partition keys per call, as the
 GroupAggregate does: keys are hashed into buckets, one call ranks every partition of a
-bucket a micro-batch touches (``ranking.fold``), and a bucket's rows live in one
-ValueState (Arrow IPC) in Spark's state store, checkpointed with the query.
+bucket a micro-batch touches (``ranking.fold``). A bucket's rows live in Spark's state
+store, checkpointed with the query, in generations (``generations``): a micro-batch reads
+and writes the rows of the partitions it brings, not the whole bucket.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -18,7 +20,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, ranking, state_layouts, transport
+from streamsql.spark.stateful import accumulate, default_buckets, generations, ranking, transport
 
 BUCKET = "__bucket"
 
@@ -43,8 +45,9 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     fields = {f.name: f for f in frame.schema.fields}
     plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
             "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,
-            "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms, "per_batch": bool(per_batch)}
-    stored = ranking._stored_columns(plan)
+            "later_wins": bool(later_wins), "buckets": buckets, "ttl_ms": ttl_ms, "per_batch": bool(per_batch),
+            "hashed": window_end is None and not per_batch}  # rows kept in generations, by partition hash
+    stored = ranking._stored_columns({**plan, "hashed": False})  # (the hash is computed below)
     columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
     if window_end is not None:
         plan["window_end"] = window_end
@@ -57,9 +60,12 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
         T.StructField(c, fields[c].dataType, True) for c in data]
     if rank_column is not None:
         out.append(T.StructField(rank_column, T.LongType(), True))
-    hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
-    bucketed = frame.select(*[F.col(f"`{c}`") for c in columns]).withColumn(
-        BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+    hashed = F.xxhash64(*([F.col(f"`{c}`") for c in partition] or [F.lit(0)]))
+    selected = frame.select(*[F.col(f"`{c}`") for c in columns])
+    if plan["hashed"]:
+        selected = selected.withColumn(generations.HASH, hashed)
+        plan["columns"] = columns + [generations.HASH, BUCKET]
+    bucketed = selected.withColumn(BUCKET, F.pmod(hashed, F.lit(buckets)).cast("int"))
     _ship_by_value()
     if window_end is not None:
         from streamsql.spark.stateful.window_rank import WindowRankProcessor, local_top, ship
@@ -79,7 +85,8 @@ class RankProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = state_layouts.Tables(handle, self.plan, ["rows"], "Rank")
+        if self.plan.get("hashed"):
+            self.state = generations.Generations(handle, self.plan, ["rows"], "Rank", self.plan["ttl_ms"])
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
@@ -89,9 +96,10 @@ class RankProcessor(StatefulProcessor):
             if len(out):
                 yield out
             return
-        next_seq, (state,) = self.state.load()
-        state, next_seq, out = ranking.fold(self.plan, state, next_seq, batch)
-        self.state.store(next_seq, [state])
+        now_ms = int(time.time() * 1000)
+        next_seq, (state,) = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
+        state, next_seq, out = ranking.fold(self.plan, state, next_seq, batch, now_ms)
+        self.state.store(next_seq, [state], now_ms)
         if len(out):
             yield out
 
@@ -102,4 +110,4 @@ class RankProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, ranking, sys.modules[__name__])
+    ship_by_value(accumulate, generations, ranking, sys.modules[__name__])

@@ -79,7 +79,7 @@ def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFr
 
 def _stored_columns(plan: dict) -> list[str]:
     columns = list(plan["data"])
-    for name in plan["partition"] + [c for c, _ in plan["order"]]:
+    for name in plan["partition"] + [c for c, _ in plan["order"]] + (["__h"] if plan.get("hashed") else []):
         if name not in columns:
             columns.append(name)
     return columns

@@ -1,11 +1,14 @@
-"""How a bucket's GroupAggregate state lives in Spark's state store. Two layouts:
+"""How a bucket's state lives in Spark's state store when it is not kept in generations
+(``generations``, where GroupAggregate, Rank and the regular join keep theirs):
 
-- ``blob`` (the default): one ValueState per bucket holding the bucket count and each
-  table (accumulators, multisets) as Arrow IPC bytes (lz4): one state-store round trip per
-  bucket and micro-batch, whatever the number of keys.
-- ``rows``: typed rows, a ListState per table (one element per key, or per key and value),
-  readable with Spark's state data source; every element is pickled on its way to and
-  from the JVM, so it costs per key.
+- ``blob`` (window aggregates, whose state the watermark bounds): one ValueState per bucket
+  holding the bucket count and each table (accumulators, multisets) as Arrow IPC bytes
+  (lz4): one state-store round trip per bucket and micro-batch, whatever the number of keys.
+- ``rows`` (GroupAggregate's 'rows' layout): typed rows, a ListState per table (one element
+  per key, or per key and value), readable with Spark's state data source; every element
+  is pickled on its way to and from the JVM, so it costs per key.
+- ``Tables`` (OVER, window Top-N and join, temporal join, ChangelogNormalize): the blob of
+  a bucket's tables, with an arrival counter.
 
 Shipped to Python workers by value with ``accumulate`` (pandas, pyarrow and pyspark only).
 """

@@ -1,0 +1,250 @@
+"""A bucket's keyed rows in generations, so a micro-batch reads and writes only the keys it
+brings, not the whole bucket (#10).
+
+An operator that keeps rows per key (Rank: a partition's rows) stored a bucket's rows as
+one value, read and rewritten whole by every micro-batch touching the bucket: with keys
+spread over the buckets that is every bucket, so a micro-batch cost time in proportion to
+all the state, and each rewrite went to the checkpoint's changelog. Spark's per-key state
+calls from Python cost a round trip to the JVM each, too slow for the tens of thousands of
+keys a micro-batch brings. So a bucket's rows are split by when they were written:
+
+- every stored row carries ``__h``, the 64-bit hash of its key (Spark's ``xxhash64``,
+  computed with the bucket: rows of one key share it; two keys may share one too);
+- a *generation* is the rows one micro-batch wrote, one MapState entry (generation number
+  → each table as Arrow IPC, lz4);
+- the bucket's *index* (a ValueState, with the bucket count and the arrival counter) says
+  which generations hold each hash: (hash, generation) pairs, a hash twice when two keys
+  share it and live in different generations.
+
+``load(hashes)`` reads only the generations that hold one of the micro-batch's hashes and
+gives the operator those hashes' rows (and nothing else); ``store`` writes the operator's
+rows for them as a new generation and writes each generation it read back without them.
+Keys arriving close in time share generations, and a key moves to the newest generation
+whenever it is written, so a micro-batch reads the few generations its keys live in: the
+cost follows the keys it brings, not the state. A generation left with few rows is folded
+into the new one as it is rewritten, so small ones do not pile up. With a state TTL (the
+operator's ``__t`` column, epoch ms of a key's last change), a generation whose newest
+row is older than the TTL is dropped whole, unread.
+
+Shipped to Python workers by value with the operators (numpy, pandas, pyarrow, pyspark).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyspark.sql import types as T
+
+from streamsql.spark.stateful import accumulate
+
+HASH = "__h"
+TOUCHED = "__t"
+# a generation left with fewer rows than this, or than a quarter of the new one, is folded
+# into the new one
+SMALL_ROWS = 512
+
+
+class Generations:
+    """A bucket's tables (pandas, each with ``HASH``) for ``names``; ``load(hashes)`` gives
+    (next_seq, tables of those hashes' rows, None for none), ``store(next_seq, tables)``
+    takes them back after the operator changed them."""
+
+    def __init__(self, handle, plan: dict, names: list[str], operator: str, ttl_ms: int | None = None):
+        self.plan, self.operator, self.count, self.ttl_ms = plan, operator, len(names), ttl_ms
+        self.meta = handle.getValueState("index", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
+            T.StructField("last", T.LongType(), False), T.StructField("index", T.BinaryType(), False),
+            T.StructField("generations", T.BinaryType(), False)]))
+        self.generations = handle.getMapState(
+            "generations", T.StructType([T.StructField("generation", T.LongType(), False)]),
+            T.StructType([T.StructField(name, T.BinaryType(), True) for name in names]))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def load(self, hashes: np.ndarray) -> tuple[int, list]:
+        stored = self.meta.get()
+        self.read: dict[int, list] = {}  # generation -> its tables less the loaded rows
+        if stored is None:
+            self.last, self.hashes, self.gens = 0, np.zeros(0, "int64"), np.zeros(0, "int64")
+            self.info = _Info.empty()
+            return 0, [None] * self.count
+        if stored[0] != self.plan["buckets"]:
+            raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks "
+                             f"for {self.plan['buckets']}: restart with the same count")
+        next_seq, self.last = stored[1], stored[2]
+        index = accumulate.ipc_table(stored[3])
+        self.hashes = index.column(0).to_numpy()
+        self.gens = index.column(1).to_numpy()
+        self.info = _Info.read(stored[4])
+        wanted = np.unique(np.asarray(hashes, dtype="int64"))
+        hit = np.isin(self.hashes, wanted)
+        parts: list[list] = [[] for _ in range(self.count)]
+        touched, hits = np.unique(self.gens[hit], return_counts=True)
+        held = dict(zip(*np.unique(self.gens, return_counts=True)))
+        for generation, count in zip(touched.tolist(), hits.tolist()):
+            value = self.generations.getValue((generation,))
+            whole = count == held[generation]  # every hash it holds is wanted: all its rows
+            rest = []
+            for j, blob in enumerate(value):
+                if blob is None:
+                    rest.append(None)
+                    continue
+                table = accumulate.ipc_table(blob)
+                if whole:
+                    parts[j].append(table)
+                    rest.append(table.slice(0, 0))
+                    continue
+                mine = _isin(table.column(HASH), wanted)
+                parts[j].append(table.filter(mine))
+                rest.append(table.filter(_not(mine)))
+            self.read[generation] = rest
+        # the loaded hashes' entries go: ``store`` writes them anew
+        self.hashes, self.gens = self.hashes[~hit], self.gens[~hit]
+        return next_seq, [_frame(p) for p in parts]
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def store(self, next_seq: int, tables: list, now_ms: int | None = None) -> None:
+        import pyarrow as pa
+
+        new = self.last + 1
+        written = [_arrow(t) for t in tables]
+        rows = sum(t.num_rows for t in written if t is not None)
+        hashes, gens = [self.hashes], [self.gens]
+        for generation, rest in self.read.items():
+            left = sum(t.num_rows for t in rest if t is not None)
+            if left == 0:
+                self.generations.removeKey((generation,))
+                self.info.drop(generation)
+            elif left < max(SMALL_ROWS, rows // 4):  # folded into the new generation
+                written = [_concat(a, b) for a, b in zip(written, rest)]
+                rows += left
+                moved = self.gens == generation
+                gens[0] = np.where(moved, new, gens[0])
+                self.generations.removeKey((generation,))
+                self.info.drop(generation)
+            else:
+                self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
+                self.info.put(generation, left, _newest(rest))
+        if rows:
+            self.generations.updateValue((new,), tuple(_bytes(t) for t in written))
+            fresh = np.unique(np.concatenate([_unique_hashes(t) for t in written if t is not None and t.num_rows]))
+            fresh = fresh[~np.isin(fresh, gens[0][gens[0] == new])]  # (already there, folded in)
+            hashes.append(fresh)
+            gens.append(np.full(len(fresh), new, dtype="int64"))
+            self.info.put(new, rows, _newest(written))
+            self.last = new
+        self.hashes, self.gens = np.concatenate(hashes), np.concatenate(gens)
+        if self.ttl_ms:
+            self._expire((now_ms or 0) - self.ttl_ms)
+        if not len(self.hashes):
+            self.meta.clear()
+            return
+        index = pa.table({"h": pa.array(self.hashes, pa.int64()), "g": pa.array(self.gens, pa.int64())})
+        self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), accumulate.ipc_bytes(index, "lz4"),
+                          self.info.bytes()))
+
+    def _expire(self, oldest: int) -> None:
+        """Drop, unread, each generation whose newest row was written before ``oldest``."""
+        for generation in self.info.older_than(oldest):
+            self.generations.removeKey((generation,))
+            self.info.drop(generation)
+            keep = self.gens != generation
+            self.hashes, self.gens = self.hashes[keep], self.gens[keep]
+
+
+class _Info:
+    """Each live generation's row count and newest ``__t`` (-1 when the rows have none)."""
+
+    def __init__(self, rows: dict[int, tuple[int, int]]):
+        self.rows = rows
+
+    @classmethod
+    def empty(cls) -> "_Info":
+        return cls({})
+
+    @classmethod
+    def read(cls, blob: bytes) -> "_Info":
+        table = accumulate.ipc_table(blob)
+        return cls({g: (n, t) for g, n, t in zip(*(table.column(i).to_pylist() for i in range(3)))})
+
+    def put(self, generation: int, rows: int, newest: int) -> None:
+        self.rows[generation] = (rows, newest)
+
+    def drop(self, generation: int) -> None:
+        self.rows.pop(generation, None)
+
+    def older_than(self, oldest: int) -> list[int]:
+        return [g for g, (_, newest) in self.rows.items() if 0 <= newest < oldest]
+
+    def bytes(self) -> bytes:
+        import pyarrow as pa
+
+        items = sorted(self.rows.items())
+        return accumulate.ipc_bytes(pa.table({
+            "g": pa.array([g for g, _ in items], pa.int64()), "rows": pa.array([n for _, (n, _) in items], pa.int64()),
+            "newest": pa.array([t for _, (_, t) in items], pa.int64())}))
+
+
+def _isin(column, wanted: np.ndarray):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.is_in(column, value_set=pa.array(wanted, pa.int64()))
+
+
+def _unique_hashes(table) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.unique(table.column(HASH)).to_numpy(zero_copy_only=False).astype("int64")
+
+
+def _not(mask):
+    import pyarrow.compute as pc
+
+    return pc.invert(mask)
+
+
+def _frame(parts: list):
+    """The loaded rows of one table as pandas (accumulate's dtypes; none: an empty frame of
+    its columns), or None when no generation held the table."""
+    import pyarrow as pa
+
+    if not parts:
+        return None
+    return accumulate.frame_of(pa.concat_tables(parts, promote_options="permissive"), exact_ints=True)
+
+
+def _arrow(frame):
+    import pyarrow as pa
+
+    if frame is None:
+        return None
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+def _concat(a, b):
+    import pyarrow as pa
+
+    tables = [t for t in (a, b) if t is not None]
+    if not tables:
+        return None
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+
+
+def _bytes(table):
+    """A table's bytes; one of no rows is kept too (its columns: a key's empty multiset)."""
+    if table is None:
+        return None
+    return accumulate.ipc_bytes(table, "lz4")
+
+
+def _newest(tables: list) -> int:
+    import pyarrow.compute as pc
+
+    newest = -1
+    for table in tables:
+        if table is not None and table.num_rows and TOUCHED in table.column_names:
+            value = pc.max(table.column(TOUCHED)).as_py()
+            if value is not None:
+                newest = max(newest, int(value))
+    return newest

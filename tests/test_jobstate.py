@@ -1,0 +1,33 @@
+"""A job's state directory (runtime.jobstate) without Spark: what is resumed and what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamsql.errors import JobStateError
+from streamsql.plan.objects import ObjectName, TableDef
+from streamsql.runtime.jobstate import STATE_LAYOUT, STREAMING, JobState
+
+
+def job(tmp_path) -> JobState:
+    table = TableDef(ObjectName("default_database", "totals"), [], {"connector": "jdbc"})
+    return JobState.of(tmp_path / "state", "insert-into-totals", table, "f00d", STREAMING)
+
+
+def test_a_checkpoint_with_state_in_an_older_layout_is_not_resumed(tmp_path):
+    state = job(tmp_path)
+    state.save()
+    record = json.loads((state.directory / "job.json").read_text())
+    assert record["state_layout"] == STATE_LAYOUT
+    state.check()  # the same layout: resumed
+    del record["state_layout"]  # as streamsql wrote it before generations
+    (state.directory / "job.json").write_text(json.dumps(record))
+    state.check()  # no operator state yet: nothing to lose
+    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    with pytest.raises(JobStateError) as error:
+        state.check()
+    message = error.value.message
+    assert "laid out their state another way" in message and "would start empty" in message
+    assert str(state.directory) in message and "STOP JOB" in message
