@@ -15,7 +15,8 @@ BUCKETS_PER_PARTITION = 4
 
 def default_buckets(frame) -> int:
     """How many buckets an operator hashes its keys into: a few per shuffle partition, so
-    every core stays busy and a bucket's state (rewritten whole when touched) stays small."""
+    every core stays busy and, for the operators that keep a bucket as one value (rewritten
+    whole when touched, ``state_layouts``), a bucket's state stays small."""
     return BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
 
 

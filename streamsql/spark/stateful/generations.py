@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from streamsql.spark.stateful import accumulate
 
 HASH = "__h"
-TOUCHED = "__t"
+TOUCHED = accumulate.TOUCHED  # (ranking's and joining's too)
 # a generation left with fewer rows than this, or than a quarter of the new one, is folded
 # into the new one
 SMALL_ROWS = 512

@@ -55,7 +55,7 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     missing = [c for c in columns if c not in fields]
     if missing:
         raise ValueError(f"Columns {missing} are not in the input ({', '.join(fields)})")
-    plan["columns"] = columns + [BUCKET]
+    plan["columns"] = columns + ([generations.HASH] if plan["hashed"] else []) + [BUCKET]
     out = [T.StructField(ROWKIND_COLUMN, T.StringType(), False)] + [
         T.StructField(c, fields[c].dataType, True) for c in data]
     if rank_column is not None:
@@ -64,7 +64,6 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     selected = frame.select(*[F.col(f"`{c}`") for c in columns])
     if plan["hashed"]:
         selected = selected.withColumn(generations.HASH, hashed)
-        plan["columns"] = columns + [generations.HASH, BUCKET]
     bucketed = selected.withColumn(BUCKET, F.pmod(hashed, F.lit(buckets)).cast("int"))
     _ship_by_value()
     if window_end is not None:

@@ -38,6 +38,7 @@ ADDS = ("+I", "+U")
 SEQ = "__seq"
 TOUCHED = "__t"  # when the row's partition last changed (epoch ms), kept with a state TTL
 RANK = "__rownum"
+HASH = "__h"  # generations.HASH: the partition's hash, stored with its rows (rank.py)
 
 
 def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFrame,
@@ -79,7 +80,7 @@ def fold(plan: dict, state: pd.DataFrame | None, next_seq: int, batch: pd.DataFr
 
 def _stored_columns(plan: dict) -> list[str]:
     columns = list(plan["data"])
-    for name in plan["partition"] + [c for c, _ in plan["order"]] + (["__h"] if plan.get("hashed") else []):
+    for name in plan["partition"] + [c for c, _ in plan["order"]] + ([HASH] if plan.get("hashed") else []):
         if name not in columns:
             columns.append(name)
     return columns

@@ -1,5 +1,6 @@
 """How a bucket's state lives in Spark's state store when it is not kept in generations
-(``generations``, where GroupAggregate, Rank and the regular join keep theirs):
+(``generations``, where GroupAggregate, Rank, the regular join and ChangelogNormalize keep
+theirs):
 
 - ``blob`` (window aggregates, whose state the watermark bounds): one ValueState per bucket
   holding the bucket count and each table (accumulators, multisets) as Arrow IPC bytes
@@ -7,8 +8,8 @@
 - ``rows`` (GroupAggregate's 'rows' layout): typed rows, a ListState per table (one element
   per key, or per key and value), readable with Spark's state data source; every element
   is pickled on its way to and from the JVM, so it costs per key.
-- ``Tables`` (OVER, window Top-N and join, temporal join, ChangelogNormalize): the blob of
-  a bucket's tables, with an arrival counter.
+- ``Tables`` (OVER, window Top-N and join, temporal join): the blob of a bucket's tables,
+  with an arrival counter.
 
 Shipped to Python workers by value with ``accumulate`` (pandas, pyarrow and pyspark only).
 """
@@ -24,8 +25,8 @@ from streamsql.spark.stateful import accumulate
 
 
 class Tables:
-    """A bucket's state for the operators that keep rows (OVER, window Top-N, temporal
-    join): one ValueState holding the bucket count, an arrival counter and each table as
+    """A bucket's state for the operators that keep rows (OVER, window Top-N and join,
+    temporal join): one ValueState holding the bucket count, an arrival counter and each table as
     Arrow IPC bytes (NULL for none). ``load`` gives (next_seq, tables), ``store`` takes them;
     a bucket with no table left is cleared."""
 
