@@ -196,33 +196,71 @@ def test_a_checkpoint_with_another_bucket_count_is_refused():
 
 # -- GroupAggregate ----------------------------------------------------------------------------
 
-def _aggregate_plan(hashed: bool):
+AGG_COLUMNS = ["__rowkind", "k", "v", "s", "w", "d", "f"]
+
+
+def _aggregate_plan(hashed: bool, ttl_ms=None):
     from pyspark.sql import types as T
 
-    from streamsql.spark.stateful import AggSpec
+    from streamsql.spark.stateful import AggSpec, distinct_pairs
     from streamsql.spark.stateful.group_aggregate import build_plan
 
     fields = [T.StructField("__rowkind", T.StringType()), T.StructField("k", T.LongType()),
-              T.StructField("v", T.LongType()), T.StructField("s", T.StringType())]
+              T.StructField("v", T.LongType()), T.StructField("s", T.StringType()),
+              T.StructField("w", T.LongType()), T.StructField("d", T.DecimalType(10, 2)),
+              T.StructField("f", T.BooleanType())]
     if hashed:
         fields.append(T.StructField(generations.HASH, T.LongType()))
     specs = [AggSpec("COUNT", None, output_name="n"), AggSpec("SUM", "v", output_name="total"),
              AggSpec("MIN", "v", output_name="low"), AggSpec("COUNT", "v", distinct=True, output_name="kinds"),
-             AggSpec("LISTAGG", "s", output_name="names"), AggSpec("ARRAY_AGG", "v", output_name="values")]
+             AggSpec("LISTAGG", "s", output_name="names"), AggSpec("ARRAY_AGG", "v", output_name="values"),
+             # paired (distinct_pairs): every call over the multiset is COUNT, SUM or AVG
+             AggSpec("COUNT", "s", distinct=True, filter_column="f", output_name="fs"),
+             AggSpec("COUNT", "w", distinct=True, output_name="ws"),
+             AggSpec("SUM", "w", distinct=True, output_name="w_sum"),
+             AggSpec("AVG", "w", distinct=True, output_name="w_avg"),
+             AggSpec("SUM", "d", distinct=True, output_name="d_sum")]
     plan, _ = build_plan(T.StructType(fields), [generations.HASH, "k"] if hashed else ["k"], specs)
-    plan.update(buckets=1, ttl_ms=None)
+    plan.update(buckets=1, ttl_ms=ttl_ms, paired=distinct_pairs.paired(plan["aggs"], plan["multisets"]) if hashed else [])
     return plan
+
+
+def _aggregate_batch(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=AGG_COLUMNS).astype({"k": "int64", "v": "Int64", "w": "Int64", "f": "boolean"})
+
+
+class BothAggregates:
+    """The same batches through ``group_aggregate.fold_stored`` and through a fold over the
+    whole state with every multiset whole (no pairs)."""
+
+    def __init__(self, poor=False, ttl_ms=None):
+        from streamsql.spark.stateful.group_aggregate import fold_stored, store
+
+        self.poor, self.fold_stored = poor, fold_stored
+        self.hashed, self.whole_plan = _aggregate_plan(True, ttl_ms), _aggregate_plan(False, ttl_ms)
+        assert len(self.hashed["paired"]) == 3, self.hashed["multisets"]  # s with f, w, d
+        self.handle = Handle()
+        self.store = store(self.handle, self.hashed)
+        self.whole = None
+
+    def fold(self, batch: pd.DataFrame, now_ms=0):
+        from streamsql.spark.stateful import accumulate
+
+        hashed = with_hash(batch.rename(columns={"k": "auction"}), self.poor).rename(columns={"auction": "k"})
+        got = self.fold_stored(self.hashed, self.store, hashed, now_ms)
+        self.whole, want = accumulate.fold(self.whole_plan, self.whole, batch, now_ms)
+        if self.whole is not None:
+            self.whole = accumulate.decode(accumulate.encode(self.whole))  # as the whole-bucket blob stored it
+        assert changes(got) == changes(want)
+        return got
 
 
 @pytest.mark.parametrize("poor", [False, True])
 def test_group_aggregate_changes_equal_a_fold_over_the_whole_state(poor):
-    from streamsql.spark.stateful import accumulate
+    from decimal import Decimal
 
     rng = random.Random(3 + poor)
-    hashed_plan, whole_plan = _aggregate_plan(True), _aggregate_plan(False)
-    names = ["acc", *[f"ms{j}" for j in range(len(hashed_plan["multisets"]) + len(hashed_plan["sequences"]))]]
-    store = generations.Generations(Handle(), hashed_plan, names, "GroupAggregate")
-    whole = None
+    both = BothAggregates(poor)
     live: list[tuple] = []
     for step in range(40):
         rows = []
@@ -231,16 +269,94 @@ def test_group_aggregate_changes_equal_a_fold_over_the_whole_state(poor):
                 rows.append(("-D", *live.pop(rng.randrange(len(live)))))
                 continue
             row = (step // 2 + rng.randint(0, 4) if rng.random() < 0.8 else rng.randint(0, 40),
-                   rng.choice([None, *range(6)]), f"s{rng.randint(0, 3)}")
+                   rng.choice([None, *range(6)]), f"s{rng.randint(0, 3)}", rng.choice([None, *range(-3, 30)]),
+                   rng.choice([None, Decimal(rng.randint(-500, 500)).scaleb(-2)]), rng.choice([None, True, False]))
             live.append(row)
             rows.append(("+I", *row))
-        batch = pd.DataFrame(rows, columns=["__rowkind", "k", "v", "s"]).astype({"k": "int64", "v": "Int64"})
-        hashed = with_hash(batch.rename(columns={"k": "auction"}), poor).rename(columns={"auction": "k"})
-        _, (acc, *multisets) = store.load(hashed[generations.HASH].to_numpy())
-        state = accumulate.BucketState(acc, multisets) if acc is not None else None
-        state, got = accumulate.fold(hashed_plan, state, hashed)
-        store.store(0, [state.acc, *state.multisets] if state else [None] * len(names))
-        whole, want = accumulate.fold(whole_plan, whole, batch)
-        if whole is not None:
-            whole = accumulate.decode(accumulate.encode(whole))  # as the whole-bucket blob stored it
-        assert changes(got.drop(columns=[generations.HASH])) == changes(want), step
+        both.fold(_aggregate_batch(rows))
+
+
+def test_a_micro_batch_reads_only_the_distinct_pairs_it_brings():
+    """One key with 20 micro-batches of 600 new values each, then a micro-batch bringing two
+    of the old values and a new one: it reads the generations of the key and of the two
+    values, not all 20, and COUNT(DISTINCT) moves by one."""
+    both = BothAggregates()
+    for step in range(20):
+        both.fold(_aggregate_batch([("+I", 1, None, "a", step * 1000 + j, None, None) for j in range(600)]))
+    reads = both.store.generations.reads
+    reads.clear()
+    out = both.fold(_aggregate_batch([("+I", 1, None, "a", w, None, None) for w in (3, 5003, 99_999)]))
+    assert len(set(reads)) <= 3, reads  # the key's (the newest), and the two old values' (first and sixth)
+    assert list(out["ws"]) == [12_000, 12_001]
+
+
+def test_a_key_dropped_by_the_ttl_comes_back_with_its_distinct_values_forgotten():
+    both = BothAggregates(ttl_ms=1000)
+    both.fold(_aggregate_batch([("+I", 1, 1, "a", w, None, True) for w in (1, 2, 3)]), now_ms=0)
+    both.fold(_aggregate_batch([("+I", 2, 1, "a", 7, None, True)]), now_ms=900)
+    out = both.fold(_aggregate_batch([("+I", 1, 1, "a", w, None, True) for w in (2, 3, 4)]), now_ms=1500)
+    assert list(out["__rowkind"]) == ["+I"] and list(out["ws"]) == [3] and list(out["w_sum"]) == [9]
+
+
+# -- the regular join: a store per side ---------------------------------------------------------
+
+JOIN_KINDS = {"__k0": "int", "__l0": "int", "__l1": "object", "__r0": "int"}
+
+
+def _join_plan(join_type, retracts, hashed: bool, ttl_ms=None):
+    plan = {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": dict(JOIN_KINDS),
+            "join_type": join_type, "residual": None, "retracts": list(retracts), "ttl_ms": ttl_ms, "buckets": 1,
+            "output": ["__l0", "__l1", "__r0"]}
+    if hashed:
+        plan["keys"] = ["__k0", generations.HASH]
+        plan["kinds"][generations.HASH] = "int"
+    return plan
+
+
+def _join_batch(rows) -> pd.DataFrame:
+    """(side, kind, key, value): a left row's values (l0, l1) are (value, key's name), a right row's r0 is value."""
+    frame = pd.DataFrame([{"__side": side, "__rowkind": kind, "__k0": key, "__l0": value if side == 0 else None,
+                           "__l1": f"k{key}" if side == 0 else None, "__r0": value if side == 1 else None}
+                          for side, kind, key, value in rows], columns=["__side", "__rowkind", "__k0", "__l0", "__l1", "__r0"])
+    return frame.astype({"__k0": "Int64", "__l0": "Int64", "__r0": "Int64"})
+
+
+@pytest.mark.parametrize("join_type,retracts", [("InnerJoin", (False, False)), ("InnerJoin", (True, False)),
+                                                ("LeftOuterJoin", (False, False))])
+def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, monkeypatch):
+    """Keys close in time and anywhere, identical rows, with a side's retractions; an inner
+    join's insert-only side is only looked up (join.looked_up), its rows added to its newest
+    generation until that holds ``APPEND_ROWS`` (here 12)."""
+    from streamsql.spark.stateful import joining
+    from streamsql.spark.stateful.join import fold_stored, looked_up, side_stores
+
+    monkeypatch.setattr(generations, "APPEND_ROWS", 12)
+    rng = random.Random(11 + retracts[0])
+    hashed, whole = _join_plan(join_type, retracts, True), _join_plan(join_type, retracts, False)
+    assert looked_up(hashed) == [join_type == "InnerJoin" and not r for r in retracts]
+    handle = Handle()
+    stores = side_stores(handle, hashed)
+    left = right = None
+    live: list[tuple] = []
+    for step in range(40):
+        rows = []
+        for _ in range(rng.randint(1, 20)):
+            if retracts[0] and live and rng.random() < 0.3:
+                rows.append((0, "-D", *live.pop(rng.randrange(len(live)))))
+                continue
+            side = int(rng.random() < 0.3)
+            key = step // 2 + rng.randint(0, 3) if rng.random() < 0.7 else rng.randint(0, 30)
+            row = (key, rng.randint(0, 2))  # (few values: identical rows)
+            if side == 0:
+                live.append(row)
+            rows.append((side, "+I", *row))
+        batch = _join_batch(rows)
+        got = fold_stored(hashed, stores, with_hash(batch.rename(columns={"__k0": "auction"}))
+                          .rename(columns={"auction": "__k0"}), 0)
+        left, right, want = joining.fold(whole, left, right, batch, 0)
+        assert changes(got) == changes(want), step
+    if join_type == "InnerJoin" and not retracts[0]:  # looked up: its generations are never rewritten
+        kept = [g for (g,) in sorted(handle.states["generations_left"].entries)]
+        assert kept == list(range(1, len(kept) + 1)) and 10 < len(kept) < 35  # none dropped, some added to
+        sizes = [rows for rows, _ in stores[0].info.rows.values()]
+        assert all(size >= 12 for size in sizes[:-1]), sizes

@@ -220,7 +220,7 @@ def test_retractions_come_before_insertions():
 def test_timestamps_merge_with_the_state_arrow_gave_back():
     """A timestamp payload column: the state comes back from Arrow IPC as datetime64[us],
     a batch as datetime64[ns] or, all NULL, as None; they still merge (a row retracted)."""
-    from streamsql.spark.stateful import accumulate
+    from streamsql.spark.stateful import state_bytes
 
     plan = {"keys": ["__k0"], "left": ["__l0"], "right": ["__r0"], "join_type": "LeftOuterJoin",
             "kinds": {"__k0": "object", "__l0": "time", "__r0": "int"}}
@@ -228,7 +228,7 @@ def test_timestamps_merge_with_the_state_arrow_gave_back():
     first = pd.DataFrame({"__side": [0, 0], "__rowkind": ["+I", "+I"], "__k0": ["a", "b"],
                           "__l0": pd.Series([at, None], dtype="datetime64[ns]"), "__r0": [None, None]})
     left, right, out = joining.fold(plan, None, None, first)
-    left = accumulate._from_bytes(accumulate._to_bytes(left))
+    left = state_bytes.from_bytes(state_bytes.to_bytes(left))
     second = pd.DataFrame({"__side": [0, 0, 1], "__rowkind": ["-D", "-D", "+I"], "__k0": ["a", "b", "a"],
                            "__l0": [at.to_pydatetime(), None, None], "__r0": [None, None, 7]})
     left, right, out = joining.fold(plan, left, right, second)

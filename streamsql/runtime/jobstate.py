@@ -30,7 +30,8 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # How streamsql's stateful operators lay out their state in Spark's checkpoint; a job whose
 # checkpoint has state in another layout is not resumed (its operators would start empty).
 # 2: GroupAggregate, Rank, the regular join and ChangelogNormalize keep rows in generations.
-STATE_LAYOUT = 2
+# 3: COUNT/SUM/AVG DISTINCT kept by (key, value) pair; the regular join keeps a store per side.
+STATE_LAYOUT = 3
 
 
 @dataclass

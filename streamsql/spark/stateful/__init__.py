@@ -25,9 +25,9 @@ def ship_by_value(*modules) -> None:
     operator's processor and its pandas core travel pickled by value."""
     from pyspark import cloudpickle
 
-    from streamsql.spark.stateful import sequences, spreads  # accumulate's own, wherever accumulate goes
+    from streamsql.spark.stateful import distinct_pairs, sequences, spreads, state_bytes  # accumulate's own
 
-    for module in (*modules, spreads, sequences):
+    for module in (*modules, spreads, sequences, distinct_pairs, state_bytes):
         try:
             cloudpickle.register_pickle_by_value(module)
         except ValueError:

@@ -1,7 +1,8 @@
 """GroupAggregate's accumulators for one bucket of group keys, folded with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas, numpy, pyarrow, ``spreads`` and ``sequences`` (shipped with it), and takes its
+so it imports only pandas, numpy, pyarrow, ``spreads``, ``sequences``, ``distinct_pairs`` and
+``state_bytes`` (shipped with it), and takes its
 configuration as a plain dict,
 the *plan* (built by ``group_aggregate.build_plan``):
 
@@ -11,6 +12,8 @@ the *plan* (built by ``group_aggregate.build_plan``):
     multisets:  [(column, filter, kind)]  value → count per key, shared by MIN/MAX/DISTINCT calls
     sequences:  [(column, filter, kind, keep_nulls)]  a key's live values in arrival order, for
                 LISTAGG/ARRAY_AGG/FIRST_VALUE/LAST_VALUE over retracting input (``sequences``)
+    paired:     the multisets kept by (key, value) pair, their calls' results in ``acc``
+                (``distinct_pairs``; hashed plans only)
 
 A bucket's state is two kinds of tables keyed by the group key columns:
 
@@ -44,7 +47,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import sequences, spreads
+from streamsql.spark.stateful import distinct_pairs, sequences, spreads, state_bytes
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
@@ -122,11 +125,14 @@ def _fold(plan, state, batch, now_ms=None):
     acc_cols = [c for c in delta.columns if c not in keys]
     out_cols = [f"__o{i}" for i in range(len(plan["aggs"]))]
     old = state.acc if state is not None else _empty_acc(delta, keys, out_cols)
+    stat_cols = distinct_pairs.stat_columns(plan)
+    if stat_cols:
+        old = distinct_pairs.prepare(plan, old)
     merged = old.merge(delta, on=keys, how="outer", suffixes=("", "__d"), indicator=True)
     flag = merged.pop("_merge").to_numpy()
     hit = flag != "left_only"
     ttl = [TOUCHED] if plan.get("ttl_ms") else []
-    untouched = merged.loc[~hit, keys + acc_cols + out_cols + ([c for c in ttl if c in merged.columns])]
+    untouched = merged.loc[~hit, keys + acc_cols + stat_cols + out_cols + [c for c in ttl if c in merged.columns]]
     t = merged.loc[hit].reset_index(drop=True)
     existed = flag[hit] == "both"
     for col in acc_cols:
@@ -138,9 +144,15 @@ def _fold(plan, state, batch, now_ms=None):
             t[col] = _zero_nulls(t[col]) + t[col + "__d"]
 
     multisets = []
+    oldest = now_ms - plan["ttl_ms"] if ttl else None
     for j in range(n_ms):
         old_ms = state.multisets[j] if state is not None else None
-        multisets.append(_merge_multiset(old_ms, ms_delta[j], keys))
+        if j in plan.get("paired", ()):
+            ms, t = distinct_pairs.advance(plan, j, old_ms, ms_delta[j], keys, t, existed,
+                                           now_ms if ttl else None, oldest)
+            multisets.append(ms)
+        else:
+            multisets.append(_merge_multiset(old_ms, ms_delta[j], keys))
     t = _multiset_stats(plan, t, multisets, keys)
     if plan.get("sequences"):
         ordered = sequences.advance(plan, state.multisets[n_ms:] if state is not None else None, batch, keys, sign)
@@ -158,7 +170,7 @@ def _fold(plan, state, batch, now_ms=None):
 
     out = _changelog(plan, t, keys, new, inserts, deletes, updates)
 
-    kept = t.loc[alive, keys + acc_cols].copy()
+    kept = t.loc[alive, keys + acc_cols + stat_cols].copy()
     for i, values in enumerate(new):
         kept[f"__o{i}"] = values[alive]
     if ttl:
@@ -234,7 +246,7 @@ def _contributions(plan, batch, keys, sign, centres):
             delta[col] = delta[col].astype("Int64")
 
     ms_delta = []
-    for column, filter_column, kind in plan["multisets"]:
+    for j, (column, filter_column, kind) in enumerate(plan["multisets"]):
         v = value(column, kind)
         ok = mask(filter_column) & v.notna().to_numpy()
         sub = batch.loc[ok, keys].copy()
@@ -242,6 +254,9 @@ def _contributions(plan, batch, keys, sign, centres):
         sub[MULT] = sign[ok]
         counted = _canonical_keys(plan, sub.groupby(keys + [VAL], dropna=False, sort=False)[MULT].sum().reset_index())
         counted[VAL] = canonical(counted[VAL], kind)
+        if j in plan.get("paired", ()):
+            counted[distinct_pairs.PAIR] = distinct_pairs.pair_hashes(
+                counted[distinct_pairs.HASH].to_numpy(dtype="int64"), counted[VAL], kind)
         ms_delta.append(counted)
     return delta, ms_delta
 
@@ -287,6 +302,8 @@ def _multiset_stats(plan, t, multisets, keys):
     """MIN/MAX/DISTINCT results of the touched keys (columns __x{i}, __y{i}) from the multisets."""
     for j, ms in enumerate(multisets):
         calls = [(i, a) for i, a in enumerate(plan["aggs"]) if a["ms"] == j]
+        if j in plan.get("paired", ()):  # (kept in acc: distinct_pairs)
+            continue
         if ms.empty:
             for i, agg in calls:
                 t[f"__x{i}"] = pd.Series([None] * len(t), dtype=object)
@@ -458,64 +475,13 @@ def _anti_join(ms, dead, keys):
     return marked[marked["__dead"].isna()].drop(columns=["__dead"]).reset_index(drop=True)
 
 
-# -- state as bytes (Arrow IPC, lz4) in the state store --------------------------------------
+# -- state as bytes in the state store (``state_bytes``) ---------------------------------------
 
 
 def encode(state: BucketState) -> list[bytes]:
-    return [_to_bytes(state.acc)] + [_to_bytes(ms) for ms in state.multisets]
+    return [state_bytes.to_bytes(state.acc)] + [state_bytes.to_bytes(ms) for ms in state.multisets]
 
 
 def decode(blobs) -> BucketState:
-    frames = [_from_bytes(b, exact_ints=True) for b in blobs]
+    frames = [state_bytes.from_bytes(b, exact_ints=True) for b in blobs]
     return BucketState(frames[0], frames[1:])
-
-
-def _to_bytes(frame: pd.DataFrame) -> bytes:
-    import pyarrow as pa
-
-    return ipc_bytes(pa.Table.from_pandas(frame, preserve_index=False), compression="lz4")
-
-
-def ipc_bytes(table, compression: str | None = None) -> bytes:
-    """An Arrow table as Arrow IPC stream bytes (``ipc_table`` reads them back)."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def ipc_table(blob: bytes):
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-
-
-def nullable_ints(column) -> pd.arrays.IntegerArray:
-    """An Arrow integer column with NULLs as pandas' nullable Int64: exact (to_pandas would
-    make it float64, and a BIGINT past 2^53 loses digits)."""
-    values = column.combine_chunks() if hasattr(column, "combine_chunks") else column
-    return pd.arrays.IntegerArray(values.fill_null(0).to_numpy(zero_copy_only=False).astype("int64"),
-                                  values.is_null().to_numpy(zero_copy_only=False))
-
-
-def _from_bytes(blob: bytes, exact_ints: bool = False) -> pd.DataFrame:
-    """A table back from its bytes. ``exact_ints``: an integer column with NULLs comes back as
-    nullable Int64 (``nullable_ints``)."""
-    return frame_of(ipc_table(blob), exact_ints)
-
-
-def frame_of(table, exact_ints: bool = False) -> pd.DataFrame:
-    """An Arrow table as pandas, as ``_from_bytes`` gives it."""
-    import pyarrow as pa
-
-    frame = table.to_pandas()
-    if exact_ints:
-        for field, column in zip(table.schema, table.columns):
-            if pa.types.is_integer(field.type) and column.null_count:
-                frame[field.name] = nullable_ints(column)
-    for field in table.schema:  # ARRAY_AGG's arrays as lists (to_pandas makes NULL items NaN)
-        if pa.types.is_list(field.type):
-            frame[field.name] = pd.Series(table.column(field.name).to_pylist(), dtype=object)
-    return frame

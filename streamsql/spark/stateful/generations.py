@@ -34,35 +34,46 @@ from __future__ import annotations
 import numpy as np
 from pyspark.sql import types as T
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, state_bytes
 
 HASH = "__h"
 TOUCHED = accumulate.TOUCHED  # (ranking's and joining's too)
 # a generation left with fewer rows than this, or than a quarter of the new one, is folded
 # into the new one
 SMALL_ROWS = 512
+# a store only looked up (``load(peek=True)``) adds its rows to its newest generation while
+# that has fewer rows than this, so a trickle of micro-batches does not spread a key's rows
+# over a generation each
+APPEND_ROWS = 65_536
 
 
 class Generations:
-    """A bucket's tables (pandas, each with ``HASH``) for ``names``; ``load(hashes)`` gives
-    (next_seq, tables of those hashes' rows, None for none), ``store(next_seq, tables)``
-    takes them back after the operator changed them."""
+    """A bucket's tables (pandas, each with ``HASH``, or the column ``hashes`` names for it)
+    for ``names``; ``load(hashes)`` gives (next_seq, tables of those hashes' rows, None for
+    none), ``store(next_seq, tables)`` takes them back after the operator changed them."""
 
-    def __init__(self, handle, plan: dict, names: list[str], operator: str, ttl_ms: int | None = None):
+    def __init__(self, handle, plan: dict, names: list[str], operator: str, ttl_ms: int | None = None,
+                 hashes: list[str] | None = None, store: str = ""):
         self.plan, self.operator, self.count, self.ttl_ms = plan, operator, len(names), ttl_ms
-        self.meta = handle.getValueState("index", T.StructType([
+        self.columns = hashes or [HASH] * len(names)  # the column each table is filed by
+        # (``store``: a name for an operator's second store, e.g. a join's side)
+        self.meta = handle.getValueState(f"index{store}", T.StructType([
             T.StructField("buckets", T.IntegerType(), False), T.StructField("next_seq", T.LongType(), False),
             T.StructField("last", T.LongType(), False), T.StructField("index", T.BinaryType(), False),
             T.StructField("generations", T.BinaryType(), False)]))
         self.generations = handle.getMapState(
-            "generations", T.StructType([T.StructField("generation", T.LongType(), False)]),
+            f"generations{store}", T.StructType([T.StructField("generation", T.LongType(), False)]),
             T.StructType([T.StructField(name, T.BinaryType(), True) for name in names]))
 
     # -- reading ------------------------------------------------------------------------------
 
-    def load(self, hashes: np.ndarray) -> tuple[int, list]:
+    def load(self, hashes: np.ndarray, peek: bool = False) -> tuple[int, list]:
+        """``peek``: the rows are only read — the generations stay as they are, and ``store``
+        writes only the rows it is given, as a new generation (rows the operator never
+        changes: an inner join's insert-only side, looked up by the other side's keys)."""
         stored = self.meta.get()
         self.read: dict[int, list] = {}  # generation -> its tables less the loaded rows
+        self.peeked = peek
         if stored is None:
             self.last, self.hashes, self.gens = 0, np.zeros(0, "int64"), np.zeros(0, "int64")
             self.info = _Info.empty()
@@ -71,7 +82,7 @@ class Generations:
             raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks "
                              f"for {self.plan['buckets']}: restart with the same count")
         next_seq, self.last = stored[1], stored[2]
-        index = accumulate.ipc_table(stored[3])
+        index = state_bytes.ipc_table(stored[3])
         self.hashes = index.column(0).to_numpy()
         self.gens = index.column(1).to_numpy()
         self.info = _Info.read(stored[4])
@@ -88,17 +99,19 @@ class Generations:
                 if blob is None:
                     rest.append(None)
                     continue
-                table = accumulate.ipc_table(blob)
+                table = state_bytes.ipc_table(blob)
                 if whole:
                     parts[j].append(table)
                     rest.append(table.slice(0, 0))
                     continue
-                mine = _isin(table.column(HASH), wanted)
+                mine = _isin(table.column(self.columns[j]), wanted)
                 parts[j].append(table.filter(mine))
-                rest.append(table.filter(_not(mine)))
-            self.read[generation] = rest
-        # the loaded hashes' entries go: ``store`` writes them anew
-        self.hashes, self.gens = self.hashes[~hit], self.gens[~hit]
+                if not peek:
+                    rest.append(table.filter(_not(mine)))
+            if not peek:
+                self.read[generation] = rest
+        if not peek:  # the loaded hashes' entries go: ``store`` writes them anew
+            self.hashes, self.gens = self.hashes[~hit], self.gens[~hit]
         return next_seq, [_frame(p) for p in parts]
 
     # -- writing ------------------------------------------------------------------------------
@@ -126,8 +139,15 @@ class Generations:
                 self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
                 self.info.put(generation, left, _newest(rest))
         if rows:
+            fresh = np.unique(np.concatenate([_unique_hashes(t, c) for t, c in zip(written, self.columns)
+                                              if t is not None and t.num_rows]))
+            if self.peeked and 0 < self.info.rows.get(self.last, (APPEND_ROWS,))[0] < APPEND_ROWS:
+                new = self.last  # added to the newest generation
+                held = self.generations.getValue((new,))
+                written = [_concat(state_bytes.ipc_table(b) if b is not None else None, t)
+                           for b, t in zip(held, written)]
+                rows += self.info.rows[new][0]
             self.generations.updateValue((new,), tuple(_bytes(t) for t in written))
-            fresh = np.unique(np.concatenate([_unique_hashes(t) for t in written if t is not None and t.num_rows]))
             fresh = fresh[~np.isin(fresh, gens[0][gens[0] == new])]  # (already there, folded in)
             hashes.append(fresh)
             gens.append(np.full(len(fresh), new, dtype="int64"))
@@ -140,7 +160,7 @@ class Generations:
             self.meta.clear()
             return
         index = pa.table({"h": pa.array(self.hashes, pa.int64()), "g": pa.array(self.gens, pa.int64())})
-        self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), accumulate.ipc_bytes(index, "lz4"),
+        self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), state_bytes.ipc_bytes(index, "lz4"),
                           self.info.bytes()))
 
     def _expire(self, oldest: int) -> None:
@@ -164,7 +184,7 @@ class _Info:
 
     @classmethod
     def read(cls, blob: bytes) -> "_Info":
-        table = accumulate.ipc_table(blob)
+        table = state_bytes.ipc_table(blob)
         return cls({g: (n, t) for g, n, t in zip(*(table.column(i).to_pylist() for i in range(3)))})
 
     def put(self, generation: int, rows: int, newest: int) -> None:
@@ -180,7 +200,7 @@ class _Info:
         import pyarrow as pa
 
         items = sorted(self.rows.items())
-        return accumulate.ipc_bytes(pa.table({
+        return state_bytes.ipc_bytes(pa.table({
             "g": pa.array([g for g, _ in items], pa.int64()), "rows": pa.array([n for _, (n, _) in items], pa.int64()),
             "newest": pa.array([t for _, (_, t) in items], pa.int64())}))
 
@@ -192,10 +212,10 @@ def _isin(column, wanted: np.ndarray):
     return pc.is_in(column, value_set=pa.array(wanted, pa.int64()))
 
 
-def _unique_hashes(table) -> np.ndarray:
+def _unique_hashes(table, column: str) -> np.ndarray:
     import pyarrow.compute as pc
 
-    return pc.unique(table.column(HASH)).to_numpy(zero_copy_only=False).astype("int64")
+    return pc.unique(table.column(column)).to_numpy(zero_copy_only=False).astype("int64")
 
 
 def _not(mask):
@@ -211,7 +231,7 @@ def _frame(parts: list):
 
     if not parts:
         return None
-    return accumulate.frame_of(pa.concat_tables(parts, promote_options="permissive"), exact_ints=True)
+    return state_bytes.frame_of(pa.concat_tables(parts, promote_options="permissive"), exact_ints=True)
 
 
 def _arrow(frame):
@@ -235,7 +255,7 @@ def _bytes(table):
     """A table's bytes; one of no rows is kept too (its columns: a key's empty multiset)."""
     if table is None:
         return None
-    return accumulate.ipc_bytes(table, "lz4")
+    return state_bytes.ipc_bytes(table, "lz4")
 
 
 def _newest(tables: list) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,7 +32,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, generations, state_layouts, transport
+from streamsql.spark.stateful import accumulate, default_buckets, distinct_pairs, generations, state_layouts, transport
 from streamsql.spark.stateful.sequences import COUNT as DISTINCT_COUNT
 from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SEQUENCED, SPREADS, AggSpec, int_bits, result_type, value_kind
 
@@ -66,6 +67,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
         output = T.StructType([f for f in output.fields if f.name != generations.HASH])
     plan["buckets"] = buckets
     plan["layout"] = layout
+    plan["paired"] = distinct_pairs.paired(plan["aggs"], plan["multisets"]) if hashed else []
     plan["ttl_ms"] = ttl_ms if hashed else None  # the typed 'rows' layout keeps no change times
     first = [ROWKIND_COLUMN] if plan["rowkind"] else []
     bucketed, plan["columns"] = bucketed_input(frame, first + ([generations.HASH] if hashed else []) + keys,
@@ -169,6 +171,15 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets, sequen
             "ms_kinds": [[(f.name, value_kind(f.dataType)) for f in m.fields] for m in ms]}
 
 
+def store(handle, plan: dict) -> generations.Generations:
+    """The bucket's state in generations: the accumulators and multisets filed by key hash, a
+    paired multiset (``distinct_pairs``) by pair hash."""
+    names = ["acc", *[f"ms{j}" for j in range(len(plan["multisets"]) + len(plan["sequences"]))]]
+    hashes = [generations.HASH] + [distinct_pairs.PAIR if j in plan["paired"] else generations.HASH
+                                   for j in range(len(names) - 1)]
+    return generations.Generations(handle, plan, names, "GroupAggregate", plan["ttl_ms"], hashes)
+
+
 class GroupAggregateProcessor(StatefulProcessor):
     """One call per bucket and micro-batch: fold all of the bucket's rows at once."""
 
@@ -179,8 +190,7 @@ class GroupAggregateProcessor(StatefulProcessor):
         if self.plan["layout"] == "rows":
             self.state = state_layouts.RowsLayout(handle, self.plan)
         else:
-            names = ["acc", *[f"ms{j}" for j in range(len(self.plan["multisets"]) + len(self.plan["sequences"]))]]
-            self.state = generations.Generations(handle, self.plan, names, "GroupAggregate", self.plan["ttl_ms"])
+            self.state = store(handle, self.plan)
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
@@ -191,13 +201,7 @@ class GroupAggregateProcessor(StatefulProcessor):
             state, out = accumulate.fold(self.plan, self.state.load(), batch)
             self.state.store(state)
         else:
-            now_ms = int(time.time() * 1000)
-            _, (acc, *multisets) = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
-            state = accumulate.BucketState(acc, multisets) if acc is not None else None
-            state, out = accumulate.fold(self.plan, state, batch, now_ms)
-            tables = [state.acc, *state.multisets] if state is not None else [None] * (1 + len(multisets))
-            self.state.store(0, tables, now_ms)
-            out = out.drop(columns=[generations.HASH])
+            out = fold_stored(self.plan, self.state, batch, int(time.time() * 1000))
         if len(out):
             yield out
 
@@ -205,7 +209,19 @@ class GroupAggregateProcessor(StatefulProcessor):
         pass
 
 
+def fold_stored(plan: dict, state: generations.Generations, batch: pd.DataFrame, now_ms: int) -> pd.DataFrame:
+    """Fold a bucket's micro-batch into the state its keys (and DISTINCT pairs) have in
+    ``state``; the changelog, without the hash column."""
+    wanted = np.concatenate([batch[generations.HASH].to_numpy(dtype="int64"),
+                             distinct_pairs.wanted(plan, batch, accumulate.canonical)])
+    _, (acc, *multisets) = state.load(wanted)
+    folded = accumulate.BucketState(acc, multisets) if acc is not None else None
+    folded, out = accumulate.fold(plan, folded, batch, now_ms)
+    state.store(0, [folded.acc, *folded.multisets] if folded is not None else [None] * (1 + len(multisets)), now_ms)
+    return out.drop(columns=[generations.HASH])
+
+
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, generations, state_layouts, sys.modules[__name__])
+    ship_by_value(accumulate, generations, state_layouts, sys.modules[__name__])  # (distinct_pairs: accumulate's)

@@ -6,9 +6,11 @@ regular join keeps both sides in state and retracts: an outer join's null-padded
 (``-D``) when its first partner arrives. Both sides travel in one stream (``__side`` 0 or
 1, each row with its kind, the join keys ``__k<i>`` on both), hashed by the keys into
 buckets; one call joins a bucket's whole micro-batch (``joining.fold``). Each side's rows
-live in Spark's state store, checkpointed with the query, in generations (``generations``,
-by the hash of the keys the bucket is chosen by, kept as one more join key): a micro-batch
-reads and writes the rows of the keys it brings, not the whole bucket.
+live in Spark's state store, checkpointed with the query, in a store of generations of its
+own (``generations``, by the hash of the keys the bucket is chosen by, kept as one more join
+key): a micro-batch reads and writes the rows of the keys it brings, not the whole bucket,
+and an inner join's insert-only side is only looked up, by the other side's keys
+(``looked_up``): its rows are read where they are and never rewritten.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
     output = left_names if join_type in SEMI else left_names + right_names
     plan = {"keys": key_names, "left": left_names, "right": right_names, "join_type": join_type, "output": output,
             "kinds": {name: _kind(types[name]) for name in key_names + left_names + right_names},
-            "columns": list(union.columns), "buckets": buckets}
+            "columns": list(union.columns), "buckets": buckets,
+            "retracts": [ROWKIND_COLUMN in frame.columns for frame in (left, right)]}
     hashed = F.xxhash64(*([F.col(k) for k in key_names[hashed_from:]] or [F.lit(0)]))
     if hash_key:  # (a function of the other keys: the same pairs match)
         union = union.withColumn(generations.HASH, hashed)
@@ -107,24 +110,79 @@ class JoinProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        ttl = self.plan.get("ttl_ms") or (None, None)
-        # a generation goes whole once the longer-lived side's rows in it have expired
-        self.state = generations.Generations(handle, self.plan, ["left", "right"], "join",
-                                             max(ttl) if all(ttl) else None)
+        self.stores = side_stores(handle, self.plan)
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        now_ms = int(time.time() * 1000)
-        _, sides = self.state.load(batch[generations.HASH].to_numpy(dtype="int64"))
-        left, right = (side if side is not None and len(side) else None for side in sides)
-        left, right, out = joining.fold(self.plan, left, right, batch, now_ms)
-        self.state.store(0, [left, right], now_ms)
+        out = fold_stored(self.plan, self.stores, batch, int(time.time() * 1000))
         if len(out):
             yield out
 
     def close(self) -> None:
         pass
+
+
+def side_stores(handle, plan: dict) -> list[generations.Generations]:
+    """A store of generations per side, so a side is read by the keys that need its rows."""
+    ttl = plan.get("ttl_ms") or (None, None)
+    return [generations.Generations(handle, plan, [name], "join", ttl[index], store=f"_{name}")
+            for index, name in enumerate(("left", "right"))]
+
+
+def looked_up(plan: dict) -> list[bool]:
+    """Per side, whether the join only looks its rows up: an inner join's insert-only side.
+    A micro-batch then reads the side's rows by the other side's keys alone, leaves them
+    where they are, and adds its own rows as they come; a side that retracts, or keeps its
+    rows' partner counts (an outer or semi join), reads and rewrites its keys' rows."""
+    inner = plan["join_type"] == "InnerJoin"
+    return [inner and not retracts for retracts in plan.get("retracts", (True, True))]
+
+
+def fold_stored(plan: dict, stores: list, batch: pd.DataFrame, now_ms: int) -> pd.DataFrame:
+    """Join a bucket's micro-batch with the rows its keys have in the sides' ``stores``; the
+    changes."""
+    hashes = batch[generations.HASH].to_numpy(dtype="int64")
+    side = batch[joining.SIDE].to_numpy()
+    lookup = looked_up(plan)
+    sides = []
+    for index, store in enumerate(stores):
+        wanted = hashes[side != index] if lookup[index] else hashes
+        _, (rows,) = store.load(wanted, peek=lookup[index])
+        if rows is not None and len(rows) and lookup[index]:
+            rows = _folded(plan, rows, plan["keys"] + plan[("left", "right")[index]])
+        sides.append(rows if rows is not None and len(rows) else None)
+    left, right, out = joining.fold(plan, *sides, batch, now_ms)
+    for index, (store, rows) in enumerate(zip(stores, (left, right))):
+        if lookup[index]:
+            rows = _added(rows)
+        store.store(0, [rows], now_ms)
+    return out
+
+
+LOADED = "__loaded"  # a looked-up side's row as it was loaded: its count
+
+
+def _folded(plan: dict, rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """A looked-up side's loaded rows, identical ones (from two generations) folded into one,
+    each with its count as loaded (``LOADED``)."""
+    if rows.duplicated(subset=columns).any():
+        how = {joining.COUNT: "sum", **({joining.TOUCHED: "max"} if joining.TOUCHED in rows.columns else {})}
+        rows = joining.canonical_batch({"kinds": {c: plan["kinds"][c] for c in columns}},
+                                       rows.groupby(columns, dropna=False, sort=False).agg(how).reset_index())
+    return rows.assign(**{LOADED: rows[joining.COUNT].to_numpy(dtype="int64")})
+
+
+def _added(rows: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A looked-up side's rows to write: those the micro-batch added (identical rows may
+    then live in two generations, each with its count: an inner join adds them up)."""
+    if rows is None or LOADED not in rows.columns:
+        return rows
+    loaded = rows[LOADED].to_numpy(dtype="float64", na_value=0)
+    count = rows[joining.COUNT].to_numpy(dtype="int64") - loaded.astype("int64")
+    added = rows.loc[count > 0].drop(columns=[LOADED])
+    added[joining.COUNT] = count[count > 0]
+    return added.reset_index(drop=True) if len(added) else None
 
 
 def _ship_by_value() -> None:

@@ -21,7 +21,7 @@ import json
 import pandas as pd
 from pyspark.sql import types as T
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, state_bytes
 
 
 class Tables:
@@ -44,14 +44,14 @@ class Tables:
         if stored[0] != self.plan["buckets"]:
             raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks for "
                              f"{self.plan['buckets']}: restart with the same count")
-        return stored[1], [accumulate._from_bytes(b) if b is not None else None for b in stored[2:]]
+        return stored[1], [state_bytes.from_bytes(b) if b is not None else None for b in stored[2:]]
 
     def store(self, next_seq: int, tables: list) -> None:
         if all(t is None for t in tables):
             self.state.clear()
         else:
             self.state.update((self.plan["buckets"], int(next_seq),
-                               *[accumulate._to_bytes(t) if t is not None else None for t in tables]))
+                               *[state_bytes.to_bytes(t) if t is not None else None for t in tables]))
 
 
 def make(handle, plan: dict):

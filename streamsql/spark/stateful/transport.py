@@ -19,7 +19,7 @@ float64 on the way. So the rows travel packed instead:
 Nothing of an operator changes: its state, timers, lateness (Flink's rules, its own) and
 output are as they were.
 
-Shipped to Python workers by value with the operators (with ``accumulate``; pyarrow, pandas
+Shipped to Python workers by value with the operators (with ``state_bytes``; pyarrow, pandas
 and pyspark only).
 """
 
@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import state_bytes
 
 ROWS = "__rows"
 # A task packs at most this many rows, or bytes, at once: the memory a task holds, and one
@@ -47,7 +47,7 @@ def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, ou
     from streamsql.spark.stateful import ship_by_value
     import sys
 
-    ship_by_value(accumulate, sys.modules[__name__])
+    ship_by_value(sys.modules[__name__])  # (state_bytes: shipped with every operator)
     schema = bucketed.schema
     packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket), T.StructType([
         T.StructField(bucket, T.IntegerType(), True), T.StructField(ROWS, T.BinaryType(), False)]))
@@ -85,7 +85,7 @@ class Pack:
         table, buckets = table.take(pa.array(order)), buckets[order]
         starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
         ends = np.r_[starts[1:], len(buckets)]
-        values = [accumulate.ipc_bytes(table.slice(start, end - start)) for start, end in zip(starts, ends)]
+        values = [state_bytes.ipc_bytes(table.slice(start, end - start)) for start, end in zip(starts, ends)]
         return pa.RecordBatch.from_arrays(
             [pa.array(buckets[starts], type=pa.int32()), pa.array(values, type=pa.binary())], names=[self.bucket, ROWS])
 
@@ -100,14 +100,14 @@ def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
     import pyarrow as pa
     from pyspark.sql.conversion import ArrowBatchTransformer
 
-    table = pa.concat_tables([accumulate.ipc_table(v) for v in values])
+    table = pa.concat_tables([state_bytes.ipc_table(v) for v in values])
     schema = T.StructType.fromJson(json.loads(schema_json))
     columns = ArrowBatchTransformer.to_pandas(table, timezone=timezone, schema=schema)
     frame = pd.concat(columns, axis=1) if columns else pd.DataFrame()
     frame.columns = schema.names
     for field, column in zip(schema.fields, table.columns):
         if isinstance(field.dataType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-            frame[field.name] = accumulate.nullable_ints(column) if column.null_count else frame[field.name].astype("int64")
+            frame[field.name] = state_bytes.nullable_ints(column) if column.null_count else frame[field.name].astype("int64")
         elif isinstance(field.dataType, T.FloatType):
             frame[field.name] = frame[field.name].astype("float64")
     return frame
