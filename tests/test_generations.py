@@ -285,8 +285,14 @@ def test_a_micro_batch_reads_only_the_distinct_pairs_it_brings():
         both.fold(_aggregate_batch([("+I", 1, None, "a", step * 1000 + j, None, None) for j in range(600)]))
     reads = both.store.generations.reads
     reads.clear()
+    loaded = []
+    load = both.store.load
+    both.store.load = lambda hashes: loaded.append(load(hashes)) or loaded[-1]
     out = both.fold(_aggregate_batch([("+I", 1, None, "a", w, None, None) for w in (3, 5003, 99_999)]))
     assert len(set(reads)) <= 3, reads  # the key's (the newest), and the two old values' (first and sixth)
+    _, (acc, *multisets) = loaded[0]
+    w = both.hashed["multisets"].index(("w", None, "int"))
+    assert len(acc) == 1 and sorted(multisets[w]["__v"]) == [3, 5003]  # not the key's 12,000 values
     assert list(out["ws"]) == [12_000, 12_001]
 
 
@@ -360,3 +366,35 @@ def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, mon
         assert kept == list(range(1, len(kept) + 1)) and 10 < len(kept) < 35  # none dropped, some added to
         sizes = [rows for rows, _ in stores[0].info.rows.values()]
         assert all(size >= 12 for size in sizes[:-1]), sizes
+
+
+def test_distinct_pairs_of_a_null_group_key_and_decimal_values():
+    """A NULL group key and DECIMAL sums through the pairs, against the whole multisets."""
+    from decimal import Decimal
+
+    from pyspark.sql import types as T
+
+    from streamsql.spark.stateful import AggSpec, accumulate, distinct_pairs
+    from streamsql.spark.stateful.group_aggregate import build_plan, fold_stored, store
+
+    def plan(hashed):
+        fields = [T.StructField("g", T.StringType()), T.StructField("x", T.LongType()),
+                  T.StructField("d", T.DecimalType(10, 2))] + ([T.StructField(generations.HASH, T.LongType())] if hashed else [])
+        specs = [AggSpec("COUNT", "x", distinct=True, output_name="c"), AggSpec("SUM", "d", distinct=True, output_name="s"),
+                 AggSpec("AVG", "x", distinct=True, output_name="a")]
+        made, _ = build_plan(T.StructType(fields), ([generations.HASH] if hashed else []) + ["g"], specs)
+        made.update(buckets=1, ttl_ms=None, paired=distinct_pairs.paired(made["aggs"], made["multisets"]) if hashed else [])
+        return made
+
+    hashed, whole_plan = plan(True), plan(False)
+    assert hashed["paired"] == [0, 1]
+    state, whole = store(Handle(), hashed), None
+    rng = random.Random(5)
+    for step in range(30):
+        rows = [(rng.choice([None, "a", "bb"]), rng.choice([None, 1, 2, 3]), rng.choice([None, Decimal("1.50"), Decimal("2.25")]))
+                for _ in range(rng.randint(1, 8))]
+        batch = pd.DataFrame(rows, columns=["g", "x", "d"]).astype({"x": "Int64"})
+        keyed = batch.assign(**{generations.HASH: batch["g"].map(lambda g: 7 if g is None else len(g) * 2654435761)})
+        got = fold_stored(hashed, state, keyed, 0)
+        whole, want = accumulate.fold(whole_plan, whole, batch, 0)
+        assert changes(got) == changes(want), step

@@ -44,7 +44,7 @@ SMALL_ROWS = 512
 # a store only looked up (``load(peek=True)``) adds its rows to its newest generation while
 # that has fewer rows than this, so a trickle of micro-batches does not spread a key's rows
 # over a generation each
-APPEND_ROWS = 65_536
+APPEND_ROWS = 16_384
 
 
 class Generations:
