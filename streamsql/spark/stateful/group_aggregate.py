@@ -11,7 +11,8 @@ groups by the bucket, and one call folds all of a bucket's keys in a micro-batch
 vectorised pandas (``accumulate.fold``). A bucket's state — its accumulator table and
 MIN/MAX/DISTINCT multisets — lives in Spark's state store (RocksDB, checkpointed), so a
 query restarted from its checkpoint resumes, in generations (``generations``): a
-micro-batch reads and writes the state of the keys it brings, not the whole bucket.
+micro-batch reads and writes the state of the keys it brings, not the whole bucket, and of
+a COUNT/SUM/AVG DISTINCT only the (key, value) pairs it brings (``distinct_pairs``).
 
 The bucket count is part of the checkpoint's state layout (a key's bucket decides where
 its state lives): a query restarted on a checkpoint must use the same count, which each
