@@ -22,7 +22,8 @@ the TTL) and count as absent. With a state TTL a pair row also carries ``__t`` (
 last written) and one older than the TTL counts as absent, as Flink's per-entry state TTL
 on a DISTINCT's map view does.
 
-Shipped to Python workers by value with ``accumulate`` (numpy and pandas only).
+Shipped to Python workers by value with ``accumulate`` (numpy and pandas only; it takes
+accumulate's ``canonical`` helpers when it runs, as ``sequences`` does: accumulate imports it).
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def pair_hashes(key_hashes, values: pd.Series, kind: str) -> np.ndarray:
     return mixed.view("int64")
 
 
-def wanted(plan: dict, batch: pd.DataFrame, canonical) -> np.ndarray:
+def wanted(plan: dict, batch: pd.DataFrame) -> np.ndarray:
     """The pair hashes a micro-batch's rows bring (every non-NULL value of a paired column)."""
+    from streamsql.spark.stateful.accumulate import canonical
+
     parts = []
     for column, kind in sorted({plan["multisets"][j][0::2] for j in plan.get("paired", ())}):
         values = canonical(batch[column], kind)
@@ -87,7 +90,7 @@ def prepare(plan: dict, acc: pd.DataFrame) -> pd.DataFrame:
             exact = "Int64" if name.startswith("__y") or agg["function"] == "COUNT" or agg["kind"] in ("int", "bool") \
                 else ("float64" if agg["kind"] == "float" else object)
             if name not in acc.columns:
-                acc[name] = pd.Series([0] * len(acc), dtype=exact if exact != object else object, index=acc.index)
+                acc[name] = pd.Series([0] * len(acc), dtype=exact, index=acc.index)
             elif exact != object and acc[name].dtype != exact:
                 acc[name] = acc[name].astype(exact)
     return acc
@@ -133,6 +136,8 @@ def advance(plan: dict, j: int, old: pd.DataFrame | None, delta: pd.DataFrame, k
 
 def _add(plan, j, t, changed: pd.DataFrame, change: np.ndarray, keys):
     """``t`` with each paired call over multiset ``j`` moved by its keys' changed values."""
+    from streamsql.spark.stateful.accumulate import _canonical_keys
+
     calls = [(i, a) for i, a in enumerate(plan["aggs"]) if a["ms"] == j]
     if not len(changed):
         return t
@@ -147,9 +152,7 @@ def _add(plan, j, t, changed: pd.DataFrame, change: np.ndarray, keys):
             parts["__ds"] = values.to_numpy(dtype="float64") * change
         else:  # DECIMAL
             parts["__ds"] = pd.Series([v * int(c) for v, c in zip(values, change)], dtype=object, index=parts.index)
-    sums = parts.groupby(keys, dropna=False, sort=False).sum().reset_index()
-    for name, _ in plan["keys"]:
-        sums[name] = _like(sums[name], t[name])
+    sums = _canonical_keys(plan, parts.groupby(keys, dropna=False, sort=False).sum().reset_index())
     moved = t[keys].merge(sums, on=keys, how="left")
     dn = moved["__dn"].to_numpy(dtype="int64", na_value=0)
     for i, agg in calls:
@@ -167,11 +170,6 @@ def _add(plan, j, t, changed: pd.DataFrame, change: np.ndarray, keys):
             t[f"__x{i}"] = pd.Series([(zero if _missing(a) else a) + (zero if _missing(b) else b)
                                       for a, b in zip(t[f"__x{i}"], ds)], dtype=object, index=t.index)
     return t
-
-
-def _like(column: pd.Series, model: pd.Series) -> pd.Series:
-    """A groupby's key column in the dtype of the state's (a key all NULL comes back float64)."""
-    return column if column.dtype == model.dtype else column.astype(model.dtype)
 
 
 def _missing(value) -> bool:

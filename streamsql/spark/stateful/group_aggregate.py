@@ -214,7 +214,7 @@ def fold_stored(plan: dict, state: generations.Generations, batch: pd.DataFrame,
     """Fold a bucket's micro-batch into the state its keys (and DISTINCT pairs) have in
     ``state``; the changelog, without the hash column."""
     wanted = np.concatenate([batch[generations.HASH].to_numpy(dtype="int64"),
-                             distinct_pairs.wanted(plan, batch, accumulate.canonical)])
+                             distinct_pairs.wanted(plan, batch)])
     _, (acc, *multisets) = state.load(wanted)
     folded = accumulate.BucketState(acc, multisets) if acc is not None else None
     folded, out = accumulate.fold(plan, folded, batch, now_ms)
