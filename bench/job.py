@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -45,6 +46,7 @@ def main() -> None:
         handwritten.run(spark, args.query, args.data, checkpoint)
     print(json.dumps({"seconds": time.perf_counter() - started}))
     spark.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 def query_file(query: str) -> Path:

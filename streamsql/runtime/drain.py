@@ -14,6 +14,7 @@ finished: its watermark is at the end of time, as a drained Flink job's is.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,10 +24,27 @@ SENTINEL = "9999-12-31 23:59:59.999"
 
 
 class DrainSources:
+    """The sentinel directories of one session's unbounded sources, or of one query's bounded
+    ones; made under a private temporary directory when first asked for, removed by
+    ``discard`` once nothing reads them."""
+
     def __init__(self):
-        self.root = Path(tempfile.mkdtemp(prefix="streamsql-drain-"))
+        self._root: Path | None = None
         self.folders: set[Path] = set()
         self.released = False
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="streamsql-drain-"))
+        return self._root
+
+    def discard(self) -> None:
+        """Remove the directories (their queries have stopped)."""
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+        self._root = None
+        self.folders.clear()
 
     def directory(self, table: TableDef) -> Path:
         """The (empty) directory whose sentinel ends this table's input; one per table."""

@@ -23,6 +23,19 @@ def ends_input(settings, plan) -> bool:
         is_bounded(t) and t.watermark is not None for t in plan.tables)
 
 
+def discard_scratch(query, checkpoint: str | None = None) -> None:
+    """Remove a finished statement's temporary directories: its end-of-input directory and
+    ``checkpoint`` (a streaming SELECT's own). A query still running is stopped first."""
+    import shutil
+
+    if query is not None and query.isActive:
+        query.stop()
+    if isinstance(query, EndOfInput):
+        query._ends.discard()
+    if checkpoint is not None:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
 class EndOfInput:
     """A streaming query that, when it has read its bounded input, runs once more with the
     end-of-input sentinel. Stands in for the query (everything else is the current run's)."""

@@ -37,9 +37,11 @@ from streamsql.plan.planner import (
 from streamsql.plan.match_recognize import MatchRelation
 from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
-from streamsql.runtime.execution import check_operators, streams, trigger
+from streamsql.runtime.end_of_input import discard_scratch
+from streamsql.runtime.execution import check_operators, streams
 from streamsql.runtime.reports import report_skipped, report_streaming_late
 from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter, java_text
+from streamsql.runtime.select_stream import follow_memory_sink, select_sink, show_watermark
 from streamsql.runtime.settings import Settings
 from streamsql.spark.dialect import to_spark_sql
 
@@ -177,6 +179,7 @@ class Engine:
         if self._spark is not None and self._owns_spark:
             self._spark.stop()
         self._spark = None
+        self.drain.discard()
 
     def cancel(self) -> None:
         """Stop whatever this session is running (Ctrl-C in the REPL)."""
@@ -357,60 +360,30 @@ class Engine:
         streaming = streams(self, step)
         if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]
+        checkpoint = tempfile.mkdtemp(prefix="streamsql-query-") if streaming else None
+        query = None
         try:
             writer.begin(names)
-            query, observed = None, {}
+            observed = {}
             if streaming:
-                query, observed = self._start_streaming(plan, self._select_sink(plan, writer))
+                query, observed = self._start_streaming(plan, select_sink(self, plan, writer, checkpoint))
             if query is None:
                 frame, observed = self._frame(plan, streaming=False)
                 writer.begin(names)  # again: nothing was written yet (the header comes with the rows)
                 writer.rows(self._displayable(frame, plan, writer).collect())
             elif self.remote:
-                self._follow_memory_sink(query, writer)
+                follow_memory_sink(self, query, writer)
             else:
-                self._await(query, lambda: _show_watermark(writer, query))
+                self._await(query, lambda: show_watermark(writer, query))
         except StreamsqlError:
             raise
         except Exception as error:  # Spark and py4j errors carry Java traces: reduce them.
             raise translate(error) from None
+        finally:
+            if checkpoint is not None:
+                discard_scratch(query, checkpoint)
         writer.end()
         report_skipped(self.log, observed, query)
-
-    def _select_sink(self, plan: QueryPlan, writer: ResultWriter):
-        """How a streaming SELECT hands rows to the writer: foreachBatch here; through Spark
-        Connect (where foreachBatch runs on the server) a memory table this client reads."""
-        import uuid
-
-        from streamsql.runtime.session import start_streaming
-
-        checkpoint = tempfile.mkdtemp(prefix="streamsql-query-")  # a restart at the end of input resumes it
-
-        def start(frame):
-            stream = (
-                self._displayable(frame, plan, writer).writeStream
-                .option("checkpointLocation", checkpoint)
-                .trigger(**trigger(self.settings, plan)).outputMode("append")
-            )
-            if self.remote:
-                stream = stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}")
-            else:
-                stream = stream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
-            return start_streaming(stream, frame.sparkSession)
-
-        return start
-
-    def _follow_memory_sink(self, query, writer: ResultWriter) -> None:
-        """Print the rows the memory table gains while the query runs, and at its end."""
-        shown = 0
-
-        def show_new_rows() -> None:
-            nonlocal shown
-            rows = self.spark.sql(f"SELECT * FROM `{query.name}`").offset(shown).collect()
-            writer.rows(rows)
-            shown += len(rows)
-
-        self._await(query, show_new_rows)
 
     def _run_inserts(self, steps: list[InsertStep]) -> None:
         """Run INSERTs as one job: streaming ones side by side in this Spark application,
@@ -447,6 +420,9 @@ class Engine:
             if failure is error:
                 raise
             raise failure from None
+        finally:
+            for query, _ in started:
+                discard_scratch(query)
         if monitor:
             monitor.finish(FINISHED)
         for query, observed in started:
@@ -482,13 +458,6 @@ class Engine:
         from streamsql.runtime.waiting import await_query
 
         await_query(self, query, each_wait)
-
-
-def _show_watermark(writer: ResultWriter, query) -> None:
-    """A live result's status line shows the query's watermark, when it has one."""
-    if hasattr(writer, "note_watermark"):
-        watermark = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
-        writer.note_watermark(watermark if watermark and not watermark.startswith("1970") else None)
 
 
 def _window_identity(window: WindowRelation) -> tuple:

@@ -1,0 +1,49 @@
+"""A streaming SELECT's rows on their way to the session's writer (the shell's table,
+changelog or tableau view, or `run`'s output): foreachBatch in this process; through Spark
+Connect (where foreachBatch runs on the server) a memory table this client reads."""
+
+from __future__ import annotations
+
+from streamsql.runtime.execution import trigger
+
+
+def select_sink(engine, plan, writer, checkpoint: str):
+    """How the query starts, given its frame. ``checkpoint`` is the statement's own (a restart
+    at the end of input resumes it)."""
+    import uuid
+
+    from streamsql.runtime.session import start_streaming
+
+    def start(frame):
+        stream = (
+            engine._displayable(frame, plan, writer).writeStream
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger(engine.settings, plan)).outputMode("append")
+        )
+        if engine.remote:
+            stream = stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}")
+        else:
+            stream = stream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
+        return start_streaming(stream, frame.sparkSession)
+
+    return start
+
+
+def follow_memory_sink(engine, query, writer) -> None:
+    """Print the rows the memory table gains while the query runs, and at its end."""
+    shown = 0
+
+    def show_new_rows() -> None:
+        nonlocal shown
+        rows = engine.spark.sql(f"SELECT * FROM `{query.name}`").offset(shown).collect()
+        writer.rows(rows)
+        shown += len(rows)
+
+    engine._await(query, show_new_rows)
+
+
+def show_watermark(writer, query) -> None:
+    """A live result's status line shows the query's watermark, when it has one."""
+    if hasattr(writer, "note_watermark"):
+        watermark = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
+        writer.note_watermark(watermark if watermark and not watermark.startswith("1970") else None)
