@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -54,6 +56,9 @@ def _leftovers():
 def spark():
     from streamsql.runtime.session import default_conf, start_session, stop_session
 
+    # Spark's classes archived once (runtime.class_archive): every JVM the tests start, and
+    # the conformance runs after them, start faster.
+    subprocess.run([sys.executable, "-m", "streamsql.runtime.class_archive"], stdout=subprocess.DEVNULL, check=False)
     conf = default_conf("local[2]")
     conf.update({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g", "spark.ui.enabled": "false"})
     session = start_session(conf)

@@ -40,9 +40,12 @@ CREATE TEMPORARY TABLE print_out (a BIGINT, b BIGINT) WITH ('connector' = 'print
 
 def _source_files() -> Path:
     """A folder holding the (empty) files the DDL's sources read: they must exist to plan."""
+    import atexit
+    import shutil
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="streamsql-opplan-"))
+    atexit.register(shutil.rmtree, folder, True)
     for name in ("bid.csv", "auction.csv", "users.csv"):
         (folder / name).touch()
     for name in ("clicks", "auction"):
@@ -539,3 +542,37 @@ def test_a_subquery_inside_a_condition_still_feeds_the_plan():
     root = build("SELECT auction FROM bid WHERE price > 10 OR auction IN"
                  " (SELECT auction FROM bid GROUP BY auction HAVING COUNT(*) > 1)")
     assert any(isinstance(n, ops.GroupAggregate) for n in ops.walk(root)) and root.updating
+
+
+# -- the end of bounded input run as a stream ---------------------------------------------
+
+def test_only_operators_that_emit_as_the_watermark_passes_need_the_end_of_input_run():
+    """'execution.bounded-input' = 'stream' runs the query once more with the watermark at
+    +inf (runtime.end_of_input) only when an operator waits for it."""
+    from streamsql.runtime.end_of_input import waits_for_watermark
+
+    untimed = [
+        "SELECT auction, price FROM bid WHERE price > 10",
+        "SELECT auction, COUNT(*) AS n, MAX(price) AS top FROM bid GROUP BY auction",
+        "SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn"
+        " FROM bid) WHERE rn <= 3",
+        "SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY ts DESC) AS rn"
+        " FROM bid) WHERE rn = 1",
+        "SELECT b.auction, a.seller FROM bid b LEFT JOIN auction a ON b.auction = a.id",
+        "SELECT auction, price FROM bid ORDER BY price DESC LIMIT 3",
+        "SELECT auction FROM bid UNION ALL SELECT id FROM auction",
+    ]
+    timed = [
+        "SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))"
+        " GROUP BY window_start, window_end",
+        "SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+        " AS s FROM bid",
+        "SELECT b.auction FROM bid b, auction a WHERE b.auction = a.id"
+        " AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE",
+        "SELECT auction, price FROM bid ORDER BY ts",
+        # over a window aggregate, a GROUP BY still waits for the windows
+        "SELECT n, COUNT(*) AS c FROM (SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE bid,"
+        " DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end) GROUP BY n",
+    ]
+    assert [waits_for_watermark(build(sql)) for sql in untimed] == [False] * len(untimed)
+    assert [waits_for_watermark(build(sql)) for sql in timed] == [True] * len(timed)

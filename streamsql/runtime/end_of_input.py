@@ -16,11 +16,29 @@ END_OF_INPUT = "__end_of_input"  # the key the DrainSources travel under in a fr
 
 def ends_input(settings, plan) -> bool:
     """Whether a streaming run of ``plan`` needs the end-of-input run: bounded input run as a
-    stream, with a watermark (windows, timers) on a bounded source."""
+    stream, with a watermark on a bounded source, and an operator whose results wait for
+    the watermark (``waits_for_watermark``)."""
+    from streamsql.plan.logical import build_operator_plan
     from streamsql.runtime.sources import is_bounded
 
     return settings.get("execution.bounded-input") == "stream" and any(
-        is_bounded(t) and t.watermark is not None for t in plan.tables)
+        is_bounded(t) and t.watermark is not None for t in plan.tables) and waits_for_watermark(
+        build_operator_plan(plan, is_bounded, None))
+
+
+def waits_for_watermark(root) -> bool:
+    """Whether an operator of the plan emits as the watermark passes (a window, an OVER, an
+    interval, window or temporal join, MATCH_RECOGNIZE, a sort by time: timers), or is one
+    the plan does not know. The others emit as rows come: their last micro-batch has given
+    all their results, and an end-of-input run would only start the query once more."""
+    from streamsql.plan.aggregate_operators import Deduplicate, GroupAggregate, Rank
+    from streamsql.plan.join_operators import Join
+    from streamsql.plan.operators import (
+        Calc, ChangelogNormalize, Correlate, Limit, Scan, Sink, SortLimit, Union, Values, walk)
+
+    untimed = (Scan, Values, Calc, Correlate, Union, Sink, ChangelogNormalize, GroupAggregate, Rank, Deduplicate,
+               Join, SortLimit, Limit)
+    return any(type(node) not in untimed for node in walk(root))  # exact types: WindowRank is a Rank
 
 
 def discard_scratch(query, checkpoint: str | None = None) -> None:

@@ -85,6 +85,7 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
     from pyspark.core.context import SparkContext
     from pyspark.java_gateway import launch_gateway
 
+    from streamsql.runtime.class_archive import launch_env
     from streamsql.runtime.spark_home import compiled_spark_home
 
     with SparkContext._lock:
@@ -97,11 +98,18 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
             home = compiled_spark_home(conf=conf)
             if home is None:
                 return launch_gateway(spark_conf, popen_kwargs=kwargs)
-            os.environ["SPARK_HOME"] = home  # launch_gateway reads it (under SparkContext._lock)
+            # launch_gateway reads these (under SparkContext._lock); runtime.class_archive
+            env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"))}
+            before = {key: os.environ.get(key) for key in env}
+            os.environ.update(env)
             try:
                 return launch_gateway(spark_conf, popen_kwargs=kwargs)
             finally:
-                del os.environ["SPARK_HOME"]
+                for key, value in before.items():
+                    if value is None:
+                        del os.environ[key]
+                    else:
+                        os.environ[key] = value
 
         gateway = _in_lasting_thread(launch)
         SparkContext._gateway = gateway
@@ -179,9 +187,9 @@ def forward_stderr(pipe, fd: int = 2) -> threading.Thread:
     return thread
 
 
-def stop_driver_gateway() -> None:
+def stop_driver_gateway(seconds: float = _JVM_EXIT_SECONDS) -> None:
     """End the driver JVM in order: its stdin closes, Spark's shutdown hooks run, it exits
-    (killed if it takes longer than 15 s). The next SparkSession starts a new one."""
+    (killed if it takes longer than ``seconds``). The next SparkSession starts a new one."""
     from pyspark.core.context import SparkContext
 
     with SparkContext._lock:
@@ -193,7 +201,7 @@ def stop_driver_gateway() -> None:
         gateway.shutdown()
     except Exception:  # the JVM may already be gone; its exit is what matters
         pass
-    end_process(proc, close_stdin=True)
+    end_process(proc, close_stdin=True, seconds=seconds)
 
 
 def end_process(proc: subprocess.Popen, close_stdin: bool = False, seconds: float = _JVM_EXIT_SECONDS) -> None:
