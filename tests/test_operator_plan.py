@@ -7,7 +7,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from sqlglot import exp
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
