@@ -85,3 +85,7 @@ def test_the_session_jvm_maps_the_archive(spark):
     maps = Path(f"/proc/{SparkContext._gateway.proc.pid}/maps").read_text()
     assert path.is_file() and str(path) in maps
     assert spark.sparkContext._jvm.java.lang.System.getProperty("log4j2.configurationFile") == str(LOG_CONFIG)
+
+
+def test_a_home_or_cache_that_cannot_be_read_starts_spark_as_before(tmp_path):
+    assert launch_env(str(tmp_path / "gone"), OURS) == {}  # no jars folder to read

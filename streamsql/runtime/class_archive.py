@@ -44,6 +44,13 @@ def launch_env(home: str, conf_dir: str | None) -> dict[str, str]:
     is not streamsql's own."""
     if conf_dir is None or Path(conf_dir) != LOG_CONFIG.parent:
         return {}
+    try:
+        return _launch_env(home)
+    except OSError:  # a cache folder that cannot be read or written: Spark starts as before
+        return {}
+
+
+def _launch_env(home: str) -> dict[str, str]:
     path = archive_path(home)
     if _dump_to is not None:
         option = f"-XX:ArchiveClassesAtExit={_dump_to} -Xlog:cds*=off"
