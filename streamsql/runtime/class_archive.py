@@ -76,7 +76,7 @@ def archive_path(home: str) -> Path | None:
     for path in [java, *sorted(Path(home, "jars").iterdir())]:
         stat = path.stat()
         digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    digest.update(str(Path(java).resolve()).encode())
+    digest.update(str(java).encode())  # (resolved by _java)
     return Path(home).parent / f"classes-{digest.hexdigest()[:16]}.jsa"
 
 
