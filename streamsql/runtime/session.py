@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 SPARK_CONF_DIR = Path(__file__).with_name("conf")  # holds log4j2.properties
+FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
 def default_conf(master: str | None = None) -> dict[str, str]:
@@ -38,6 +39,11 @@ def default_conf(master: str | None = None) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Spark's default checkpoint files go through Hadoop's FileContext, whose local file
+        # system runs a `readlink` process for every rename: several per micro-batch and
+        # state store. Checkpoints here are on a POSIX file system (README, "Running on a
+        # cluster"), where a FileSystem rename is atomic and replaces, as Spark requires.
+        "spark.sql.streaming.checkpointFileManagerClass": FILE_SYSTEM_CHECKPOINTS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Skipped-row counts are summed over a query's progress reports: keep them all.
         "spark.sql.streaming.numRecentProgressUpdates": "10000",
