@@ -81,7 +81,8 @@ def test_the_session_jvm_maps_the_archive(spark):
 
     from streamsql.runtime.spark_home import compiled_spark_home
 
-    path = archive_path(compiled_spark_home())
+    class_path = spark.sparkContext.getConf().get("spark.driver.extraClassPath")  # (runtime.local_files)
+    path = archive_path(compiled_spark_home(), class_path)
     maps = Path(f"/proc/{SparkContext._gateway.proc.pid}/maps").read_text()
     assert path.is_file() and str(path) in maps
     assert spark.sparkContext._jvm.java.lang.System.getProperty("log4j2.configurationFile") == str(LOG_CONFIG)

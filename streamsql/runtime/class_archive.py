@@ -38,20 +38,21 @@ _dump_to: Path | None = None
 _trying: Path | None = None
 
 
-def launch_env(home: str, conf_dir: str | None) -> dict[str, str]:
-    """What the driver JVM launched from ``home`` gets in its environment to use the archive
-    (or, while it is being made, to write it); nothing when there is none or ``conf_dir``
-    is not streamsql's own."""
+def launch_env(home: str, conf_dir: str | None, class_path: str | None = None) -> dict[str, str]:
+    """What the driver JVM launched from ``home`` (with ``class_path``, the driver's extra
+    class path, before the home's jars) gets in its environment to use the archive (or,
+    while it is being made, to write it); nothing when there is none or ``conf_dir`` is not
+    streamsql's own."""
     if conf_dir is None or Path(conf_dir) != LOG_CONFIG.parent:
         return {}
     try:
-        return _launch_env(home)
+        return _launch_env(home, class_path)
     except OSError:  # a cache folder that cannot be read or written: Spark starts as before
         return {}
 
 
-def _launch_env(home: str) -> dict[str, str]:
-    path = archive_path(home)
+def _launch_env(home: str, class_path: str | None) -> dict[str, str]:
+    path = archive_path(home, class_path)
     if _dump_to is not None:
         option = f"-XX:ArchiveClassesAtExit={_dump_to} -Xlog:cds*=off"
     elif _trying is not None:
@@ -67,13 +68,15 @@ def _launch_env(home: str) -> dict[str, str]:
     return {"SPARK_CONF_DIR": str(empty), "SPARK_SUBMIT_OPTS": opts}
 
 
-def archive_path(home: str) -> Path | None:
-    """Where the archive for ``home``'s jars and this Java lives (None: no java found)."""
+def archive_path(home: str, class_path: str | None = None) -> Path | None:
+    """Where the archive for ``home``'s jars, ``class_path``'s and this Java lives (None: no
+    java found)."""
     java = _java()
     if java is None:
         return None
     digest = hashlib.sha1()
-    for path in [java, *sorted(Path(home, "jars").iterdir())]:
+    extra = [Path(p) for p in (class_path or "").split(os.pathsep) if p]
+    for path in [java, *extra, *sorted(Path(home, "jars").iterdir())]:
         stat = path.stat()
         digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     digest.update(str(java).encode())  # (resolved by _java)
@@ -95,7 +98,7 @@ def make(force: bool = False) -> int:
     from streamsql.runtime.spark_home import compiled_spark_home
 
     home = compiled_spark_home()
-    path = archive_path(home) if home else None
+    path = archive_path(home, _class_path()) if home else None
     if path is None:
         print("No class archive: Spark runs from a Spark home of your own, or no java was found.", file=sys.stderr)
         return 1
@@ -118,6 +121,14 @@ def make(force: bool = False) -> int:
     finally:
         written.unlink(missing_ok=True)
         _dump_to = _trying = None
+
+
+def _class_path() -> str | None:
+    """The driver's extra class path the archive is made with (what a local session gets)."""
+    from streamsql.runtime.local_files import CLASS_PATH_KEY, with_local_files
+    from streamsql.runtime.session import default_conf
+
+    return with_local_files(default_conf("local[2]")).get(CLASS_PATH_KEY)
 
 
 def _try() -> int:

@@ -99,7 +99,8 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
             if home is None:
                 return launch_gateway(spark_conf, popen_kwargs=kwargs)
             # launch_gateway reads these (under SparkContext._lock); runtime.class_archive
-            env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"))}
+            env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"),
+                                                     conf.get("spark.driver.extraClassPath"))}
             before = {key: os.environ.get(key) for key in env}
             os.environ.update(env)
             try:

@@ -67,7 +67,9 @@ def start_session(conf: dict[str, str], remote: str | None = None):
 
     if not remote:
         from streamsql.runtime.lifetime import launch_driver_gateway
+        from streamsql.runtime.local_files import with_local_files
 
+        conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
         launch_driver_gateway(conf)  # a JVM that cannot outlive this process
     builder = SparkSession.builder
     if remote:
