@@ -23,6 +23,7 @@ from streamsql.errors import StreamsqlError
 from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
+from streamsql.runtime.local_files import with_local_files
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.runtime.spark_home import compiled_spark_home
 from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
@@ -49,6 +50,7 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
             "spark.sql.filesourceTableRelationCacheSize": "0"}
     if thrift_port is not None:
         conf.update(thrift_conf())
+    conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
     command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
