@@ -63,6 +63,19 @@ def test_another_jar_or_java_is_another_archive(home, monkeypatch, tmp_path):
     assert archive_path(str(home)) is None and launch_env(str(home), OURS) == {}
 
 
+def test_another_class_path_before_the_jars_is_another_archive(home, tmp_path):
+    """The driver's extra class path (runtime.local_files' jar) is part of the JVM's."""
+    plain = archive_path(str(home))
+    jar = tmp_path / "streamsql-hadoop.jar"
+    jar.write_bytes(b"one")
+    with_jar = archive_path(str(home), str(jar))
+    assert with_jar != plain and archive_path(str(home), str(jar)) == with_jar
+    jar.write_bytes(b"another")
+    assert archive_path(str(home), str(jar)) != with_jar
+    # a class path entry that cannot be read (a wildcard, a missing jar): no archive, as before
+    assert launch_env(str(home), OURS, str(tmp_path / "lib" / "*")) == {}
+
+
 def test_while_made_the_jvm_writes_then_tries_it(home, monkeypatch, tmp_path):
     written = tmp_path / "classes.tmp"
     monkeypatch.setattr(class_archive, "_dump_to", written)
