@@ -67,7 +67,7 @@ def test_jdbc_options_and_updates_need_a_key():
 
 
 def test_connection_parameters_from_the_url():
-    from streamsql.runtime.jdbc import connection_parameters
+    from streamsql.runtime.jdbc_target import connection_parameters
 
     t = table("CREATE TABLE t (a INT) WITH ('connector' = 'jdbc', 'table-name' = 't', 'username' = 'u',"
               " 'url' = 'jdbc:postgresql://db.example:6543/shop?sslmode=require&currentSchema=sales')")

@@ -58,172 +58,19 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 from streamsql.changelog import DELETE, INSERT, ROWKIND_COLUMN, UPDATE_AFTER, UPDATE_BEFORE
-from streamsql.errors import ConnectorError, ValidationError
-from streamsql.plan.connectors import JDBC_URL_PARAMETERS
-from streamsql.plan.durations import parse_duration
+from streamsql.errors import ValidationError
 from streamsql.plan.objects import TableDef
+from streamsql.runtime.jdbc_target import Target, connect, resolve_target, statements
 
-COMMITS_TABLE = "streamsql_commits"
 KEEP_BATCHES = 100
-DEFAULT_MAX_ROWS = 100  # Flink's sink.buffer-flush.max-rows
-DEFAULT_MAX_RETRIES = 3  # Flink's sink.max-retries
 SEQUENCE_COLUMN = "__streamsql_seq"
 PART_COLUMN = "__streamsql_part"
 COPY_BUFFER_BYTES = 4 << 20
 
-
-
-def connection_parameters(table: TableDef) -> dict:
-    """psycopg.connect keyword arguments for the table's 'url', 'username', 'password'."""
-    options = table.options
-    url = urlsplit(options["url"][len("jdbc:"):])
-    params = {"host": url.hostname or "localhost", "port": url.port or 5432, "dbname": url.path.lstrip("/") or None}
-    # TIMESTAMP values are UTC wall-clock times (streamsql's session zone)
-    settings = ["-c TimeZone=UTC"]
-    for key, value in parse_qsl(url.query):  # the names were checked when the table was defined
-        if key == "currentSchema":
-            settings.append(f"-c search_path={value}")
-        elif key == "options":
-            settings.insert(0, value)
-        else:
-            params[JDBC_URL_PARAMETERS[key]] = value
-    params["options"] = " ".join(settings)
-    if "username" in options:
-        params["user"] = options["username"]
-    if "password" in options:
-        params["password"] = options["password"]
-    timeout = parse_duration(options.get("connection.max-retry-timeout", "60s"))
-    params.setdefault("connect_timeout", max(1, round(timeout / 1000)))
-    return {k: v for k, v in params.items() if v is not None}
-
-
-def _connect(params: dict):
-    import psycopg
-
-    return psycopg.connect(**params)
-
-
-@dataclass(frozen=True)
-class Target:
-    """The PostgreSQL table as the writers need it (plain data: shipped to the executors)."""
-
-    params: dict
-    relation: str  # schema-qualified, quoted
-    commits: str  # the commit table next to it, quoted
-    columns: tuple[str, ...]  # PostgreSQL names, in the frame's column order
-    key: tuple[str, ...]  # PostgreSQL names of the key's columns; () for insert-only
-    key_positions: tuple[int, ...] = ()
-    max_rows: int = DEFAULT_MAX_ROWS
-    max_retries: int = DEFAULT_MAX_RETRIES
-    label: str = ""
-    statements: dict = field(default_factory=dict)
-
-
-def resolve_target(table: TableDef, columns: list[str]) -> Target:
-    """Look the table up in PostgreSQL (driver side): its name, its columns, its key's index."""
-    import psycopg
-
-    label = f"jdbc table '{table.name.name}' ({table.options['table-name']})"
-    params = connection_parameters(table)
-    try:
-        connection = _connect(params)
-    except psycopg.Error as error:
-        raise ConnectorError(f"{label}: cannot connect to {table.options['url']}: {str(error).strip()}") from None
-    with connection:
-        row = connection.execute(
-            "SELECT c.oid, quote_ident(n.nspname), quote_ident(c.relname) FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
-            (table.options["table-name"],),
-        ).fetchone()
-        if row is None:
-            raise ConnectorError(f"{label}: no such table in PostgreSQL (the jdbc sink writes into an existing table)")
-        oid, schema, relation = row
-        actual = [r[0] for r in connection.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            (oid,),
-        )]
-        mapped = tuple(_match_column(label, name, actual) for name in columns)
-        key = tuple(_match_column(label, name, actual) for name in table.primary_key)
-        if key:
-            indexes = connection.execute(
-                "SELECT array(SELECT a.attname::text FROM unnest(i.indkey) k JOIN pg_attribute a"
-                " ON a.attrelid = i.indrelid AND a.attnum = k) FROM pg_index i"
-                " WHERE i.indrelid = %s AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL",
-                (oid,),
-            ).fetchall()
-            if not any(set(r[0]) == set(key) for r in indexes):
-                raise ConnectorError(
-                    f"{label}: PostgreSQL table {schema}.{relation} has no primary key or unique index on"
-                    f" ({', '.join(key)}), the table's PRIMARY KEY, which upserts need"
-                )
-        commits = f"{schema}.{COMMITS_TABLE}"
-        _create_commits_table(connection, commits)
-    return Target(
-        params=params, relation=f"{schema}.{relation}", commits=commits, columns=mapped, key=key,
-        key_positions=tuple(columns.index(k) for k in table.primary_key),
-        max_rows=int(table.options.get("sink.buffer-flush.max-rows", DEFAULT_MAX_ROWS)),
-        max_retries=int(table.options.get("sink.max-retries", DEFAULT_MAX_RETRIES)),
-        label=label,
-    )
-
-
-def _match_column(label: str, name: str, actual: list[str]) -> str:
-    if name in actual:
-        return name
-    folded = [a for a in actual if a.lower() == name.lower()]
-    if len(folded) == 1:
-        return folded[0]
-    raise ConnectorError(f"{label}: PostgreSQL table has no column '{name}' (columns: {', '.join(actual)})")
-
-
-def _create_commits_table(connection, commits: str) -> None:
-    import psycopg
-
-    try:
-        connection.execute(
-            f"CREATE TABLE IF NOT EXISTS {commits} (job text NOT NULL, batch bigint NOT NULL, part int NOT NULL,"
-            " parts int NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job, batch, part))"
-        )
-        connection.commit()
-    except psycopg.errors.UniqueViolation:  # created concurrently by another job
-        connection.rollback()
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _statements(target: Target) -> dict:
-    columns = ", ".join(_quote(c) for c in target.columns)
-    values = ", ".join(["%s"] * len(target.columns))
-    insert = f"INSERT INTO {target.relation} ({columns}) VALUES ({values})"
-    statements = {
-        "insert": insert,
-        "copy": f"COPY {target.relation} ({columns}) FROM STDIN (FORMAT csv)",
-        "claim": f"INSERT INTO {target.commits} (job, batch, part, parts) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-    }
-    if target.key:
-        key = ", ".join(_quote(c) for c in target.key)
-        rest = [c for c in target.columns if c not in target.key]
-        update = ", ".join(f"{_quote(c)} = EXCLUDED.{_quote(c)}" for c in rest)
-        on_conflict = f" ON CONFLICT ({key}) " + (f"DO UPDATE SET {update}" if rest else "DO NOTHING")
-        statements["upsert"] = insert + on_conflict
-        statements["delete"] = f"DELETE FROM {target.relation} WHERE " + " AND ".join(f"{_quote(c)} = %s" for c in target.key)
-        # the COPY path: the part's rows into a temporary table, then one upsert and one delete from it
-        statements["stage"] = (f"CREATE TEMPORARY TABLE streamsql_stage ON COMMIT DROP AS SELECT NULL::text AS"
-                               f" streamsql_kind, {columns} FROM {target.relation} WITH NO DATA")
-        statements["copy_stage"] = "COPY streamsql_stage FROM STDIN (FORMAT csv)"
-        statements["merge_upserts"] = (f"INSERT INTO {target.relation} ({columns}) SELECT {columns} FROM streamsql_stage"
-                                       f" WHERE streamsql_kind <> '{DELETE}'" + on_conflict)
-        statements["merge_deletes"] = (f"DELETE FROM {target.relation} AS t USING streamsql_stage AS s WHERE"
-                                       f" s.streamsql_kind = '{DELETE}' AND "
-                                       + " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in target.key))
-    return statements
 
 
 # -- the driver side ------------------------------------------------------------------------
@@ -241,7 +88,7 @@ def write_changelog_batch(frame, table: TableDef, job_key: str | None = None, ba
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: the jdbc connector does not support overwriting, as in Flink")
     columns = [c for c in frame.columns if c != ROWKIND_COLUMN]
     target = resolve_target(table, columns)
-    target = replace(target, statements=_statements(target))
+    target = replace(target, statements=statements(target))
     exactly_once = job_key is not None and batch_id is not None
     parts = _partitions(frame, table)
     if exactly_once:
@@ -295,7 +142,7 @@ def _partitions(frame, table: TableDef) -> int:
 
 def _recorded(target: Target, job: str, batch: int) -> tuple[int, int] | None:
     """(partitions, how many of them are recorded) for a batch written before, else None."""
-    with _connect(target.params) as connection:
+    with connect(target.params) as connection:
         row = connection.execute(
             f"SELECT max(parts), count(*) FROM {target.commits} WHERE job = %s AND batch = %s", (job, batch)
         ).fetchone()
@@ -305,7 +152,7 @@ def _recorded(target: Target, job: str, batch: int) -> tuple[int, int] | None:
 def _finish(target: Target, job: str, batch: int, parts: int) -> None:
     """After every task succeeded: record the parts that had no rows (so the batch counts as
     done), and prune the job's old records."""
-    with _connect(target.params) as connection:
+    with connect(target.params) as connection:
         with connection.cursor() as cursor:
             cursor.executemany(
                 target.statements["claim"], [(job, batch, part, parts) for part in range(parts)],
@@ -362,7 +209,7 @@ class PartitionWriter:
         target = self.target
         parts = sorted(pc.unique(table.column(PART_COLUMN)).to_pylist())
         results = []
-        with _connect(target.params) as connection, connection.cursor() as cursor:
+        with connect(target.params) as connection, connection.cursor() as cursor:
             for part in parts:
                 with connection.transaction():
                     if self.job is not None:
