@@ -33,7 +33,7 @@ def test_a_local_master_gets_the_file_system_and_its_jar(jar):
 
 
 def test_a_cluster_or_a_file_system_of_the_users_is_left_alone(jar, monkeypatch):
-    for conf in ({"spark.master": "spark://host:7077"}, {"spark.master": "yarn"},
+    for conf in ({"spark.master": "spark://host:7077"}, {"spark.master": "yarn"}, {"spark.master": "local-cluster[2,1,1024]"},
                  {"spark.master": "local[2]", FS_KEY: "org.apache.hadoop.fs.RawLocalFileSystem"}):
         assert with_local_files(conf) == conf
     monkeypatch.setattr(local_files, "built_jar", lambda: None)  # no javac, or the build failed

@@ -9,9 +9,10 @@ staging directories and ``_SUCCESS``): a streamed window aggregate into files ra
 
 ``hadoop/*.java`` is Hadoop's local file system setting permissions through Java instead.
 It is compiled once per Hadoop (``javac``, about a second) into a jar in streamsql's cache
-folder, and a local Spark gets it on the driver's class path as ``fs.file.impl``. Nothing
-changes when there is no ``javac`` (a JRE), the build fails, the master is not local (a
-cluster's executors would not have the jar), or ``fs.file.impl`` is the user's own.
+folder, and a local Spark (its executors in the driver's JVM) gets it on the driver's class
+path as ``fs.file.impl``. Nothing changes when there is no ``javac`` (a JRE), the build
+fails, the executors are processes of their own (a cluster, ``local-cluster``: they would
+not have the jar), or ``fs.file.impl`` is the user's own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ JAVAC_TIMEOUT_S = 120
 
 def with_local_files(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` with streamsql's local file system, where it applies (see the module)."""
-    if FS_KEY in conf or not conf.get("spark.master", "local[*]").startswith("local"):
+    from streamsql.runtime.shipping import runs_in_driver
+
+    if FS_KEY in conf or not runs_in_driver(conf.get("spark.master")):  # (local-cluster: executors of their own)
         return conf
     jar = built_jar()
     if jar is None:
