@@ -41,7 +41,7 @@ def default_conf(master: str | None = None) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Spark's default checkpoint files go through Hadoop's FileContext, whose local file
         # system runs a `readlink` process for every rename: several per micro-batch and
-        # state store. Checkpoints here are on a POSIX file system (README, "Running on a
+        # state store. Checkpoints here are on a POSIX file system (README, "On a
         # cluster"), where a FileSystem rename is atomic and replaces, as Spark requires.
         "spark.sql.streaming.checkpointFileManagerClass": FILE_SYSTEM_CHECKPOINTS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
