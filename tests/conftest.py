@@ -112,6 +112,17 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def counting_command(folder: Path, command: str, log: Path) -> None:
+    """``folder/command``: put first on PATH, it notes each call in ``log``, then runs the
+    real ``command``."""
+    import stat
+
+    real = next(os.path.join(d, command) for d in os.environ["PATH"].split(os.pathsep)
+                if os.access(os.path.join(d, command), os.X_OK))
+    script = write(folder / command, f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
 def wait_for(check, seconds: float = 120) -> bool:
     """Poll until check() holds (True) or the time is up (False)."""
     deadline = time.time() + seconds

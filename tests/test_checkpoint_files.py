@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import time
 import pytest
 
 from streamsql.runtime.session import FILE_SYSTEM_CHECKPOINTS, default_conf
-from tests.conftest import ROOT, write
+from tests.conftest import ROOT, counting_command, write
 
 FILE_CONTEXT_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
 
@@ -25,21 +24,13 @@ def test_the_default_checkpoint_manager_is_the_file_system_one():
     assert default_conf()["spark.sql.streaming.checkpointFileManagerClass"] == FILE_SYSTEM_CHECKPOINTS
 
 
-def _counting_readlink(folder, log):
-    """A `readlink` first on PATH that notes each call, then runs the real one."""
-    real = next(os.path.join(d, "readlink") for d in os.environ["PATH"].split(os.pathsep)
-                if os.access(os.path.join(d, "readlink"), os.X_OK))
-    script = write(folder / "readlink", f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-
-
 @pytest.mark.spark
 def test_a_streamed_group_by_runs_no_readlink_process_per_checkpoint_file(tmp_path):
     folder = tmp_path / "parts"
     for i in range(3):
         os.utime(write(folder / f"part-{i}.csv", f"a,{i}\nb,{10 * i}\n"), (time.time() - 100 + i,) * 2)
     log = tmp_path / "readlink.log"
-    _counting_readlink(tmp_path / "bin", log)
+    counting_command(tmp_path / "bin", "readlink", log)
     script = write(tmp_path / "job.sql", (
         f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem',"
         f" 'path' = '{folder}', 'format' = 'csv', 'source.max-files-per-batch' = '1');\n"

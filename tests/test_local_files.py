@@ -4,7 +4,6 @@ same job writes the same files, with the same permissions, and starts no chmod."
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 
 from streamsql.runtime import local_files
 from streamsql.runtime.local_files import CLASS_PATH_KEY, FILE_SYSTEM, FS_KEY, with_local_files
-from tests.conftest import ROOT, write
+from tests.conftest import ROOT, counting_command, write
 
 
 @pytest.fixture
@@ -51,7 +50,9 @@ def test_no_javac_means_no_jar(tmp_path, monkeypatch):
 def test_the_jar_is_built_once_and_holds_the_classes(tmp_path, monkeypatch):
     import zipfile
 
-    if local_files._javac() is None:
+    from streamsql.runtime.spark_home import jdk_command
+
+    if jdk_command("javac") is None:
         pytest.skip("no javac on this machine")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     jar = local_files.built_jar()
@@ -61,14 +62,6 @@ def test_the_jar_is_built_once_and_holds_the_classes(tmp_path, monkeypatch):
     built = jar.stat().st_mtime_ns
     assert local_files.built_jar() == jar and jar.stat().st_mtime_ns == built  # not built again
     assert [p.name for p in jar.parent.iterdir()] == [jar.name]  # no staged file left
-
-
-def _counting(folder: Path, command: str, log: Path) -> None:
-    """``command`` first on PATH, noting each call before it runs the real one."""
-    real = next(os.path.join(d, command) for d in os.environ["PATH"].split(os.pathsep)
-                if os.access(os.path.join(d, command), os.X_OK))
-    script = write(folder / command, f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
 def _modes(folder: Path) -> dict[str, str]:
@@ -90,7 +83,7 @@ def test_a_streamed_window_insert_runs_no_chmod_and_writes_what_hadoop_writes(tm
         os.utime(write(folder / f"part-{i}.csv", f"a,{i},2026-01-01 00:0{i}:00\nb,{i},2026-01-01 00:0{i}:30\n"),
                  (time.time() - 100 + i,) * 2)
     log = tmp_path / "chmod.log"
-    _counting(tmp_path / "bin", "chmod", log)
+    counting_command(tmp_path / "bin", "chmod", log)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
 
     def run(name: str, *conf: str) -> dict[str, str]:

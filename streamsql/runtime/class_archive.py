@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -71,7 +70,9 @@ def _launch_env(home: str, class_path: str | None) -> dict[str, str]:
 def archive_path(home: str, class_path: str | None = None) -> Path | None:
     """Where the archive for ``home``'s jars, ``class_path``'s and this Java lives (None: no
     java found)."""
-    java = _java()
+    from streamsql.runtime.spark_home import jdk_command
+
+    java = jdk_command("java")
     if java is None:
         return None
     digest = hashlib.sha1()
@@ -79,15 +80,8 @@ def archive_path(home: str, class_path: str | None = None) -> Path | None:
     for path in [java, *extra, *sorted(Path(home, "jars").iterdir())]:
         stat = path.stat()
         digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    digest.update(str(java).encode())  # (resolved by _java)
+    digest.update(str(java).encode())  # (resolved by jdk_command)
     return Path(home).parent / f"classes-{digest.hexdigest()[:16]}.jsa"
-
-
-def _java() -> Path | None:
-    """The java Spark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    found = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    return Path(found).resolve() if found and os.path.exists(found) else None
 
 
 def make(force: bool = False) -> int:

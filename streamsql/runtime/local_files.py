@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 import zipfile
@@ -54,7 +53,9 @@ def built_jar() -> Path | None:
 
 
 def _built_jar() -> Path | None:
-    hadoop, javac = _hadoop_api_jar(), _javac()
+    from streamsql.runtime.spark_home import jdk_command
+
+    hadoop, javac = _hadoop_api_jar(), jdk_command("javac")
     if hadoop is None or javac is None:
         return None
     sources = sorted(SOURCES.glob("*.java"))
@@ -73,13 +74,14 @@ def _built_jar() -> Path | None:
                                  *map(str, sources)], capture_output=True, timeout=JAVAC_TIMEOUT_S)
         if result.returncode != 0:
             return None
-        built = Path(scratch, "built.jar")
-        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(classes.rglob("*.class")):
-                archive.write(path, path.relative_to(classes).as_posix())
         staged = jar.with_name(f"{jar.stem}.{os.getpid()}.tmp")
-        shutil.copyfile(built, staged)
-        os.replace(staged, jar)  # whole or not at all: several processes may build at once
+        try:
+            with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(classes.rglob("*.class")):
+                    archive.write(path, path.relative_to(classes).as_posix())
+            os.replace(staged, jar)  # whole or not at all: several processes may build at once
+        finally:
+            staged.unlink(missing_ok=True)
     return jar
 
 
@@ -88,13 +90,6 @@ def _hadoop_api_jar() -> Path | None:
 
     found = sorted(Path(pyspark.__file__).resolve().parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
     return found[-1] if found else None
-
-
-def _javac() -> Path | None:
-    """The javac beside Spark's java ($JAVA_HOME/bin), else the one on PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    found = os.path.join(java_home, "bin", "javac") if java_home else shutil.which("javac")
-    return Path(found).resolve() if found and os.path.exists(found) else None
 
 
 def _cache_dir() -> Path:

@@ -111,3 +111,11 @@ def _complete(home: Path, source: Path, entries: list[str]) -> bool:
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "streamsql" / "spark-home"
+
+
+def jdk_command(name: str) -> Path | None:
+    """A command of the JDK Spark's launcher runs (``java``, ``javac``): $JAVA_HOME/bin's,
+    else the one on PATH; resolved, or None when there is none."""
+    java_home = os.environ.get("JAVA_HOME")
+    found = os.path.join(java_home, "bin", name) if java_home else shutil.which(name)
+    return Path(found).resolve() if found and os.path.exists(found) else None
