@@ -29,7 +29,8 @@ INSERT INTO dst SELECT id, UPPER(s) FROM src;
 
 
 def start(tmp_path, *args) -> subprocess.Popen:
-    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"))
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # its temporary files (runtime.process_dir)
+    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TMPDIR=str(tmp_path / "tmp"))
     return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -55,12 +56,18 @@ def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):
     job.wait()
     done_before = sink_counts(run, tmp_path)[0]
     assert 0 < done_before < FILES * ROWS_PER_FILE
+    # The JVM's temporary files are in the killed process's directory, which nothing removed
+    (left,) = (tmp_path / "tmp").iterdir()
+    assert left.name.startswith(f"streamsql-process-{job.pid}-")
+    assert {p.name.split("-")[0] for p in left.iterdir()} >= {"spark", "blockmgr", ".lock"}
 
     rerun = start(tmp_path, "run", str(script))
     assert wait_for(lambda: sink_counts(run, tmp_path)[0] >= FILES * ROWS_PER_FILE)
+    assert not left.exists()  # the next process removed it
     os.killpg(rerun.pid, signal.SIGTERM)
     rerun.wait(60)
     assert sink_counts(run, tmp_path) == (FILES * ROWS_PER_FILE, FILES * ROWS_PER_FILE)
+    assert list((tmp_path / "tmp").iterdir()) == []  # and its own at its exit
 
 
 def test_detach_show_and_stop_job(run, tmp_path):

@@ -16,15 +16,16 @@ import pytest
 
 from streamsql.catalog import Catalog
 from streamsql.runtime.engine import Engine
+from streamsql.runtime.process_dir import process_dir
 from tests.conftest import write
 
 
 @pytest.fixture
-def scratch(tmp_path, monkeypatch) -> Path:
-    """tempfile's directory for the test (Spark's JVM keeps its own)."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+def scratch() -> Path:
+    """Where they go: this process's directory (runtime.process_dir), which its JVM's
+    temporary files share."""
+    folder = process_dir()
+    assert folder is not None and folder.is_dir() and folder.parent == Path(tempfile.gettempdir())
     return folder
 
 

@@ -14,7 +14,8 @@ there: a JVM using the archive starts with an empty one, and finds streamsql's
 log4j2.properties by a system property instead. The options go in SPARK_SUBMIT_OPTS, so a
 user's ``spark.driver.extraJavaOptions`` keeps its own meaning. A JVM started otherwise
 (a Spark home or SPARK_CONF_DIR of the user's, another class path) starts as before, and a
-stale archive is ignored in silence (``-Xlog:cds*=off``).
+stale archive is ignored in silence (``-Xlog:cds*=off``). Each start with an archive marks
+it used, and removes those beside it that no JVM has started with for 30 days.
 
 ``python -m streamsql.runtime.class_archive`` makes it when there is none (``--force``:
 anew); the test session does before its first Spark test. A JVM runs a batch query and a
@@ -28,9 +29,11 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 LOG_CONFIG = Path(__file__).with_name("conf") / "log4j2.properties"
+UNUSED_DAYS = 30  # an archive no JVM has started with for this long is removed
 # while making the archive: the file the JVM writes its classes to, then the one a second
 # JVM tries before it is put in place
 _dump_to: Path | None = None
@@ -58,6 +61,7 @@ def _launch_env(home: str, class_path: str | None) -> dict[str, str]:
         option = f"-XX:SharedArchiveFile={_trying} -Xshare:on"  # fails unless it maps
     elif path is not None and path.is_file():
         option = f"-XX:SharedArchiveFile={path} -Xlog:cds*=off"
+        forget_unused(path)
     else:
         return {}
     empty = path.parent / "empty-conf"
@@ -65,6 +69,23 @@ def _launch_env(home: str, class_path: str | None) -> dict[str, str]:
     opts = " ".join(o for o in (os.environ.get("SPARK_SUBMIT_OPTS"), option,
                                 f"-Dlog4j2.configurationFile={LOG_CONFIG}") if o)
     return {"SPARK_CONF_DIR": str(empty), "SPARK_SUBMIT_OPTS": opts}
+
+
+def forget_unused(used: Path) -> list[Path]:
+    """Mark ``used`` as used now (its time), and remove the archives beside it no JVM has
+    started with for ``UNUSED_DAYS``: another Java, PySpark or class path left them stale
+    (180 MB each). The ones removed; never a failed start (a cache shared read-only)."""
+    removed = []
+    try:
+        os.utime(used)
+        cutoff = time.time() - UNUSED_DAYS * 86400
+        for old in used.parent.glob("classes-*.jsa"):
+            if old != used and old.stat().st_mtime < cutoff:
+                old.unlink()
+                removed.append(old)
+    except OSError:
+        pass
+    return removed
 
 
 def archive_path(home: str, class_path: str | None = None) -> Path | None:

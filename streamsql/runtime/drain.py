@@ -36,7 +36,9 @@ class DrainSources:
     @property
     def root(self) -> Path:
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="streamsql-drain-"))
+            from streamsql.runtime.process_dir import process_dir
+
+            self._root = Path(tempfile.mkdtemp(prefix="streamsql-drain-", dir=process_dir()))
         return self._root
 
     def discard(self) -> None:

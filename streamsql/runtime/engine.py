@@ -39,6 +39,7 @@ from streamsql.plan.windows import WindowRelation
 from streamsql.runtime.drain import DrainSources
 from streamsql.runtime.end_of_input import discard_scratch
 from streamsql.runtime.execution import check_operators, streams
+from streamsql.runtime.process_dir import process_dir
 from streamsql.runtime.reports import report_skipped, report_streaming_late
 from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter, java_text
 from streamsql.runtime.select_stream import follow_memory_sink, select_sink, show_watermark
@@ -360,7 +361,7 @@ class Engine:
         streaming = streams(self, step)
         if self._shows_row_kinds(writer, plan):  # Flink's changelog result mode: the op column first
             names = ["op", *names]
-        checkpoint = tempfile.mkdtemp(prefix="streamsql-query-") if streaming else None
+        checkpoint = tempfile.mkdtemp(prefix="streamsql-query-", dir=process_dir()) if streaming else None
         query = None
         try:
             writer.begin(names)

@@ -86,6 +86,7 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
     from pyspark.java_gateway import launch_gateway
 
     from streamsql.runtime.class_archive import launch_env
+    from streamsql.runtime.process_dir import with_process_dir
     from streamsql.runtime.spark_home import compiled_spark_home
 
     with SparkContext._lock:
@@ -96,11 +97,11 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
         def launch():
             kwargs = _ChainedPreexec(preexec_fn=die_with_parent(ignore_sigterm=True), stderr=subprocess.PIPE)
             home = compiled_spark_home(conf=conf)
-            if home is None:
-                return launch_gateway(spark_conf, popen_kwargs=kwargs)
-            # launch_gateway reads these (under SparkContext._lock); runtime.class_archive
-            env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"),
-                                                     conf.get("spark.driver.extraClassPath"))}
+            env = {}
+            if home is not None:  # launch_gateway reads these (under SparkContext._lock); runtime.class_archive
+                env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"),
+                                                         conf.get("spark.driver.extraClassPath"))}
+            env = with_process_dir(env)
             before = {key: os.environ.get(key) for key in env}
             os.environ.update(env)
             try:

@@ -24,6 +24,7 @@ from streamsql.plan.connectors import csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.local_files import with_local_files
+from streamsql.runtime.process_dir import with_process_dir
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.runtime.spark_home import compiled_spark_home
 from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
@@ -61,6 +62,7 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     home = compiled_spark_home(env, master=master)
     if home is not None:
         env["SPARK_HOME"] = home
+    env = with_process_dir(env)  # its temporary files are removed even after a kill -9
     # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
     # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
     server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
