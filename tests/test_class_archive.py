@@ -47,23 +47,26 @@ def test_an_archive_for_these_jars_is_mapped_with_an_empty_conf_folder(home, mon
 
 
 def test_a_start_marks_its_archive_used_and_removes_those_unused_for_30_days(home):
+    def last_used(path: Path, days: int) -> None:
+        then = time.time() - days * 86400
+        os.utime(path, (then, then))
+
     path = archive_path(str(home))
     path.write_bytes(b"archive")
-    days = lambda n: (lambda t: (t, t))(time.time() - n * 86400)  # noqa: E731
-    os.utime(path, days(40))
+    last_used(path, 40)
     stale, recent = home.parent / "classes-0000000000000001.jsa", home.parent / "classes-0000000000000002.jsa"
     making = home.parent / "classes-0000000000000003.123.tmp"  # being written: not an archive yet
     for other in (stale, recent, making):
         other.write_bytes(b"another java's")
-        os.utime(other, days(40))
-    os.utime(recent, days(29))
+        last_used(other, 40)
+    last_used(recent, 29)
     assert launch_env(str(home), OURS) != {}
     assert not stale.exists() and recent.exists() and making.exists()
     assert time.time() - path.stat().st_mtime < 60  # used now: 30 more days
     # a cache folder that cannot be written: the archive is still used
     home.parent.chmod(0o555)
     try:
-        os.utime(recent, days(40))
+        last_used(recent, 40)
         assert launch_env(str(home), OURS) != {} and (os.getuid() == 0 or recent.exists())
     finally:
         home.parent.chmod(0o755)

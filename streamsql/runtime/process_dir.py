@@ -26,17 +26,13 @@ JVM's command line), ``spark.local.dir`` or ``SPARK_LOCAL_DIRS`` still wins.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: the system's temp folder, as before
-    fcntl = None
 
 PREFIX = "streamsql-process-"
 STAGED = ".streamsql-process-staged-"
@@ -51,13 +47,12 @@ _lock_fd: int | None = None
 
 def process_dir() -> Path | None:
     """This process's directory, made on the first call (which also removes those killed
-    processes left); None where none can be made (then the system's temp folder is used)."""
+    processes left); None where none can be made, e.g. a temp folder that cannot be written
+    (then the system's temp folder is used, as before)."""
     global _dir, _owner, _lock_fd
     with _guard:
         if _dir is not None and _owner == os.getpid():
             return _dir
-        if fcntl is None:
-            return None
         parent = Path(tempfile.gettempdir())
         sweep(parent)
         try:
@@ -151,15 +146,11 @@ def _remove_unless_held(folder: Path) -> bool:
 
 
 def _remove() -> None:
-    """At exit (after the JVM's own exit, registered later, has run)."""
+    """At exit. The driver JVM's end (runtime.lifetime) runs first: it is registered after
+    this, since the JVM is launched with the directory already made (``with_process_dir``)."""
     global _dir, _lock_fd
-    if _dir is None or _owner != os.getpid():
-        return
-    from streamsql.runtime.lifetime import stop_driver_gateway
-
-    stop_driver_gateway()  # normally done already; its files must not be removed under it
     with _guard:
-        if _dir is None:
+        if _dir is None or _owner != os.getpid():
             return
         shutil.rmtree(_dir, ignore_errors=True)
         if _lock_fd is not None:
