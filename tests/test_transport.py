@@ -43,16 +43,18 @@ def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, flush, monkeypatch
     rng = random.Random(seed)
     rows = _rows(rng, 500)
     monkeypatch.setattr(transport, flush, 180 if flush == "FLUSH_ROWS" else 20_000)  # flushed more than once
-    packed = list(transport.Pack(len(SCHEMA) - 1, "__bucket")(iter(_batches(rows, 70))))
+    packed = list(transport.Pack(len(SCHEMA) - 1, "__bucket", 2)(iter(_batches(rows, 70))))
+    shuffled = transport.aligned(5, 2)  # (buckets 0-4 on 2 partitions: the task extends its values)
     values: dict[int, list] = {}
     for batch in packed:
         assert batch.schema.names == ["__bucket", transport.ROWS]
         for bucket, value in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             values.setdefault(bucket, []).append(value)
     assert 1 < len(packed) and sum(len(b) for b in packed) < len(rows) / 10  # per bucket and flush, not per row
+    assert set(values) == set(shuffled)
     for bucket, parts in values.items():
         frame = transport.unpack(parts, SCHEMA.json(), "UTC")
-        expected = [r for r in rows if r[-1] == bucket]
+        expected = [r for r in rows if shuffled[r[-1]] == bucket]
         assert frame["id"].tolist() == [r[0] for r in expected]  # exact past 2^53, in order
         assert [None if v is pd.NA else v for v in frame["maybe"]] == [r[1] for r in expected]
         assert str(frame["maybe"].dtype) == "Int64" and str(frame["small"].dtype) == "int64"
@@ -64,7 +66,34 @@ def test_each_bucket_unpacks_to_its_rows_in_their_order(seed, flush, monkeypatch
 
 
 def test_no_rows_pack_to_nothing():
-    assert list(transport.Pack(0, "b")(iter([]))) == []
+    assert list(transport.Pack(0, "b", 2)(iter([]))) == []
+
+
+def test_spark_hash_is_sparks():
+    """Test vectors: Spark's own ``SELECT hash(CAST(v AS INT))`` (also checked on Spark below)."""
+    vectors = {0: 933211791, 1: -559580957, -1: -1604776387, 42: 29417773, 2 ** 31 - 1: 133916647,
+               -2 ** 31: 723455942, 123456789: -598405280}
+    assert {v: transport.spark_hash(v) for v in vectors} == vectors
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8, 200])
+def test_each_bucket_is_shuffled_under_a_value_of_its_own_partition(partitions):
+    values = transport.aligned(3 * partitions, partitions)
+    assert len(set(values)) == len(values) and min(values) >= 0
+    assert [transport.spark_hash(v) % partitions for v in values] == [b % partitions for b in range(len(values))]
+    assert transport.aligned(partitions, partitions) == values[:partitions]  # more buckets extend fewer
+
+
+def test_spark_shuffles_each_bucket_to_its_own_partition(spark):
+    """Spark's own hash partitioning (a shuffle by the value, as transformWithStateInPandas's
+    grouping shuffles) puts bucket b's value in partition b mod partitions."""
+    from pyspark.sql import functions as F
+
+    for partitions in (2, 3, 7, 16):
+        values = transport.aligned(2 * partitions, partitions)
+        frame = spark.createDataFrame([(v,) for v in values], "v INT").repartition(partitions, "v")
+        placed = dict(frame.select("v", F.spark_partition_id()).collect())
+        assert [placed[v] for v in values] == [b % partitions for b in range(len(values))]
 
 
 CHILD = """
@@ -135,7 +164,7 @@ def test_the_driver_declares_an_operators_state_without_loading_it(tmp_path):
     arrow = to_arrow_schema(schema, timezone="UTC")
     batches = [pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
                for columns in ([[11, 22, 11], ["a", "b", "a"], [1, 2, 3], [0, 0, 0]], [[22], ["b"], [5], [0]])]
-    packed = [batch.column(1)[0].as_py() for b in batches for batch in transport.Pack(3, "__bucket")(iter([b]))]
+    packed = [batch.column(1)[0].as_py() for b in batches for batch in transport.Pack(3, "__bucket", 1)(iter([b]))]
     (tmp_path / "wrapped.pickle").write_bytes(cloudpickle.dumps((wrapped, packed)))
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "wrapped.pickle")], capture_output=True,
                           text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # (no PYTHONPATH: by value)

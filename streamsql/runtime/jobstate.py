@@ -31,7 +31,8 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # checkpoint has state in another layout is not resumed (its operators would start empty).
 # 2: GroupAggregate, Rank, the regular join and ChangelogNormalize keep rows in generations.
 # 3: COUNT/SUM/AVG DISTINCT kept by (key, value) pair; the regular join keeps a store per side.
-STATE_LAYOUT = 3
+# 4: one bucket per shuffle partition, each shuffled under a value of its own partition.
+STATE_LAYOUT = 4
 
 
 @dataclass

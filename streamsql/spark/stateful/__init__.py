@@ -10,13 +10,14 @@ def group_aggregate(*args, **kwargs):
     return build(*args, **kwargs)
 
 
-BUCKETS_PER_PARTITION = 4
+BUCKETS_PER_PARTITION = 1
 
 
 def default_buckets(frame) -> int:
-    """How many buckets an operator hashes its keys into: a few per shuffle partition, so
-    every core stays busy and, for the operators that keep a bucket as one value (rewritten
-    whole when touched, ``state_layouts``), a bucket's state stays small."""
+    """How many buckets an operator hashes its keys into: one per shuffle partition. Each
+    bucket is shuffled to a partition of its own (``transport.aligned``), so every task folds
+    all of its keys in one call per micro-batch: a call's fixed cost (reading and writing its
+    state, the pandas fold) is paid once per task, not once per bucket."""
     return BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
 
 

@@ -16,8 +16,8 @@ a COUNT/SUM/AVG DISTINCT only the (key, value) pairs it brings (``distinct_pairs
 
 The bucket count is part of the checkpoint's state layout (a key's bucket decides where
 its state lives): a query restarted on a checkpoint must use the same count, which each
-bucket's state records and checks (a bucket that had no state cannot tell). How many: a
-few per shuffle partition, so every core stays busy.
+bucket's state records and checks (a bucket that had no state cannot tell). How many: one
+per shuffle partition, each shuffled to a partition of its own (``transport.aligned``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
     DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
     insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
-    ``buckets`` defaults to 4 × ``spark.sql.shuffle.partitions``; ``layout`` is how the state
+    ``buckets`` defaults to ``spark.sql.shuffle.partitions``; ``layout`` is how the state
     is stored ('generations', or 'rows': ``state_layouts``); with ``ttl_ms`` a key's state expires that
     long after its last change (accumulate.fold)."""
     if buckets is None:

@@ -9,8 +9,14 @@ float64 on the way. So the rows travel packed instead:
 
 1. ``Pack`` (``mapInArrow``, in the task that produced the rows, before the shuffle): the
    task's rows, ordered by bucket (stably: a bucket's rows keep their order), each bucket's
-   as one Arrow IPC value — a row ``(__bucket, __rows)``.
+   as one Arrow IPC value — a row ``(__bucket, __rows)``, the bucket as the value it is
+   shuffled under (``aligned``).
 2. Spark shuffles and groups those few rows by bucket, as it grouped the rows before.
+   Spark sends a grouping value to the shuffle partition its Murmur3 hash picks, so buckets
+   0..n-1 would land on partitions at random: some partitions with two, some idle. Each
+   bucket is therefore shuffled under a value chosen so that bucket ``b`` lands in partition
+   ``b mod partitions`` (``aligned``): with one bucket per partition (the default), every
+   task folds one bucket, one call per micro-batch and operator, and every core has one.
 3. ``Unpacked`` wraps the operator's processor: it reads a bucket's values back into one
    pandas DataFrame with the columns and dtypes the worker gave before (Spark's own Arrow
    conversion, integers as int64 — nullable Int64, exact, where a column has a NULL — and
@@ -49,7 +55,8 @@ def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, ou
 
     ship_by_value(sys.modules[__name__])  # (state_bytes: shipped with every operator)
     schema = bucketed.schema
-    packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket), T.StructType([
+    partitions = int(bucketed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket, partitions), T.StructType([
         T.StructField(bucket, T.IntegerType(), True), T.StructField(ROWS, T.BinaryType(), False)]))
     timezone = bucketed.sparkSession.conf.get("spark.sql.session.timeZone")
     return packed.groupBy(bucket).transformWithStateInPandas(
@@ -57,11 +64,50 @@ def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, ou
         outputMode="Append", timeMode=time_mode)
 
 
-class Pack:
-    """mapInArrow: a task's rows as ``(bucket, Arrow IPC of the bucket's rows)``."""
+def spark_hash(value: int, seed: int = 42) -> int:
+    """Spark's ``hash`` of an INT (Murmur3 x86 32-bit, seed 42): what its HashPartitioning
+    sends a grouping value to a shuffle partition by (``pmod(hash(value), partitions)``)."""
+    mask = 0xFFFFFFFF
 
-    def __init__(self, bucket_index: int, bucket: str):
-        self.bucket_index, self.bucket = bucket_index, bucket
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = (rotl((seed & mask) ^ k1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4  # (the input's length in bytes)
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def aligned(buckets: int, partitions: int) -> list[int]:
+    """For each bucket ``b``, the value its rows are shuffled under: distinct values, the one of
+    ``b`` landing in shuffle partition ``b mod partitions`` (the smallest such values, so the
+    mapping depends on the two counts alone and a resumed query finds its state)."""
+    waiting: dict[int, list[int]] = {}
+    for b in reversed(range(buckets)):
+        waiting.setdefault(b % partitions, []).append(b)
+    values, value = [0] * buckets, 0
+    while waiting:
+        partition = spark_hash(value) % partitions
+        if partition in waiting:
+            values[waiting[partition].pop()] = value
+            if not waiting[partition]:
+                del waiting[partition]
+        value += 1
+    return values
+
+
+class Pack:
+    """mapInArrow: a task's rows as ``(bucket, Arrow IPC of the bucket's rows)``, the bucket as
+    the value it is shuffled under (``aligned``)."""
+
+    def __init__(self, bucket_index: int, bucket: str, partitions: int):
+        self.bucket_index, self.bucket, self.partitions = bucket_index, bucket, partitions
+        self.values = aligned(partitions, partitions)  # (extended in a task that sees more buckets)
 
     def __call__(self, batches):
         pending, count, size = [], 0, 0
@@ -87,7 +133,17 @@ class Pack:
         ends = np.r_[starts[1:], len(buckets)]
         values = [state_bytes.ipc_bytes(table.slice(start, end - start)) for start, end in zip(starts, ends)]
         return pa.RecordBatch.from_arrays(
-            [pa.array(buckets[starts], type=pa.int32()), pa.array(values, type=pa.binary())], names=[self.bucket, ROWS])
+            [pa.array(self.shuffled(buckets[starts]), type=pa.int32()), pa.array(values, type=pa.binary())],
+            names=[self.bucket, ROWS])
+
+    def shuffled(self, buckets):
+        """The values ``buckets`` are shuffled under (``aligned``, for as many buckets as seen)."""
+        import numpy as np
+
+        top = int(buckets.max()) + 1
+        if len(self.values) < top:  # (``aligned`` of more buckets extends that of fewer)
+            self.values = aligned(top, self.partitions)
+        return np.asarray(self.values, dtype="int64")[buckets]
 
 
 def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
