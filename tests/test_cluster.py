@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, wait_for, write
-from tests.spark_cluster import standalone_cluster
+from tests.spark_cluster import free_ports, standalone_cluster
 
 pytestmark = pytest.mark.spark
 
@@ -242,7 +242,6 @@ def _changes(job: Job) -> list[str]:
 
 def test_bi_server_on_the_cluster(cluster, tmp_path):
     """`serve --thrift --master spark://...`: a JDBC/ODBC client's queries run on the cluster."""
-    from tests.spark_cluster import free_port
     from tests.test_thrift import query, streamsql as streamsql_process
 
     write(tmp_path / "sales" / "part-0.csv", "north,10\nsouth,4\nnorth,7\n")
@@ -250,8 +249,8 @@ def test_bi_server_on_the_cluster(cluster, tmp_path):
            f"'path' = '{tmp_path / 'sales'}', 'format' = 'csv')")
     assert streamsql_process(tmp_path / "catalog", "run", "-e", ddl).wait(60) == 0
     before = len(cluster.applications())
-    port = free_port()
-    server = streamsql_process(tmp_path / "catalog", "serve", "--port", str(free_port()), "--thrift", str(port),
+    connect, port = free_ports(2)
+    server = streamsql_process(tmp_path / "catalog", "serve", "--port", str(connect), "--thrift", str(port),
                                "--master", cluster.url, cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, wait_for, write
 from tests.processes import gone_within, jvm_children
-from tests.spark_cluster import free_port, spark_home
+from tests.spark_cluster import free_port, free_ports, spark_home
 
 ORDERS = [(1, "apple", 3, "0.50"), (2, "pear", 1, "0.75"), (3, "fig", 5, "1.20"), (4, "apple", 2, "0.50")]
 
@@ -43,7 +43,7 @@ CREATE TABLE shop.big_orders (id BIGINT, item STRING, amount DECIMAL(21, 2))
   WITH ('connector' = 'filesystem', 'path' = '{tmp / "big"}', 'format' = 'csv');
 """
     assert streamsql(tmp / "catalog", "run", "-e", ddl).wait(60) == 0
-    port, thrift = free_port(), free_port()
+    port, thrift = free_ports(2)  # (two calls of free_port may give one port twice)
     server = streamsql(tmp / "catalog", "serve", "--port", str(port), "--thrift", str(thrift), "--master", "local[1]",
                        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -86,6 +86,42 @@ def test_a_port_in_use_is_refused_before_spark_starts(tmp_path):
         _, err = server.communicate(timeout=60)
     assert server.returncode == 1
     assert f"Port {port} is already in use" in err
+
+
+def test_one_port_for_both_servers_is_refused_before_spark_starts(tmp_path):
+    port = free_port()
+    server = streamsql(tmp_path / "catalog", "serve", "--thrift", str(port), "--port", str(port),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = server.communicate(timeout=60)
+    assert server.returncode == 1
+    assert err.strip() == f"Error: The Connect port and the Thrift port must differ (both are {port})"
+
+
+def test_the_reason_a_server_exited_is_its_last_error_s_message(tmp_path):
+    from streamsql.runtime.serve import exit_reason
+
+    log = write(tmp_path / "server.log", (
+        "26/11/27 10:00:00 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+        "26/11/27 10:00:01 ERROR HiveThriftServer2: Error starting HiveThriftServer2\n"
+        "org.apache.thrift.transport.TTransportException: Could not create ServerSocket on address 0.0.0.0/0.0.0.0:10000.\n"
+        "\tat org.apache.thrift.transport.TServerSocket.<init>(TServerSocket.java:109)\n"
+        "\t... 5 more\n"))
+    assert exit_reason(str(log)) == "Could not create ServerSocket on address 0.0.0.0/0.0.0.0:10000."
+    write(log, "26/11/27 10:00:01 ERROR SparkContext: Error initializing SparkContext.\nsomething else\n")
+    assert exit_reason(str(log)) == "Error initializing SparkContext."
+    write(log, "only this\n")
+    assert exit_reason(str(log)) == "only this"
+    assert exit_reason(str(tmp_path / "missing.log")) == "" and exit_reason(None) == ""
+
+
+@pytest.mark.spark
+def test_a_server_that_fails_at_start_says_why(tmp_path):
+    server = streamsql(tmp_path / "catalog", "serve", "--port", str(free_port()), "--master", "bogus://x",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = server.communicate(timeout=120)
+    assert server.returncode == 1
+    assert err.startswith("Error: The Spark server exited at start (status 1): Master must"), err
+    assert "Exception" not in err and "Traceback" not in err
 
 
 def hive(port: int, database: str = "default"):

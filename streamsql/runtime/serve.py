@@ -10,6 +10,7 @@ directories that running jobs write.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,6 +42,8 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
     import pyspark
 
+    if thrift_port == port:
+        raise StreamsqlError(f"The Connect port and the Thrift port must differ (both are {port})")
     for taken in (port, thrift_port):
         if taken is not None and _listening(taken):  # else the wait below would take it for ours
             raise StreamsqlError(f"Port {taken} is already in use: choose another (--port, --thrift PORT)")
@@ -63,29 +66,63 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     if home is not None:
         env["SPARK_HOME"] = home
     env = with_process_dir(env)  # its temporary files are removed even after a kill -9
+    # Its output goes to a log in its scratch directory unless the caller takes it: if it
+    # exits at start, the error says why.
+    own_log = open(Path(scratch) / "server.log", "w") if log is None and scratch else None
     # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
     # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
-    server = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, cwd=scratch, start_new_session=True, preexec_fn=die_with_parent())
+    try:
+        server = subprocess.Popen(command, env=env, stdout=log or own_log or subprocess.DEVNULL,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=scratch,
+                                  start_new_session=True, preexec_fn=die_with_parent())
+    finally:
+        if own_log is not None:
+            own_log.close()  # (the server holds its own copy)
     try:
         for listening in (port, thrift_port):
             if listening is not None:
-                _wait_until_listening(server, listening, 120)
+                _wait_until_listening(server, listening, 120, own_log and own_log.name)
     except BaseException:  # including Ctrl-C and SIGTERM while it starts
         end_process(server)
         raise
     return server
 
 
-def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float) -> None:
+def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float, log: str | None = None) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
-            raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})")
+            reason = exit_reason(log)
+            raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})"
+                                 + (f": {reason}" if reason else ""))
         if _listening(port):
             return
         time.sleep(0.5)
     raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
+
+
+# a JVM's exception line: `Exception in thread "main" org.x.SomeException: what happened`, or a
+# log line `... ERROR Where: what happened` (the message kept, the class and logger dropped)
+_THROWN = re.compile(r'^(?:Exception in thread "[^"]*" )?(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)$')
+_LOGGED = re.compile(r"^.*\b(?:ERROR|FATAL) [\w.$]+: (.+)$")
+
+
+def exit_reason(log: str | None, limit: int = 400) -> str:
+    """What the server's log says it failed on: the message of its last exception or error
+    line (not a stack frame), else its last line; '' without one."""
+    try:
+        lines = [line.strip() for line in Path(log).read_text(errors="replace").splitlines()] if log else []
+    except OSError:
+        return ""
+    lines = [line for line in lines if line and not line.startswith(("at ", "..."))]
+    reason = ""
+    for line in reversed(lines):
+        found = _THROWN.match(line) or _LOGGED.match(line)
+        if found:
+            reason = found.group(1)
+            break
+    reason = reason or (lines[-1] if lines else "")
+    return reason if len(reason) <= limit else reason[:limit] + "..."
 
 
 def _listening(port: int) -> bool:
