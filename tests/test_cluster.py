@@ -16,7 +16,8 @@ import time
 import pytest
 
 from tests.conftest import ROOT, wait_for, write
-from tests.spark_cluster import free_ports, standalone_cluster
+from tests.ports import free_ports
+from tests.spark_cluster import standalone_cluster
 
 pytestmark = pytest.mark.spark
 

@@ -11,15 +11,10 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, write
+from tests.ports import free_port
 from tests.processes import gone_within, jvm_children
 
 pytestmark = pytest.mark.spark
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

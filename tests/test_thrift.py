@@ -18,7 +18,8 @@ import pytest
 
 from tests.conftest import ROOT, wait_for, write
 from tests.processes import gone_within, jvm_children
-from tests.spark_cluster import free_port, free_ports, spark_home
+from tests.ports import free_port, free_ports
+from tests.spark_cluster import spark_home
 
 ORDERS = [(1, "apple", 3, "0.50"), (2, "pear", 1, "0.75"), (3, "fig", 5, "1.20"), (4, "apple", 2, "0.50")]
 

@@ -68,7 +68,8 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     env = with_process_dir(env)  # its temporary files are removed even after a kill -9
     # Its output goes to a log in its scratch directory unless the caller takes it: if it
     # exits at start, the error says why.
-    own_log = open(Path(scratch) / "server.log", "w") if log is None and scratch else None
+    log_path = Path(scratch) / "server.log" if log is None and scratch else None
+    own_log = open(log_path, "w") if log_path else None
     # Its own session keeps a terminal's Ctrl-C away from it (serve stops it in order);
     # die_with_parent: it must not outlive serve however serve ends (it watches no stdin).
     try:
@@ -81,14 +82,14 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     try:
         for listening in (port, thrift_port):
             if listening is not None:
-                _wait_until_listening(server, listening, 120, own_log and own_log.name)
+                _wait_until_listening(server, listening, 120, log_path)
     except BaseException:  # including Ctrl-C and SIGTERM while it starts
         end_process(server)
         raise
     return server
 
 
-def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float, log: str | None = None) -> None:
+def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float, log: Path | None = None) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
@@ -107,7 +108,7 @@ _THROWN = re.compile(r'^(?:Exception in thread "[^"]*" )?(?:Caused by: )?[\w.$]+
 _LOGGED = re.compile(r"^.*\b(?:ERROR|FATAL) [\w.$]+: (.+)$")
 
 
-def exit_reason(log: str | None, limit: int = 400) -> str:
+def exit_reason(log: Path | str | None, limit: int = 400) -> str:
     """What the server's log says it failed on: the message of its last exception or error
     line (not a stack frame), else its last line; '' without one."""
     try:

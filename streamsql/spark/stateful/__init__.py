@@ -18,7 +18,12 @@ def default_buckets(frame) -> int:
     bucket is shuffled to a partition of its own (``transport.aligned``), so every task folds
     all of its keys in one call per micro-batch: a call's fixed cost (reading and writing its
     state, the pandas fold) is paid once per task, not once per bucket."""
-    return BUCKETS_PER_PARTITION * int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    return BUCKETS_PER_PARTITION * shuffle_partitions(frame)
+
+
+def shuffle_partitions(frame) -> int:
+    """The shuffle partitions a stateful operator's keys are grouped into (its tasks)."""
+    return int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
 
 
 def ship_by_value(*modules) -> None:
@@ -35,4 +40,4 @@ def ship_by_value(*modules) -> None:
             pass
 
 
-__all__ = ["AggSpec", "default_buckets", "group_aggregate", "ship_by_value"]
+__all__ = ["AggSpec", "default_buckets", "group_aggregate", "ship_by_value", "shuffle_partitions"]

@@ -31,6 +31,7 @@ and pyspark only).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -50,13 +51,12 @@ def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, ou
     """``bucketed.groupBy(bucket).transformWithStateInPandas(processor, ...)``, the rows packed
     on their way: the processor gets each bucket's rows as one DataFrame of ``bucketed``'s
     columns."""
-    from streamsql.spark.stateful import ship_by_value
+    from streamsql.spark.stateful import ship_by_value, shuffle_partitions
     import sys
 
     ship_by_value(sys.modules[__name__])  # (state_bytes: shipped with every operator)
     schema = bucketed.schema
-    partitions = int(bucketed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
-    packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket, partitions), T.StructType([
+    packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket, shuffle_partitions(bucketed)), T.StructType([
         T.StructField(bucket, T.IntegerType(), True), T.StructField(ROWS, T.BinaryType(), False)]))
     timezone = bucketed.sparkSession.conf.get("spark.sql.session.timeZone")
     return packed.groupBy(bucket).transformWithStateInPandas(
@@ -107,7 +107,7 @@ class Pack:
 
     def __init__(self, bucket_index: int, bucket: str, partitions: int):
         self.bucket_index, self.bucket, self.partitions = bucket_index, bucket, partitions
-        self.values = aligned(partitions, partitions)  # (extended in a task that sees more buckets)
+        self.values = np.asarray(aligned(partitions, partitions), dtype="int64")  # (extended for more buckets)
 
     def __call__(self, batches):
         pending, count, size = [], 0, 0
@@ -122,7 +122,6 @@ class Pack:
             yield self.pack(pending)
 
     def pack(self, batches):
-        import numpy as np
         import pyarrow as pa
 
         table = pa.Table.from_batches(batches).combine_chunks()
@@ -138,12 +137,10 @@ class Pack:
 
     def shuffled(self, buckets):
         """The values ``buckets`` are shuffled under (``aligned``, for as many buckets as seen)."""
-        import numpy as np
-
         top = int(buckets.max()) + 1
         if len(self.values) < top:  # (``aligned`` of more buckets extends that of fewer)
-            self.values = aligned(top, self.partitions)
-        return np.asarray(self.values, dtype="int64")[buckets]
+            self.values = np.asarray(aligned(top, self.partitions), dtype="int64")
+        return self.values[buckets]
 
 
 def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
