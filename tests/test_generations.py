@@ -312,7 +312,7 @@ JOIN_KINDS = {"__k0": "int", "__l0": "int", "__l1": "object", "__r0": "int"}
 def _join_plan(join_type, retracts, hashed: bool, ttl_ms=None):
     plan = {"keys": ["__k0"], "left": ["__l0", "__l1"], "right": ["__r0"], "kinds": dict(JOIN_KINDS),
             "join_type": join_type, "residual": None, "retracts": list(retracts), "ttl_ms": ttl_ms, "buckets": 1,
-            "output": ["__l0", "__l1", "__r0"]}
+            "output": ["__l0", "__l1"] if join_type in ("LeftSemiJoin", "LeftAntiJoin") else ["__l0", "__l1", "__r0"]}
     if hashed:
         plan["keys"] = ["__k0", generations.HASH]
         plan["kinds"][generations.HASH] = "int"
@@ -327,45 +327,55 @@ def _join_batch(rows) -> pd.DataFrame:
     return frame.astype({"__k0": "Int64", "__l0": "Int64", "__r0": "Int64"})
 
 
-@pytest.mark.parametrize("join_type,retracts", [("InnerJoin", (False, False)), ("InnerJoin", (True, False)),
-                                                ("LeftOuterJoin", (False, False))])
+LOOKED_UP = {  # (join type, (left retracts, right retracts)): the sides only looked up
+    ("InnerJoin", (False, False)): [True, True], ("InnerJoin", (True, False)): [False, True],
+    ("LeftOuterJoin", (False, False)): [False, True], ("LeftOuterJoin", (True, False)): [False, True],
+    ("LeftOuterJoin", (False, True)): [False, False], ("RightOuterJoin", (False, False)): [True, False],
+    ("FullOuterJoin", (False, False)): [False, False], ("LeftSemiJoin", (False, False)): [False, True],
+    ("LeftAntiJoin", (True, False)): [False, True]}
+
+
+@pytest.mark.parametrize("join_type,retracts", list(LOOKED_UP))
 def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, monkeypatch):
-    """Keys close in time and anywhere, identical rows, with a side's retractions; an inner
-    join's insert-only side is only looked up (join.looked_up), its rows added to its newest
-    generation until that holds ``APPEND_ROWS`` (here 12)."""
+    """Keys close in time and anywhere, identical rows, with a side's retractions; an
+    insert-only side that keeps no partner counts (an inner join's, an outer join's inner
+    side, a semi join's right) is only looked up (join.looked_up), its rows added to its
+    newest generation until that holds ``APPEND_ROWS`` (here 12)."""
     from streamsql.spark.stateful import joining
     from streamsql.spark.stateful.join import fold_stored, looked_up, side_stores
 
     monkeypatch.setattr(generations, "APPEND_ROWS", 12)
     rng = random.Random(11 + retracts[0])
     hashed, whole = _join_plan(join_type, retracts, True), _join_plan(join_type, retracts, False)
-    assert looked_up(hashed) == [join_type == "InnerJoin" and not r for r in retracts]
+    assert looked_up(hashed) == LOOKED_UP[join_type, retracts]
     handle = Handle()
     stores = side_stores(handle, hashed)
     left = right = None
-    live: list[tuple] = []
+    live: tuple[list, list] = ([], [])
     for step in range(40):
         rows = []
         for _ in range(rng.randint(1, 20)):
-            if retracts[0] and live and rng.random() < 0.3:
-                rows.append((0, "-D", *live.pop(rng.randrange(len(live)))))
+            retracting = [index for index in (0, 1) if retracts[index] and live[index]]
+            if retracting and rng.random() < 0.3:
+                side = rng.choice(retracting)
+                rows.append((side, "-D", *live[side].pop(rng.randrange(len(live[side])))))
                 continue
             side = int(rng.random() < 0.3)
             key = step // 2 + rng.randint(0, 3) if rng.random() < 0.7 else rng.randint(0, 30)
             row = (key, rng.randint(0, 2))  # (few values: identical rows)
-            if side == 0:
-                live.append(row)
+            live[side].append(row)
             rows.append((side, "+I", *row))
         batch = _join_batch(rows)
         got = fold_stored(hashed, stores, with_hash(batch.rename(columns={"__k0": "auction"}))
                           .rename(columns={"auction": "__k0"}), 0)
         left, right, want = joining.fold(whole, left, right, batch, 0)
         assert changes(got) == changes(want), step
-    if join_type == "InnerJoin" and not retracts[0]:  # looked up: its generations are never rewritten
-        kept = [g for (g,) in sorted(handle.states["generations_left"].entries)]
-        assert kept == list(range(1, len(kept) + 1)) and 10 < len(kept) < 35  # none dropped, some added to
-        sizes = [rows for rows, _ in stores[0].info.rows.values()]
-        assert all(size >= 12 for size in sizes[:-1]), sizes
+    for index, name in enumerate(("left", "right")):
+        if LOOKED_UP[join_type, retracts][index]:  # looked up: its generations are never rewritten
+            kept = [g for (g,) in sorted(handle.states[f"generations_{name}"].entries)]
+            assert kept == list(range(1, len(kept) + 1)) and 3 < len(kept) < 35, kept  # none dropped, some added to
+            sizes = [rows for rows, _ in stores[index].info.rows.values()]
+            assert all(size >= 12 for size in sizes[:-1]), sizes
 
 
 def test_distinct_pairs_of_a_null_group_key_and_decimal_values():

@@ -9,8 +9,9 @@ buckets; one call joins a bucket's whole micro-batch (``joining.fold``). Each si
 live in Spark's state store, checkpointed with the query, in a store of generations of its
 own (``generations``, by the hash of the keys the bucket is chosen by, kept as one more join
 key): a micro-batch reads and writes the rows of the keys it brings, not the whole bucket,
-and an inner join's insert-only side is only looked up, by the other side's keys
-(``looked_up``): its rows are read where they are and never rewritten.
+and an insert-only side that keeps no partner counts (an inner join's, an outer join's inner
+side) is only looked up, by the other side's keys (``looked_up``): its rows are read where
+they are and never rewritten.
 """
 
 from __future__ import annotations
@@ -131,12 +132,14 @@ def side_stores(handle, plan: dict) -> list[generations.Generations]:
 
 
 def looked_up(plan: dict) -> list[bool]:
-    """Per side, whether the join only looks its rows up: an inner join's insert-only side.
-    A micro-batch then reads the side's rows by the other side's keys alone, leaves them
-    where they are, and adds its own rows as they come; a side that retracts, or keeps its
-    rows' partner counts (an outer or semi join), reads and rewrites its keys' rows."""
-    inner = plan["join_type"] == "InnerJoin"
-    return [inner and not retracts for retracts in plan.get("retracts", (True, True))]
+    """Per side, whether the join only looks its rows up: an insert-only side that keeps no
+    partner counts (either side of an inner join, the inner side of an outer join, a semi or
+    anti join's right side). A micro-batch then reads the side's rows by the other side's
+    keys alone, leaves them where they are, and adds its own rows as they come; a side that
+    retracts, or keeps its rows' partner counts (an outer side, a semi or anti join's left),
+    reads and rewrites its keys' rows."""
+    counted = joining.counted_sides(plan["join_type"])
+    return [not retracts and not counts for retracts, counts in zip(plan.get("retracts", (True, True)), counted)]
 
 
 def fold_stored(plan: dict, stores: list, batch: pd.DataFrame, now_ms: int) -> pd.DataFrame:

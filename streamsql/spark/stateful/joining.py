@@ -59,10 +59,7 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
         left, right = _expire(left, ttl[0], now_ms), _expire(right, ttl[1], now_ms)
     join_type = plan["join_type"]
     semi = join_type in ("LeftSemiJoin", "LeftAntiJoin")
-    # the sides whose rows keep their partner counts: an outer side (padded while it has
-    # none), and a semi or anti join's left side (emitted while it has some, or none)
-    padded = padded_sides(join_type)
-    outer = (padded[0] or semi, padded[1])
+    outer = counted_sides(join_type)
     residual = plan.get("residual")
     if outer[0]:
         left = _associated(left, right, keys, left_cols, right_cols, residual)
@@ -118,6 +115,14 @@ def canonical_batch(plan: dict, batch: pd.DataFrame) -> pd.DataFrame:
     for name, kind in plan["kinds"].items():
         batch[name] = _canonical(batch[name], kind)
     return batch
+
+
+def counted_sides(join_type: str) -> tuple[bool, bool]:
+    """(left, right): whether the join keeps a partner count (``ASSOC``) on that side's rows:
+    an outer side (padded while it has none), and a semi or anti join's left side (emitted
+    while it has some, or none)."""
+    padded = padded_sides(join_type)
+    return padded[0] or join_type in ("LeftSemiJoin", "LeftAntiJoin"), padded[1]
 
 
 def padded_sides(join_type: str) -> tuple[bool, bool]:
