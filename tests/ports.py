@@ -25,8 +25,6 @@ def free_ports(count: int) -> list[int]:
     sockets: list[socket.socket] = []
     try:
         for _ in range(200):
-            if len(sockets) == count:
-                break
             s = socket.socket()
             try:
                 s.bind(("", random.randrange(low - BELOW, low) if low - BELOW >= 1024 else 0))
@@ -34,9 +32,9 @@ def free_ports(count: int) -> list[int]:
                 s.close()
                 continue
             sockets.append(s)
-        if len(sockets) < count:
-            raise RuntimeError(f"no {count} free ports below {low}")
-        return [s.getsockname()[1] for s in sockets]
+            if len(sockets) == count:
+                return [s.getsockname()[1] for s in sockets]
+        raise RuntimeError(f"no {count} free ports below {low}")
     finally:
         for s in sockets:
             s.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.ports import _ephemeral_low, free_ports
+from tests.ports import BELOW, _ephemeral_low, free_ports
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range():
@@ -13,8 +13,7 @@ def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range():
     for _ in range(20):
         ports = free_ports(3)
         assert len(set(ports)) == 3
-        assert low == 0 or all(low - 12_000 <= p < low for p in ports), (low, ports)
+        assert low == 0 or all(low - BELOW <= p < low for p in ports), (low, ports)
     for port in free_ports(2):
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
-
