@@ -187,31 +187,63 @@ def _create_table(table: TableDef) -> str:
 
 def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None) -> int:
     """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop.on_signal)
+    signal.signal(signal.SIGINT, stop.on_signal)
     with tempfile.TemporaryDirectory(prefix="streamsql-serve-", ignore_cleanup_errors=True) as scratch:
         server = start_server(port, master, thrift_port=thrift_port, scratch=scratch)
         remote = f"sc://localhost:{port}"
         try:
+            stop.defer()
             state = _catalog_state(catalog)
-            registered = register_catalog(remote, catalog)
+            registered = register_catalog(remote, catalog) if not stop.requested() else {}
             names = [name.replace("`", "") for name in registered]
             print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
             if thrift_port is not None:
                 print(f"JDBC/ODBC (HiveServer2, no auth) on {jdbc_url('localhost', thrift_port)}")
             print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
             sys.stdout.flush()
-            while server.poll() is None:  # tables created, altered or dropped meanwhile follow
-                time.sleep(SYNC_SECONDS)
-                if _catalog_state(catalog) != state:
+            while server.poll() is None and not stop.wait(SYNC_SECONDS):
+                if _catalog_state(catalog) != state:  # tables created, altered or dropped meanwhile follow
                     state = _catalog_state(catalog)
                     registered = _update(remote, catalog, registered, server)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # (one that came before defer())
             pass
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             end_process(server, seconds=30)
     return 0
+
+
+class StopRequest:
+    """Ctrl-C or SIGTERM. While the server starts, one stops the start at once
+    (KeyboardInterrupt; start_server ends the half-started server). Once it has started, one
+    is noted and acted on between catalog updates, never inside one: an update cut short
+    leaves its Spark Connect client open, and at exit that client retries, for minutes,
+    releasing its session with a server that is gone by then."""
+
+    def __init__(self):
+        self._deferred = False
+        self._requested = False  # a plain flag: a handler taking a lock could find it held
+
+    def on_signal(self, signum, frame) -> None:
+        if not self._deferred:
+            raise KeyboardInterrupt
+        self._requested = True
+
+    def defer(self) -> None:
+        self._deferred = True
+
+    def requested(self) -> bool:
+        return self._requested
+
+    def wait(self, seconds: float) -> bool:
+        """True within a tenth of a second of a stop request; False after ``seconds`` without one."""
+        deadline = time.monotonic() + seconds
+        while not self._requested and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        return self._requested
 
 
 def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen) -> dict[str, str]:
@@ -225,5 +257,3 @@ def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: s
         return registered
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
