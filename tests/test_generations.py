@@ -373,7 +373,8 @@ def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, mon
     for index, name in enumerate(("left", "right")):
         if LOOKED_UP[join_type, retracts][index]:  # looked up: its generations are never rewritten
             kept = [g for (g,) in sorted(handle.states[f"generations_{name}"].entries)]
-            assert kept == list(range(1, len(kept) + 1)) and 3 < len(kept) < 35, kept  # none dropped, some added to
+            fewest = (10, 5)[index]  # (the right side brings about 30 % of the rows)
+            assert kept == list(range(1, len(kept) + 1)) and fewest < len(kept) < 35, kept  # none dropped, some added to
             sizes = [rows for rows, _ in stores[index].info.rows.values()]
             assert all(size >= 12 for size in sizes[:-1]), sizes
 

@@ -255,5 +255,3 @@ def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: s
         if server.poll() is None:
             print(f"Warning: the served tables were not updated ({type(error).__name__}: {error})", file=sys.stderr)
         return registered
-
-

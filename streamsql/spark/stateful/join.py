@@ -31,7 +31,7 @@ from streamsql.spark.stateful.specs import value_kind
 
 BUCKET = "__bucket"
 JOIN_TYPES = ("InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin", "LeftSemiJoin", "LeftAntiJoin")
-SEMI = ("LeftSemiJoin", "LeftAntiJoin")  # their output is the left side's columns
+SEMI = joining.SEMI  # their output is the left side's columns
 
 
 def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,

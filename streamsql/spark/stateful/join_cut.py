@@ -225,7 +225,7 @@ def _whole_windows(stage) -> bool:
 def _preserved(join_type: str, index: int) -> bool:
     """Whether a join decides about each row of its side ``index`` (0 left, 1 right) without
     a partner: an outer join keeps it padded, an anti join keeps it, a semi join drops it."""
-    if join_type in ("LeftSemiJoin", "LeftAntiJoin"):
+    if join_type in SEMI:
         return index == 0
     return join_type == "FullOuterJoin" or join_type == ("LeftOuterJoin", "RightOuterJoin")[index]
 

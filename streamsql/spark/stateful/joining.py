@@ -37,6 +37,8 @@ import pandas as pd
 
 from streamsql.spark.stateful import accumulate, predicates
 
+SEMI = ("LeftSemiJoin", "LeftAntiJoin")  # emit left rows only, by whether they have a partner
+
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
 SIDE, COUNT = "__side", "__n"
@@ -58,7 +60,7 @@ def fold(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None, batc
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         left, right = _expire(left, ttl[0], now_ms), _expire(right, ttl[1], now_ms)
     join_type = plan["join_type"]
-    semi = join_type in ("LeftSemiJoin", "LeftAntiJoin")
+    semi = join_type in SEMI
     outer = counted_sides(join_type)
     residual = plan.get("residual")
     if outer[0]:
@@ -122,7 +124,7 @@ def counted_sides(join_type: str) -> tuple[bool, bool]:
     an outer side (padded while it has none), and a semi or anti join's left side (emitted
     while it has some, or none)."""
     padded = padded_sides(join_type)
-    return padded[0] or join_type in ("LeftSemiJoin", "LeftAntiJoin"), padded[1]
+    return padded[0] or join_type in SEMI, padded[1]
 
 
 def padded_sides(join_type: str) -> tuple[bool, bool]:
