@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-i", "--init", metavar="FILE", help="the shell: run this SQL file (DDL, SET) first")
     parser.add_argument("-f", "--file", dest="script", metavar="FILE",
                         help="run this SQL file as the shell would (tableau results, [INFO] lines) and exit")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                        help="the shell: do not warm Spark up with a small query of its own once it is ready")
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser("run", help="run a SQL script (DDL, INSERT INTO pipelines, SELECTs)")
     source = run.add_mutually_exclusive_group(required=True)
@@ -230,7 +232,7 @@ def _repl(args) -> int:
             return run_file(engine, scripts[-1])
         finally:
             engine.stop()
-    return run_repl(engine)
+    return run_repl(engine, warm_up=args.warm_up)
 
 
 def _script_text(name: str) -> str:

@@ -55,8 +55,10 @@ def key_bindings() -> KeyBindings:
     return bindings
 
 
-def run_repl(engine: Engine, history: Path | None = None) -> int:
-    """The shell: it opens at once; Spark starts behind the prompt (status in the toolbar)."""
+def run_repl(engine: Engine, history: Path | None = None, warm_up: bool = True) -> int:
+    """The shell: it opens at once; Spark starts behind the prompt (status in the toolbar),
+    then, with ``warm_up``, runs a small streaming query of its own while the user types
+    (runtime.warm_up)."""
     console = Console(highlight=False)
     history = history or Path.home() / ".streamsql_history"
     completer = FlinkCompleter(lambda: SchemaSnapshot.from_catalog(engine.catalog))
@@ -71,7 +73,7 @@ def run_repl(engine: Engine, history: Path | None = None) -> int:
     )
     console.print("streamsql: Flink SQL on Spark. HELP; for help, QUIT; to leave.", style="bold")
     engine.catalog.databases()  # catalog files that do not load are reported now, not while typing
-    starter = SparkStarter(engine, on_change=lambda: _announce(session, starter, console))
+    starter = SparkStarter(engine, on_change=lambda: _announce(session, starter, console), warm_up=warm_up)
     starter.start()
     console.print(starter.status(), style="dim", markup=False)
     while True:

@@ -258,6 +258,7 @@ class SlowEngine:
     """An engine whose Spark takes a while to start (or fails to)."""
 
     remote = None
+    warm_up = None
 
     def __init__(self, failure: Exception | None = None):
         import threading
@@ -268,8 +269,7 @@ class SlowEngine:
     def spark_conf(self):
         return {"spark.master": "local[2]"}
 
-    @property
-    def spark(self):
+    def start_spark(self):
         self.release.wait(30)
         if self.failure:
             raise self.failure

@@ -69,6 +69,7 @@ class Engine:
         # plan is kept so that its id is never another plan's
         self._stages: dict[int, tuple] = {}
         self.drain = DrainSources()
+        self.warm_up = None  # the shell's warm-up of Spark (runtime.warm_up), stopped before Spark is used
 
     # -- scripts -----------------------------------------------------------------------
 
@@ -160,7 +161,14 @@ class Engine:
     @property
     def spark(self):
         """The SparkSession, started on first use (the shell starts it in a background thread:
-        the lock makes a query typed meanwhile wait for that one)."""
+        the lock makes a query typed meanwhile wait for that one). A warm-up of the shell's
+        (runtime.warm_up) ends first, or never starts."""
+        if self.warm_up is not None:
+            self.warm_up.settle()
+        return self.start_spark()
+
+    def start_spark(self):
+        """The SparkSession, started if it is not yet; a warm-up goes on."""
         with self._spark_lock:
             if self._spark is None:
                 from streamsql.runtime.session import start_session
@@ -177,6 +185,8 @@ class Engine:
         return {**default_conf(self.master), **self.settings.spark_conf()}
 
     def stop(self) -> None:
+        if self.warm_up is not None:
+            self.warm_up.settle(wait=0)
         if self._spark is not None and self._owns_spark:
             self._spark.stop()
         self._spark = None

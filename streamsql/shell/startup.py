@@ -11,8 +11,10 @@ from typing import Callable
 class SparkStarter:
     """Starts the engine's Spark in a background thread and reports on it in one line."""
 
-    def __init__(self, engine, on_change: Callable[[], None] = lambda: None, clock=time.monotonic):
+    def __init__(self, engine, on_change: Callable[[], None] = lambda: None, clock=time.monotonic,
+                 warm_up: bool = False):
         self.engine = engine
+        self.warm_up = warm_up  # then, once ready, Spark is warmed up behind the prompt (runtime.warm_up)
         self.on_change = on_change
         self.clock = clock
         self.began = self.ended = None
@@ -27,17 +29,24 @@ class SparkStarter:
         return self.engine.spark_conf().get("spark.master", "local[*]")
 
     def start(self) -> None:
+        if self.warm_up:
+            from streamsql.runtime.warm_up import WarmUp, applies
+
+            if applies(self.engine.spark_conf().get("spark.master"), self.engine.remote):
+                self.engine.warm_up = WarmUp()  # (a statement that needs Spark first stops it before it starts)
         self.began = self.clock()
         self._thread = threading.Thread(target=self._run, name="streamsql-spark-start", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self.engine.spark
+            spark = self.engine.start_spark()
         except BaseException as error:  # the first statement that needs Spark reports it
             self.error = error
         self.ended = self.clock()
         self.on_change()
+        if self.error is None and self.engine.warm_up is not None:
+            self.engine.warm_up.start(spark)
 
     @property
     def ready(self) -> bool:
