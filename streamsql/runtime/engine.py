@@ -69,7 +69,7 @@ class Engine:
         # plan is kept so that its id is never another plan's
         self._stages: dict[int, tuple] = {}
         self.drain = DrainSources()
-        self.warm_up = None  # the shell's warm-up of Spark (runtime.warm_up), stopped before Spark is used
+        self.warm_up = None  # the shell's warm-up of Spark (runtime.warm_up): it ends before a statement uses Spark
 
     # -- scripts -----------------------------------------------------------------------
 

@@ -32,15 +32,18 @@ from pathlib import Path
 
 FILES, ROWS = 2, 2_000
 TABLE = "streamsql_warm_up"
-# A statement that needs Spark waits at most this long for a running warm-up to end, and then
-# this long for it to stop: stopping a query cuts off its tasks, and so let them end
+# A statement that needs Spark waits at most this long for a running warm-up to end; past
+# that, it stops the warm-up's query and waits at most this long for its thread to end
 WAIT, STOPPING = 10.0, 30.0
 QUERY = f"SELECT k, COUNT(*), SUM(v), MAX(v), COUNT(DISTINCT s) FROM {TABLE} GROUP BY k"
 
 
 def applies(master: str | None, remote: str | None) -> bool:
-    """Whether a warm-up can run: a local master (``local``, ``local[n]``, ``local[*]``)."""
-    return remote is None and (master or "local[*]").strip().startswith("local")
+    """Whether a warm-up can run: executors inside the driver (a local master), which read
+    its scratch files."""
+    from streamsql.runtime.shipping import runs_in_driver
+
+    return remote is None and runs_in_driver(master)
 
 
 class WarmUp:
