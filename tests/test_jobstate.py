@@ -31,3 +31,24 @@ def test_a_checkpoint_with_state_in_an_older_layout_is_not_resumed(tmp_path):
     message = error.value.message
     assert "laid out their state another way" in message and "would start empty" in message
     assert str(state.directory) in message and "STOP JOB" in message
+
+
+def test_a_job_of_the_layout_before_resumes_unless_a_join_of_it_now_runs_in_event_time(tmp_path):
+    """Layout 4 kept a regular join's every row in an operator without event time; Spark
+    refuses to switch a checkpointed operator to event time, so a job whose join now lets the
+    watermark retire a side's rows is refused, in streamsql's words, and any other resumes."""
+    state = job(tmp_path)
+    state.save()
+    record = json.loads((state.directory / "job.json").read_text())
+    record["state_layout"] = 4
+    (state.directory / "job.json").write_text(json.dumps(record))
+    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    state.check()
+    state.check(retiring=False)
+    with pytest.raises(JobStateError) as error:
+        state.check(retiring=True)
+    message = error.value.message
+    assert "drops once the watermark has passed it" in message and "STOP JOB" in message
+    record["state_layout"] = STATE_LAYOUT
+    (state.directory / "job.json").write_text(json.dumps(record))
+    state.check(retiring=True)

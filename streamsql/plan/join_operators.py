@@ -25,14 +25,24 @@ class Join(Operator):
     join_type: str = "InnerJoin"
     condition: str = ""
     side_ttls: tuple = (None, None)  # each side's STATE_TTL hint (a duration), before state_ttl
+    # per side, (alias, time column, ms) when the watermark retires its rows (join_retiring)
+    retired: tuple = (None, None)
     kind: ClassVar[str] = "Join"
     keeps_state: ClassVar[str] = "per key"
 
+    def retires(self) -> tuple[bool, bool]:
+        """Per side, whether the watermark retires its rows: an inner join's insert-only side
+        bounded by the other side's window ends (join_retiring)."""
+        return tuple(self.join_type == "InnerJoin" and bound is not None and side.mode.insert_only
+                     for bound, side in zip(self.retired, self.inputs))
+
     @property
     def state(self) -> str:
-        if not any(self.side_ttls):
+        retires = self.retires()
+        if not any(self.side_ttls) and not any(retires):
             return super().state
-        sides = [f"TTL {ttl}" if (ttl := hinted or self.state_ttl) else "unbounded" for hinted in self.side_ttls]
+        sides = ["watermark" if retired else f"TTL {ttl}" if (ttl := hinted or self.state_ttl) else "unbounded"
+                 for hinted, retired in zip(self.side_ttls, retires)]
         return f"left {sides[0]}, right {sides[1]}"
 
     def provides(self) -> ChangelogMode:

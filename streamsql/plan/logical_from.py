@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from streamsql.changelog import INSERT_ONLY, RETRACT
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
+from streamsql.plan.join_retiring import retired_sides
 from streamsql.plan.kafka_options import source_changelog
 from streamsql.plan.match_recognize import MatchRelation, match_operator
 from streamsql.plan.operators import (
@@ -226,8 +227,8 @@ def _join(join, join_type, left, lscope, right, rscope, conditions) -> tuple[Ope
     fields, scope = _combine(lscope, rscope, left, right, keep_left=False, keep_right=False, windows=False)
     keys = [lk + rk for lk in left.upsert_keys for rk in right.upsert_keys] if join_type == "InnerJoin" else []
     keys = [k for k in keys if all(n in {f.name for f in fields} for n in k)]
-    return Join(inputs=[left, right], fields=fields, upsert_keys=keys, join_type=join_type,
-                condition=condition), scope
+    return Join(inputs=[left, right], fields=fields, upsert_keys=keys, join_type=join_type, condition=condition,
+                retired=retired_sides(conditions, lscope, rscope, left, right)), scope
 
 
 def _combine(lscope, rscope, left, right, keep_left, keep_right, windows=True):

@@ -32,7 +32,11 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # 2: GroupAggregate, Rank, the regular join and ChangelogNormalize keep rows in generations.
 # 3: COUNT/SUM/AVG DISTINCT kept by (key, value) pair; the regular join keeps a store per side.
 # 4: one bucket per shuffle partition, each shuffled under a value of its own partition.
-STATE_LAYOUT = 4
+# 5: a regular join's side the watermark retires (plan.join_retiring) is read by an
+#    event-time operator, which Spark cannot switch a checkpointed one to; a job of layout 4
+#    with no such join resumes as it was.
+STATE_LAYOUT = 5
+RETIRING_LAYOUT = 5  # the first layout a join whose side the watermark retires resumes from
 
 
 @dataclass
@@ -75,8 +79,9 @@ class JobState:
         another one, such as the late-rows table)."""
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
-    def check(self) -> None:
-        """Raise when this state must not be resumed (see the module's docstring)."""
+    def check(self, retiring: bool = False) -> None:
+        """Raise when this state must not be resumed (see the module's docstring).
+        ``retiring``: the query has a join whose side the watermark retires."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -89,7 +94,16 @@ class JobState:
                 " query, or write to a new sink path, or start the job afresh: delete its state directory"
                 f" and the files it wrote ({self._output_pattern()})."
             )
-        if saved.get("state_layout", 1) != STATE_LAYOUT and self._has_state():
+        layout = saved.get("state_layout", 1)
+        if layout == 4 and retiring and self._has_state():
+            raise JobStateError(
+                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose join kept every"
+                f" row of the side this one drops once the watermark has passed it, and Spark cannot switch"
+                f" a checkpointed operator to event time. Finish it with the streamsql that started it"
+                f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
+                f" and the files it wrote ({self._output_pattern()})."
+            )
+        if layout not in (4, STATE_LAYOUT) and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose stateful operators"
                 f" laid out their state another way; resumed, they would start empty and its results would be"

@@ -114,6 +114,7 @@ class JoinStage(Stage):
     null_aware: bool = False  # NOT IN: a NULL-aware anti join (semi_cut), on one bucket
     left_changelog: bool = False  # the left side updates (a temporal join forwards its kinds)
     side_ttl_ms: tuple = (None, None)  # each side's STATE_TTL hint, before ttl_ms
+    expires: tuple = (None, None)  # a side's column of epoch ms a row leaves state below (join_expiry)
 
     def side_ttls(self) -> tuple[int | None, int | None] | None:
         """Each side's state TTL: its hint, else 'table.exec.state.ttl' (None: neither)."""

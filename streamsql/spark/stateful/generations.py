@@ -24,7 +24,9 @@ whenever it is written, so a micro-batch reads the few generations its keys live
 cost follows the keys it brings, not the state. A generation left with few rows is folded
 into the new one as it is rewritten, so small ones do not pile up. With a state TTL (the
 operator's ``__t`` column, epoch ms of a key's last change), a generation whose newest
-row is older than the TTL is dropped whole, unread.
+row is older than the TTL is dropped whole, unread. With ``expires`` (a column of epoch ms
+below which the watermark retires a row: ``join_expiry``), a generation whose rows all lie
+below the watermark is dropped whole, unread, too.
 
 Shipped to Python workers by value with the operators (numpy, pandas, pyarrow, pyspark).
 """
@@ -45,6 +47,7 @@ SMALL_ROWS = 512
 # that has fewer rows than this, so a trickle of micro-batches does not spread a key's rows
 # over a generation each
 APPEND_ROWS = 16_384
+NEVER = 2 ** 63 - 1  # a generation's bound when one of its rows has none: the watermark never retires it
 
 
 class Generations:
@@ -53,8 +56,9 @@ class Generations:
     none), ``store(next_seq, tables)`` takes them back after the operator changed them."""
 
     def __init__(self, handle, plan: dict, names: list[str], operator: str, ttl_ms: int | None = None,
-                 hashes: list[str] | None = None, store: str = ""):
+                 hashes: list[str] | None = None, store: str = "", expires: str | None = None):
         self.plan, self.operator, self.count, self.ttl_ms = plan, operator, len(names), ttl_ms
+        self.expires = expires  # the column the watermark retires rows by (join_expiry), or None
         self.columns = hashes or [HASH] * len(names)  # the column each table is filed by
         # (``store``: a name for an operator's second store, e.g. a join's side)
         self.meta = handle.getValueState(f"index{store}", T.StructType([
@@ -116,7 +120,8 @@ class Generations:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def store(self, next_seq: int, tables: list, now_ms: int | None = None) -> None:
+    def store(self, next_seq: int, tables: list, now_ms: int | None = None, watermark: int | None = None) -> None:
+        """``watermark``: with ``expires``, the generations whose rows it has all passed go."""
         import pyarrow as pa
 
         new = self.last + 1
@@ -137,7 +142,7 @@ class Generations:
                 self.info.drop(generation)
             else:
                 self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
-                self.info.put(generation, left, _newest(rest))
+                self.info.put(generation, left, _newest(rest), self._bound(rest))
         if rows:
             fresh = np.unique(np.concatenate([_unique_hashes(t, c) for t, c in zip(written, self.columns)
                                               if t is not None and t.num_rows]))
@@ -151,11 +156,13 @@ class Generations:
             fresh = fresh[~np.isin(fresh, gens[0][gens[0] == new])]  # (already there, folded in)
             hashes.append(fresh)
             gens.append(np.full(len(fresh), new, dtype="int64"))
-            self.info.put(new, rows, _newest(written))
+            self.info.put(new, rows, _newest(written), self._bound(written))
             self.last = new
         self.hashes, self.gens = np.concatenate(hashes), np.concatenate(gens)
         if self.ttl_ms:
-            self._expire((now_ms or 0) - self.ttl_ms)
+            self._expire(self.info.older_than((now_ms or 0) - self.ttl_ms))
+        if self.expires and watermark is not None and watermark >= 0:
+            self._expire(self.info.below(watermark))
         if not len(self.hashes):
             self.meta.clear()
             return
@@ -163,9 +170,25 @@ class Generations:
         self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), state_bytes.ipc_bytes(index, "lz4"),
                           self.info.bytes()))
 
-    def _expire(self, oldest: int) -> None:
-        """Drop, unread, each generation whose newest row was written before ``oldest``."""
-        for generation in self.info.older_than(oldest):
+    def _bound(self, tables: list) -> int:
+        """The largest ``expires`` of the tables' rows (NEVER: no such column, or a row without)."""
+        import pyarrow.compute as pc
+
+        if not self.expires:
+            return NEVER
+        bound = None
+        for table in tables:
+            if table is None or not table.num_rows:
+                continue
+            if self.expires not in table.column_names or table.column(self.expires).null_count:
+                return NEVER
+            value = pc.max(table.column(self.expires)).as_py()
+            bound = value if bound is None else max(bound, value)
+        return NEVER if bound is None else int(bound)
+
+    def _expire(self, generations: list[int]) -> None:
+        """Drop these generations, unread."""
+        for generation in generations:
             self.generations.removeKey((generation,))
             self.info.drop(generation)
             keep = self.gens != generation
@@ -173,10 +196,12 @@ class Generations:
 
 
 class _Info:
-    """Each live generation's row count and newest ``__t`` (-1 when the rows have none)."""
+    """Each live generation's row count, newest ``__t`` (-1 when the rows have none) and
+    largest ``expires`` (NEVER: a row without one; an earlier layout's index has no such column)."""
 
-    def __init__(self, rows: dict[int, tuple[int, int]]):
+    def __init__(self, rows: dict[int, tuple[int, int]], bounds: dict[int, int] | None = None):
         self.rows = rows
+        self.bounds = bounds if bounds is not None else {}
 
     @classmethod
     def empty(cls) -> "_Info":
@@ -185,13 +210,21 @@ class _Info:
     @classmethod
     def read(cls, blob: bytes) -> "_Info":
         table = state_bytes.ipc_table(blob)
-        return cls({g: (n, t) for g, n, t in zip(*(table.column(i).to_pylist() for i in range(3)))})
+        generations = table.column(0).to_pylist()
+        bounds = dict(zip(generations, table.column(3).to_pylist())) if table.num_columns > 3 else {}
+        return cls({g: (n, t) for g, n, t in zip(generations, *(table.column(i).to_pylist() for i in (1, 2)))}, bounds)
 
-    def put(self, generation: int, rows: int, newest: int) -> None:
+    def put(self, generation: int, rows: int, newest: int, bound: int = NEVER) -> None:
         self.rows[generation] = (rows, newest)
+        self.bounds[generation] = bound
 
     def drop(self, generation: int) -> None:
         self.rows.pop(generation, None)
+        self.bounds.pop(generation, None)
+
+    def below(self, watermark: int) -> list[int]:
+        """The generations whose rows all expire before ``watermark``."""
+        return [g for g, bound in self.bounds.items() if bound < watermark and g in self.rows]
 
     def older_than(self, oldest: int) -> list[int]:
         return [g for g, (_, newest) in self.rows.items() if 0 <= newest < oldest]
@@ -202,7 +235,8 @@ class _Info:
         items = sorted(self.rows.items())
         return state_bytes.ipc_bytes(pa.table({
             "g": pa.array([g for g, _ in items], pa.int64()), "rows": pa.array([n for _, (n, _) in items], pa.int64()),
-            "newest": pa.array([t for _, (_, t) in items], pa.int64())}))
+            "newest": pa.array([t for _, (_, t) in items], pa.int64()),
+            "bound": pa.array([self.bounds.get(g, NEVER) for g, _ in items], pa.int64())}))
 
 
 def _isin(column, wanted: np.ndarray):

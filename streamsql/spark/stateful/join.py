@@ -35,7 +35,8 @@ SEMI = joining.SEMI  # their output is the left side's columns
 
 
 def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
-                 residual: tuple | None = None, ttl_ms: tuple | None = None, null_aware: bool = False) -> DataFrame:
+                 residual: tuple | None = None, ttl_ms: tuple | None = None, null_aware: bool = False,
+                 expires: tuple = (None, None)) -> DataFrame:
     """The changelog of ``left JOIN right`` on their first ``keys`` columns (pairwise equal,
     NULL never matching) and the ``residual`` condition (``predicates``, over the two sides'
     other columns): ``__rowkind``, then every other column of ``left``, then of ``right``.
@@ -43,16 +44,20 @@ def regular_join(left: DataFrame, right: DataFrame, keys: int, join_type: str, b
     (left, right), how long a side's row lives after its last write (None: for ever).
     ``null_aware``: a LeftAntiJoin whose first key is NOT IN's value (``joining.null_aware_matches``):
     with no other key every row in one bucket, as Flink runs it on one task; a correlated
-    NOT IN's other keys (its equalities) choose the bucket."""
+    NOT IN's other keys (its equalities) choose the bucket. ``expires``: per side, the column
+    (one of its own) of epoch ms below which the watermark retires the side's row, which then
+    matches nothing still to come (``join_expiry``; an insert-only side, only looked up)."""
     if join_type not in JOIN_TYPES:
         raise ValueError(f"a regular join is one of {', '.join(JOIN_TYPES)}, not {join_type!r}")
     if null_aware and (join_type != "LeftAntiJoin" or residual is not None):
         raise ValueError("a NULL-aware join is an anti join on its keys (NOT IN), with no other condition")
     bucketed, plan, out = both_sides(left, right, keys, join_type, 1 if null_aware and keys == 1 else buckets,
                                      hashed_from=1 if null_aware else 0, hash_key=True)
-    plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms)
+    plan.update(residual=joining.NULL_AWARE if null_aware else residual, ttl_ms=ttl_ms, expires=list(expires))
+    if any(column is not None and not lookup for column, lookup in zip(expires, looked_up(plan))):
+        raise ValueError("only an insert-only side that is looked up leaves the join's state by the watermark")
     _ship_by_value()
-    return transport.transform(bucketed, BUCKET, JoinProcessor(plan), out, "None")
+    return transport.transform(bucketed, BUCKET, JoinProcessor(plan), out, "EventTime" if any(expires) else "None")
 
 
 def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buckets: int | None = None,
@@ -116,7 +121,8 @@ class JoinProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        out = fold_stored(self.plan, self.stores, batch, int(time.time() * 1000))
+        watermark = timerValues.getCurrentWatermarkInMs() if any(self.plan.get("expires") or ()) else None
+        out = fold_stored(self.plan, self.stores, batch, int(time.time() * 1000), watermark)
         if len(out):
             yield out
 
@@ -127,7 +133,8 @@ class JoinProcessor(StatefulProcessor):
 def side_stores(handle, plan: dict) -> list[generations.Generations]:
     """A store of generations per side, so a side is read by the keys that need its rows."""
     ttl = plan.get("ttl_ms") or (None, None)
-    return [generations.Generations(handle, plan, [name], "join", ttl[index], store=f"_{name}")
+    expires = plan.get("expires") or (None, None)
+    return [generations.Generations(handle, plan, [name], "join", ttl[index], store=f"_{name}", expires=expires[index])
             for index, name in enumerate(("left", "right"))]
 
 
@@ -142,9 +149,9 @@ def looked_up(plan: dict) -> list[bool]:
     return [not retracts and not counts for retracts, counts in zip(plan.get("retracts", (True, True)), counted)]
 
 
-def fold_stored(plan: dict, stores: list, batch: pd.DataFrame, now_ms: int) -> pd.DataFrame:
+def fold_stored(plan: dict, stores: list, batch: pd.DataFrame, now_ms: int, watermark: int | None = None) -> pd.DataFrame:
     """Join a bucket's micro-batch with the rows its keys have in the sides' ``stores``; the
-    changes."""
+    changes. ``watermark``: a side with ``expires`` then drops the rows it retires."""
     hashes = batch[generations.HASH].to_numpy(dtype="int64")
     side = batch[joining.SIDE].to_numpy()
     lookup = looked_up(plan)
@@ -159,7 +166,7 @@ def fold_stored(plan: dict, stores: list, batch: pd.DataFrame, now_ms: int) -> p
     for index, (store, rows) in enumerate(zip(stores, (left, right))):
         if lookup[index]:
             rows = _added(rows)
-        store.store(0, [rows], now_ms)
+        store.store(0, [rows], now_ms, watermark)
     return out
 
 

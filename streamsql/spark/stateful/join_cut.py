@@ -25,6 +25,7 @@ from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
 from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
 from streamsql.spark.stateful.join import JOIN_TYPES, SEMI
+from streamsql.spark.stateful.join_expiry import EXPIRES, expiring_sides
 
 JOINED = "__joined"
 _VIEWS = itertools.count(1)
@@ -121,6 +122,10 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
             residual.remove(condition)
     if temporal is not None and not inner and (residual or pushed[right]):
         raise _Unsupported()  # a LEFT temporal join tests the version it picked: not the versions first
+    expires = [None, None]
+    if inner and temporal is None and not window:  # a side's rows no window still to come can match
+        expires = [None if alias in changelogs else found for alias, found in zip((left, right), expiring_sides(
+            node, (left, right), (_side_stage(inputs, left_item), _side_stage(inputs, right_item))))]
     times = ()
     if temporal is not None:  # each side's time in epoch ms, after its keys (temporal_join)
         times = (epoch_millis(temporal["as_of"]), epoch_millis(exp.column(temporal["time"], right)))
@@ -152,6 +157,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
             columns.append(exp.alias_(times[index], TIMES[index]))
         columns += [exp.alias_(computed.get((table, name)) or exp.column(name, alias), own)
                     for (table, name), own in names.items() if table == alias]
+        if expires[index] is not None:
+            columns.append(exp.alias_(expires[index], EXPIRES[index]))
         if alias in changelogs:
             columns.insert(0, exp.column(ROWKIND_COLUMN, alias))
         item = item.copy()
@@ -175,7 +182,8 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
                       per_batch=per_batch, fired=(False, False) if per_batch else fired, residual=compiled,
                       null_aware=getattr(node, "null_aware", False),
                       left_changelog=_updates(inputs, left_item),
-                      side_ttl_ms=hinted_ttls(select, left_item, right_item))
+                      side_ttl_ms=hinted_ttls(select, left_item, right_item),
+                      expires=tuple(EXPIRES[i] if e is not None else None for i, e in enumerate(expires)))
     return [(view, stage)], [JOINED]
 
 

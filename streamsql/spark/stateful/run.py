@@ -52,7 +52,7 @@ def stage_frame(spark, stage: Stage, to_sql):
             return window_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
                                per_batch=stage.per_batch, null_aware=stage.null_aware, fired=stage.fired)
         return regular_join(left, right, stage.keys, stage.join_type, residual=stage.residual,
-                            ttl_ms=stage.side_ttls(), null_aware=stage.null_aware)
+                            ttl_ms=stage.side_ttls(), null_aware=stage.null_aware, expires=stage.expires)
     if isinstance(stage, CalcStage):
         return spark.sql(to_sql(stage.query))
     raise TypeError(f"not a stage: {stage!r}")
