@@ -64,7 +64,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
                               " (SET 'execution.runtime-mode' = 'batch')")
     if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
-        state.check(retiring=retiring_join(step.plan))
+        state.check(retiring=retiring_join(engine, step))
         state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
@@ -84,15 +84,15 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     return None, observed
 
 
-def retiring_join(plan) -> bool:
-    """Whether the query has a regular join whose side the watermark retires (the operator
-    reading it runs in event time: plan.join_retiring)."""
+def retiring_join(engine, step: InsertStep) -> bool:
+    """Whether the INSERT's query has a regular join whose side the watermark retires (the
+    operator reading it runs in event time: plan.join_retiring)."""
     from streamsql.plan.join_operators import Join
-    from streamsql.plan.logical import build_operator_plan
     from streamsql.plan.operators import walk
-    from streamsql.runtime.sources import is_bounded
+    from streamsql.runtime.operator_plan import operator_plan
 
-    return any(isinstance(n, Join) and any(n.retires()) for n in walk(build_operator_plan(plan, is_bounded)))
+    root = operator_plan(step, engine.settings, check=False).root
+    return any(isinstance(n, Join) and any(n.retires()) for n in walk(root))
 
 
 @contextmanager

@@ -36,7 +36,7 @@ STREAMING, BOUNDED = "streaming", "bounded"
 #    event-time operator, which Spark cannot switch a checkpointed one to; a job of layout 4
 #    with no such join resumes as it was.
 STATE_LAYOUT = 5
-RETIRING_LAYOUT = 5  # the first layout a join whose side the watermark retires resumes from
+BEFORE_RETIRING = 4  # the layout 5 reads as it is, unless the job has such a join
 
 
 @dataclass
@@ -95,7 +95,7 @@ class JobState:
                 f" and the files it wrote ({self._output_pattern()})."
             )
         layout = saved.get("state_layout", 1)
-        if layout == 4 and retiring and self._has_state():
+        if layout == BEFORE_RETIRING and retiring and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose join kept every"
                 f" row of the side this one drops once the watermark has passed it, and Spark cannot switch"
@@ -103,7 +103,7 @@ class JobState:
                 f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
                 f" and the files it wrote ({self._output_pattern()})."
             )
-        if layout not in (4, STATE_LAYOUT) and self._has_state():
+        if layout not in (BEFORE_RETIRING, STATE_LAYOUT) and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose stateful operators"
                 f" laid out their state another way; resumed, they would start empty and its results would be"

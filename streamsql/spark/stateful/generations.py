@@ -224,7 +224,7 @@ class _Info:
 
     def below(self, watermark: int) -> list[int]:
         """The generations whose rows all expire before ``watermark``."""
-        return [g for g, bound in self.bounds.items() if bound < watermark and g in self.rows]
+        return [g for g, bound in self.bounds.items() if bound < watermark]
 
     def older_than(self, oldest: int) -> list[int]:
         return [g for g, (_, newest) in self.rows.items() if 0 <= newest < oldest]
