@@ -33,13 +33,14 @@ class Value:
 
 class Map:
     def __init__(self):
-        self.entries, self.reads = {}, []
+        self.entries, self.reads, self.writes = {}, [], []
 
     def getValue(self, key):
         self.reads.append(key[0])
         return self.entries.get(key)
 
     def updateValue(self, key, value):
+        self.writes.append(key[0])
         self.entries[key] = tuple(value)
 
     def removeKey(self, key):
@@ -153,9 +154,13 @@ def test_a_micro_batch_reads_only_the_generations_its_keys_live_in():
     assert sorted(reads) == [19, 20] and len(rows) == 2  # the two generations, the two keys' rows
     rows, seq, out = ranking.fold(store.plan, rows, seq, batch)
     assert sorted(out["__rowkind"]) == ["+U", "+U", "-U", "-U"]
+    writes = store.generations.writes
+    writes.clear()
     store.store(seq, [rows])
+    assert writes == [21]  # the new generation only: 19 and 20 keep the two keys' old rows, stale
     assert len(store.generations.entries) == 21
-    assert sum(r for r, _ in store.info.rows.values()) == 20 * 600
+    assert sum(r for r, _ in store.info.rows.values()) == 20 * 600 + 2
+    assert len(store.hashes) == 20 * 600
 
 
 def test_a_generation_left_with_few_rows_is_folded_into_the_new_one():
@@ -167,6 +172,50 @@ def test_a_generation_left_with_few_rows_is_folded_into_the_new_one():
     both.fold(frame([(0, 500, "y")]))
     assert len(both.generations.entries) == 2
     assert sorted(both.store.info.rows) == [2, 3]
+
+
+@pytest.mark.parametrize("rowkind", [False, True])
+def test_changes_equal_a_fold_when_keys_come_back_from_every_generation(rowkind):
+    """Micro-batches of 700 rows over 6,000 keys anywhere (and retractions): a micro-batch
+    takes a few keys out of every generation, which then holds stale rows; the changes stay
+    a whole-state fold's while generations are left as they are, rewritten or folded."""
+    rng = random.Random(11 + rowkind)
+    both = Both(limit=2, rowkind=rowkind)
+    live: list[tuple] = []
+    kept = rewritten = 0
+    for step in range(25):
+        rows = []
+        for _ in range(700):
+            if rowkind and live and rng.random() < 0.2:
+                rows.append(("-D", *live.pop(rng.randrange(len(live)))))
+                continue
+            row = (rng.randint(0, 6000), rng.choice([None, *range(50)]), f"n{rng.randint(0, 3)}")
+            live.append(row)
+            rows.append(("+I", *row) if rowkind else row)
+        before = {g: v for (g,), v in both.generations.entries.items()}
+        both.generations.writes.clear()
+        both.fold(frame(rows, (["__rowkind"] if rowkind else []) + COLUMNS))
+        read = set(both.generations.reads)
+        both.generations.reads.clear()
+        kept += sum(1 for g in read if g in before and both.generations.entries.get((g,)) is before[g])
+        rewritten += sum(1 for g in read if g in before and g in both.generations.writes)
+        # the index files each hash under one generation, whose rows of it are all there
+        assert len(np.unique(both.store.hashes)) == len(both.store.hashes)
+    assert kept > 0 and rewritten > 0, (kept, rewritten)
+
+
+def test_a_generation_mostly_stale_is_rewritten_with_its_live_rows():
+    """A generation of 2,000 keys: micro-batches taking keys out of it leave it as it is
+    while half or more are still filed under it, then rewrite it with only those."""
+    both = Both(limit=1, rank=None)
+    both.fold(frame([(k, k, "x") for k in range(2000)]))
+    sizes = []
+    for step in range(6):
+        both.fold(frame([(k, 5000, "y") for k in range(step * 200, step * 200 + 200)] +
+                        [(10_000 + step * 1000 + k, 1, "z") for k in range(600)]))
+        sizes.append(both.store.info.rows[1][0])
+    assert sizes == [2000] * 5 + [800]  # 1,200 keys out of 2,000: 800 live rows left
+    assert both.store.info.keys[1] == 800
 
 
 def test_a_generation_older_than_the_ttl_is_dropped_unread():

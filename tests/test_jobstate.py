@@ -52,3 +52,19 @@ def test_a_job_of_the_layout_before_resumes_unless_a_join_of_it_now_runs_in_even
     record["state_layout"] = STATE_LAYOUT
     (state.directory / "job.json").write_text(json.dumps(record))
     state.check(retiring=True)
+
+
+def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
+    """Layout 5's generations hold no stale rows: read as layout 6's, they resume (a join
+    the watermark retires included). A layout this streamsql does not know is refused."""
+    state = job(tmp_path)
+    state.save()
+    record = json.loads((state.directory / "job.json").read_text())
+    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    record["state_layout"] = 5
+    (state.directory / "job.json").write_text(json.dumps(record))
+    state.check(retiring=True)
+    record["state_layout"] = STATE_LAYOUT + 1
+    (state.directory / "job.json").write_text(json.dumps(record))
+    with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
+        state.check()

@@ -35,8 +35,12 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # 5: a regular join's side the watermark retires (plan.join_retiring) is read by an
 #    event-time operator, which Spark cannot switch a checkpointed one to; a job of layout 4
 #    with no such join resumes as it was.
-STATE_LAYOUT = 5
-BEFORE_RETIRING = 4  # the layout 5 reads as it is, unless the job has such a join
+# 6: a generation a key moved out of keeps the key's old rows, stale, until it is rewritten
+#    (spark.stateful.generations); layouts 4 and 5 have none and resume as they were, but
+#    an earlier streamsql would read layout 6's stale rows as live.
+STATE_LAYOUT = 6
+BEFORE_RETIRING = 4  # the layout 6 reads as it is, unless the job has such a join
+READABLE = (BEFORE_RETIRING, 5, STATE_LAYOUT)
 
 
 @dataclass
@@ -103,9 +107,10 @@ class JobState:
                 f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
                 f" and the files it wrote ({self._output_pattern()})."
             )
-        if layout not in (BEFORE_RETIRING, STATE_LAYOUT) and self._has_state():
+        if layout not in READABLE and self._has_state():
             raise JobStateError(
-                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose stateful operators"
+                f"{label}: job '{self.name}' was checkpointed by {'a later' if layout > STATE_LAYOUT else 'an earlier'}"
+                f" streamsql whose stateful operators"
                 f" laid out their state another way; resumed, they would start empty and its results would be"
                 f" wrong. Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
                 f" afresh: delete its state directory ({self.directory}) and the files it wrote"

@@ -13,16 +13,22 @@ keys a micro-batch brings. So a bucket's rows are split by when they were writte
 - a *generation* is the rows one micro-batch wrote, one MapState entry (generation number
   → each table as Arrow IPC, lz4);
 - the bucket's *index* (a ValueState, with the bucket count and the arrival counter) says
-  which generations hold each hash: (hash, generation) pairs, a hash twice when two keys
-  share it and live in different generations.
+  which generations hold each hash's live rows: (hash, generation) pairs (a hash twice
+  only in a store ``peek`` adds to: its rows in several generations, all live).
 
 ``load(hashes)`` reads only the generations that hold one of the micro-batch's hashes and
 gives the operator those hashes' rows (and nothing else); ``store`` writes the operator's
-rows for them as a new generation and writes each generation it read back without them.
-Keys arriving close in time share generations, and a key moves to the newest generation
-whenever it is written, so a micro-batch reads the few generations its keys live in: the
-cost follows the keys it brings, not the state. A generation left with few rows is folded
-into the new one as it is rewritten, so small ones do not pile up. With a state TTL (the
+rows for them as a new generation. Keys arriving close in time share generations, and a key
+moves to the newest generation whenever it is written, so a micro-batch reads the few
+generations its keys live in: the cost follows the keys it brings, not the state.
+
+A generation a key moved out of is not rewritten then: the index no longer files the key's
+hash under it, so its rows there are *stale*, read past (a load takes only the rows of the
+hashes the index files under the generation). A generation is rewritten with its live rows
+once fewer than half the hashes it was written with are still filed under it, and folded
+into the new one once few rows are left, so every row written is rewritten about once at
+most, whatever the keys: a micro-batch whose keys are spread over all the generations (Nexmark
+q16's distinct bidders) reads them all but writes about what it brings, not the state. With a state TTL (the
 operator's ``__t`` column, epoch ms of a key's last change), a generation whose newest
 row is older than the TTL is dropped whole, unread. With ``expires`` (a column of epoch ms
 below which the watermark retires a row: ``join_expiry``), a generation whose rows all lie
@@ -76,7 +82,8 @@ class Generations:
         writes only the rows it is given, as a new generation (rows the operator never
         changes: an inner join's insert-only side, looked up by the other side's keys)."""
         stored = self.meta.get()
-        self.read: dict[int, list] = {}  # generation -> its tables less the loaded rows
+        # generation -> (its tables as read, stale rows and all; how many of its hashes were loaded)
+        self.read: dict[int, tuple[list, int]] = {}
         self.peeked = peek
         if stored is None:
             self.last, self.hashes, self.gens = 0, np.zeros(0, "int64"), np.zeros(0, "int64")
@@ -87,33 +94,32 @@ class Generations:
                              f"for {self.plan['buckets']}: restart with the same count")
         next_seq, self.last = stored[1], stored[2]
         index = state_bytes.ipc_table(stored[3])
-        self.hashes = index.column(0).to_numpy()
-        self.gens = index.column(1).to_numpy()
+        self.hashes, self.gens = index.column(0).to_numpy(), index.column(1).to_numpy()
         self.info = _Info.read(stored[4])
         wanted = np.unique(np.asarray(hashes, dtype="int64"))
         hit = np.isin(self.hashes, wanted)
+        hit_gens, hit_hashes = self.gens[hit], self.hashes[hit]
+        order = np.argsort(hit_gens, kind="stable")
+        touched, starts, hits = np.unique(hit_gens[order], return_index=True, return_counts=True)
+        self.held = dict(zip(*(a.tolist() for a in np.unique(self.gens, return_counts=True))))
         parts: list[list] = [[] for _ in range(self.count)]
-        touched, hits = np.unique(self.gens[hit], return_counts=True)
-        held = dict(zip(*np.unique(self.gens, return_counts=True)))
-        for generation, count in zip(touched.tolist(), hits.tolist()):
+        for generation, start, count in zip(touched.tolist(), starts.tolist(), hits.tolist()):
             value = self.generations.getValue((generation,))
-            whole = count == held[generation]  # every hash it holds is wanted: all its rows
-            rest = []
+            # its live hashes the micro-batch wants: a row of another hash is either not
+            # wanted or stale (its key moved to a newer generation, the index no longer
+            # files it here)
+            mine_hashes = hit_hashes[order[start:start + count]]
+            held = self.held[generation]
+            whole = count == held and self.info.clean(generation, held)  # all its rows
+            read = []
             for j, blob in enumerate(value):
-                if blob is None:
-                    rest.append(None)
+                table = None if blob is None else state_bytes.ipc_table(blob)
+                read.append(table)
+                if table is None:
                     continue
-                table = state_bytes.ipc_table(blob)
-                if whole:
-                    parts[j].append(table)
-                    rest.append(table.slice(0, 0))
-                    continue
-                mine = _isin(table.column(self.columns[j]), wanted)
-                parts[j].append(table.filter(mine))
-                if not peek:
-                    rest.append(table.filter(_not(mine)))
+                parts[j].append(table if whole else table.filter(_isin(table.column(self.columns[j]), mine_hashes)))
             if not peek:
-                self.read[generation] = rest
+                self.read[generation] = (read, count)
         if not peek:  # the loaded hashes' entries go: ``store`` writes them anew
             self.hashes, self.gens = self.hashes[~hit], self.gens[~hit]
         return next_seq, [_frame(p) for p in parts]
@@ -128,37 +134,44 @@ class Generations:
         written = [_arrow(t) for t in tables]
         rows = sum(t.num_rows for t in written if t is not None)
         hashes, gens = [self.hashes], [self.gens]
-        for generation, rest in self.read.items():
-            left = sum(t.num_rows for t in rest if t is not None)
-            if left == 0:
+        for generation, (read, taken) in self.read.items():
+            live = self.held[generation] - taken  # hashes still filed under it
+            stored, keys = self.info.rows[generation][0], self.info.keys.get(generation, self.held[generation])
+            left = stored * live // max(keys, 1)  # its live rows, about (a key's rows move together)
+            if live == 0:
                 self.generations.removeKey((generation,))
                 self.info.drop(generation)
-            elif left < max(SMALL_ROWS, rows // 4):  # folded into the new generation
+            elif left < max(SMALL_ROWS, rows // 4):  # its live rows folded into the new generation
+                rest = self._live(generation, read)
                 written = [_concat(a, b) for a, b in zip(written, rest)]
-                rows += left
+                rows += sum(t.num_rows for t in rest if t is not None)
                 moved = self.gens == generation
                 gens[0] = np.where(moved, new, gens[0])
                 self.generations.removeKey((generation,))
                 self.info.drop(generation)
-            else:
+            elif 2 * live < keys:  # mostly stale: rewritten with its live rows only
+                rest = self._live(generation, read)
                 self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
-                self.info.put(generation, left, _newest(rest), self._bound(rest))
+                self.info.put(generation, sum(t.num_rows for t in rest if t is not None), _newest(rest),
+                              self._bound(rest), live)
+            # else it stays as it is: its stale rows are read past until it is rewritten
         if rows:
             fresh = np.unique(np.concatenate([_unique_hashes(t, c) for t, c in zip(written, self.columns)
                                               if t is not None and t.num_rows]))
             if self.peeked and 0 < self.info.rows.get(self.last, (APPEND_ROWS,))[0] < APPEND_ROWS:
                 new = self.last  # added to the newest generation
-                held = self.generations.getValue((new,))
+                before = self.generations.getValue((new,))
                 written = [_concat(state_bytes.ipc_table(b) if b is not None else None, t)
-                           for b, t in zip(held, written)]
+                           for b, t in zip(before, written)]
                 rows += self.info.rows[new][0]
             self.generations.updateValue((new,), tuple(_bytes(t) for t in written))
-            fresh = fresh[~np.isin(fresh, gens[0][gens[0] == new])]  # (already there, folded in)
+            fresh = fresh[~np.isin(fresh, hashes[0][gens[0] == new])]  # (already there, folded in)
             hashes.append(fresh)
             gens.append(np.full(len(fresh), new, dtype="int64"))
-            self.info.put(new, rows, _newest(written), self._bound(written))
             self.last = new
         self.hashes, self.gens = np.concatenate(hashes), np.concatenate(gens)
+        if rows:
+            self.info.put(new, rows, _newest(written), self._bound(written), int(np.count_nonzero(self.gens == new)))
         if self.ttl_ms:
             self._expire(self.info.older_than((now_ms or 0) - self.ttl_ms))
         if self.expires and watermark is not None and watermark >= 0:
@@ -169,6 +182,12 @@ class Generations:
         index = pa.table({"h": pa.array(self.hashes, pa.int64()), "g": pa.array(self.gens, pa.int64())})
         self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), state_bytes.ipc_bytes(index, "lz4"),
                           self.info.bytes()))
+
+    def _live(self, generation: int, tables: list) -> list:
+        """A generation's tables without the rows of hashes no longer filed under it (moved
+        to a newer generation, or loaded now)."""
+        live = self.hashes[self.gens == generation]
+        return [None if t is None else t.filter(_isin(t.column(c), live)) for t, c in zip(tables, self.columns)]
 
     def _bound(self, tables: list) -> int:
         """The largest ``expires`` of the tables' rows (NEVER: no such column, or a row without)."""
@@ -196,12 +215,16 @@ class Generations:
 
 
 class _Info:
-    """Each live generation's row count, newest ``__t`` (-1 when the rows have none) and
-    largest ``expires`` (NEVER: a row without one; an earlier layout's index has no such column)."""
+    """Each live generation's stored row count, newest ``__t`` (-1 when the rows have none),
+    largest ``expires`` (NEVER: a row without one) and the count of hashes it was written
+    with (``keys``: the index files fewer under it once some of its keys moved on; an earlier
+    layout's index has neither column: it rewrote a generation whenever a key moved on)."""
 
-    def __init__(self, rows: dict[int, tuple[int, int]], bounds: dict[int, int] | None = None):
+    def __init__(self, rows: dict[int, tuple[int, int]], bounds: dict[int, int] | None = None,
+                 keys: dict[int, int] | None = None):
         self.rows = rows
         self.bounds = bounds if bounds is not None else {}
+        self.keys = keys if keys is not None else {}
 
     @classmethod
     def empty(cls) -> "_Info":
@@ -211,16 +234,27 @@ class _Info:
     def read(cls, blob: bytes) -> "_Info":
         table = state_bytes.ipc_table(blob)
         generations = table.column(0).to_pylist()
-        bounds = dict(zip(generations, table.column(3).to_pylist())) if table.num_columns > 3 else {}
-        return cls({g: (n, t) for g, n, t in zip(generations, *(table.column(i).to_pylist() for i in (1, 2)))}, bounds)
 
-    def put(self, generation: int, rows: int, newest: int, bound: int = NEVER) -> None:
+        def column(i: int) -> dict:
+            return dict(zip(generations, table.column(i).to_pylist())) if table.num_columns > i else {}
+
+        return cls({g: (n, t) for g, n, t in zip(generations, *(table.column(i).to_pylist() for i in (1, 2)))},
+                   column(3), column(4))
+
+    def put(self, generation: int, rows: int, newest: int, bound: int = NEVER, keys: int | None = None) -> None:
         self.rows[generation] = (rows, newest)
         self.bounds[generation] = bound
+        if keys is not None:
+            self.keys[generation] = keys
 
     def drop(self, generation: int) -> None:
         self.rows.pop(generation, None)
         self.bounds.pop(generation, None)
+        self.keys.pop(generation, None)
+
+    def clean(self, generation: int, held: int) -> bool:
+        """Whether a generation the index files ``held`` hashes under holds no stale rows."""
+        return self.keys.get(generation, held) == held
 
     def below(self, watermark: int) -> list[int]:
         """The generations whose rows all expire before ``watermark``."""
@@ -236,7 +270,8 @@ class _Info:
         return state_bytes.ipc_bytes(pa.table({
             "g": pa.array([g for g, _ in items], pa.int64()), "rows": pa.array([n for _, (n, _) in items], pa.int64()),
             "newest": pa.array([t for _, (_, t) in items], pa.int64()),
-            "bound": pa.array([self.bounds.get(g, NEVER) for g, _ in items], pa.int64())}))
+            "bound": pa.array([self.bounds.get(g, NEVER) for g, _ in items], pa.int64()),
+            "keys": pa.array([self.keys.get(g) for g, _ in items], pa.int64())}))
 
 
 def _isin(column, wanted: np.ndarray):
@@ -250,12 +285,6 @@ def _unique_hashes(table, column: str) -> np.ndarray:
     import pyarrow.compute as pc
 
     return pc.unique(table.column(column)).to_numpy(zero_copy_only=False).astype("int64")
-
-
-def _not(mask):
-    import pyarrow.compute as pc
-
-    return pc.invert(mask)
 
 
 def _frame(parts: list):
