@@ -40,7 +40,8 @@ STREAMING, BOUNDED = "streaming", "bounded"
 #    an earlier streamsql would read layout 6's stale rows as live.
 STATE_LAYOUT = 6
 BEFORE_RETIRING = 4  # the layout 6 reads as it is, unless the job has such a join
-READABLE = (BEFORE_RETIRING, 5, STATE_LAYOUT)
+BEFORE_STALE_ROWS = 5  # the layout 6 reads as it is
+READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, STATE_LAYOUT)
 
 
 @dataclass

@@ -132,11 +132,11 @@ class Generations:
 
         new = self.last + 1
         written = [_arrow(t) for t in tables]
-        rows = sum(t.num_rows for t in written if t is not None)
+        rows = _rows(written)
         hashes, gens = [self.hashes], [self.gens]
         for generation, (read, taken) in self.read.items():
             live = self.held[generation] - taken  # hashes still filed under it
-            stored, keys = self.info.rows[generation][0], self.info.keys.get(generation, self.held[generation])
+            stored, keys = self.info.rows[generation][0], self.info.written(generation, self.held[generation])
             left = stored * live // max(keys, 1)  # its live rows, about (a key's rows move together)
             if live == 0:
                 self.generations.removeKey((generation,))
@@ -144,7 +144,7 @@ class Generations:
             elif left < max(SMALL_ROWS, rows // 4):  # its live rows folded into the new generation
                 rest = self._live(generation, read)
                 written = [_concat(a, b) for a, b in zip(written, rest)]
-                rows += sum(t.num_rows for t in rest if t is not None)
+                rows += _rows(rest)
                 moved = self.gens == generation
                 gens[0] = np.where(moved, new, gens[0])
                 self.generations.removeKey((generation,))
@@ -152,8 +152,7 @@ class Generations:
             elif 2 * live < keys:  # mostly stale: rewritten with its live rows only
                 rest = self._live(generation, read)
                 self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
-                self.info.put(generation, sum(t.num_rows for t in rest if t is not None), _newest(rest),
-                              self._bound(rest), live)
+                self.info.put(generation, _rows(rest), _newest(rest), self._bound(rest), live)
             # else it stays as it is: its stale rows are read past until it is rewritten
         if rows:
             fresh = np.unique(np.concatenate([_unique_hashes(t, c) for t, c in zip(written, self.columns)
@@ -252,9 +251,14 @@ class _Info:
         self.bounds.pop(generation, None)
         self.keys.pop(generation, None)
 
+    def written(self, generation: int, held: int) -> int:
+        """How many hashes a generation the index files ``held`` hashes under was written with
+        (an earlier layout's: ``held``, it had no stale rows)."""
+        return self.keys.get(generation, held)
+
     def clean(self, generation: int, held: int) -> bool:
         """Whether a generation the index files ``held`` hashes under holds no stale rows."""
-        return self.keys.get(generation, held) == held
+        return self.written(generation, held) == held
 
     def below(self, watermark: int) -> list[int]:
         """The generations whose rows all expire before ``watermark``."""
@@ -285,6 +289,10 @@ def _unique_hashes(table, column: str) -> np.ndarray:
     import pyarrow.compute as pc
 
     return pc.unique(table.column(column)).to_numpy(zero_copy_only=False).astype("int64")
+
+
+def _rows(tables: list) -> int:
+    return sum(t.num_rows for t in tables if t is not None)
 
 
 def _frame(parts: list):
