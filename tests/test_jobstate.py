@@ -56,7 +56,7 @@ def test_a_job_of_the_layout_before_resumes_unless_a_join_of_it_now_runs_in_even
 
 def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     """Layout 5's generations hold no stale rows: read as layout 6's, they resume (a join
-    the watermark retires included). A layout this streamsql does not know is refused."""
+    the watermark retires included; no OVER). A layout this streamsql does not know is refused."""
     state = job(tmp_path)
     state.save()
     record = json.loads((state.directory / "job.json").read_text())
@@ -68,3 +68,24 @@ def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     (state.directory / "job.json").write_text(json.dumps(record))
     with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
         state.check()
+
+
+@pytest.mark.parametrize("layout", [4, 5, 6])
+def test_a_job_with_an_over_aggregate_of_an_earlier_layout_is_refused(tmp_path, layout):
+    """Before layout 7 OVER kept a bucket's whole history in one value, which the operator
+    no longer reads: a job with an OVER is refused, one without resumes."""
+    state = job(tmp_path)
+    state.save()
+    record = json.loads((state.directory / "job.json").read_text())
+    record["state_layout"] = layout
+    (state.directory / "job.json").write_text(json.dumps(record))
+    state.check(over=True)  # no operator state yet: nothing to lose
+    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    state.check(over=False)
+    with pytest.raises(JobStateError) as error:
+        state.check(over=True)
+    message = error.value.message
+    assert "OVER operator kept each bucket's history in one value" in message and "STOP JOB" in message
+    record["state_layout"] = STATE_LAYOUT
+    (state.directory / "job.json").write_text(json.dumps(record))
+    state.check(retiring=True, over=True)

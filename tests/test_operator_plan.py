@@ -575,3 +575,17 @@ def test_only_operators_that_emit_as_the_watermark_passes_need_the_end_of_input_
     ]
     assert [waits_for_watermark(build(sql)) for sql in untimed] == [False] * len(untimed)
     assert [waits_for_watermark(build(sql)) for sql in timed] == [True] * len(timed)
+
+
+def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
+    """runtime.inserts.layout_concerns: an INSERT with an OVER aggregate is flagged (its
+    history moved to generations in layout 7), a GROUP BY is not."""
+    from streamsql.runtime.inserts import layout_concerns
+    from streamsql.runtime.settings import Settings
+
+    engine = SimpleNamespace(settings=Settings())
+    over = steps("INSERT INTO print_out SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts"
+                 " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid")[-1]
+    grouped = steps("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid GROUP BY auction")[-1]
+    assert layout_concerns(engine, over) == (False, True)
+    assert layout_concerns(engine, grouped) == (False, False)

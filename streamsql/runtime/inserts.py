@@ -64,7 +64,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
                               " (SET 'execution.runtime-mode' = 'batch')")
     if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
-        state.check(retiring=retiring_join(engine, step))
+        state.check(*layout_concerns(engine, step))
         state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
@@ -84,15 +84,18 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     return None, observed
 
 
-def retiring_join(engine, step: InsertStep) -> bool:
-    """Whether the INSERT's query has a regular join whose side the watermark retires (the
-    operator reading it runs in event time: plan.join_retiring)."""
+def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool]:
+    """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
+    whether it has a regular join whose side the watermark retires (the operator reading it
+    runs in event time: plan.join_retiring), and whether it has an OVER aggregate."""
+    from streamsql.plan.aggregate_operators import OverAggregate
     from streamsql.plan.join_operators import Join
     from streamsql.plan.operators import walk
     from streamsql.runtime.operator_plan import operator_plan
 
-    root = operator_plan(step, engine.settings, check=False).root
-    return any(isinstance(n, Join) and any(n.retires()) for n in walk(root))
+    nodes = list(walk(operator_plan(step, engine.settings, check=False).root))
+    return (any(isinstance(n, Join) and any(n.retires()) for n in nodes),
+            any(isinstance(n, OverAggregate) for n in nodes))
 
 
 @contextmanager

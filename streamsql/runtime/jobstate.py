@@ -38,10 +38,13 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # 6: a generation a key moved out of keeps the key's old rows, stale, until it is rewritten
 #    (spark.stateful.generations); layouts 4 and 5 have none and resume as they were, but
 #    an earlier streamsql would read layout 6's stale rows as live.
-STATE_LAYOUT = 6
-BEFORE_RETIRING = 4  # the layout 6 reads as it is, unless the job has such a join
-BEFORE_STALE_ROWS = 5  # the layout 6 reads as it is
-READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, STATE_LAYOUT)
+# 7: OVER keeps a bucket's history in generations by partition hash (spark.stateful.over);
+#    a job of layouts 4-6 with no OVER resumes as it was.
+STATE_LAYOUT = 7
+BEFORE_RETIRING = 4  # the layout 7 reads as it is, unless the job has such a join or an OVER
+BEFORE_STALE_ROWS = 5  # the layout 7 reads as it is, unless the job has an OVER
+BEFORE_OVER_GENERATIONS = 6  # the layout 7 reads as it is, unless the job has an OVER
+READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, STATE_LAYOUT)
 
 
 @dataclass
@@ -84,9 +87,10 @@ class JobState:
         another one, such as the late-rows table)."""
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
-    def check(self, retiring: bool = False) -> None:
+    def check(self, retiring: bool = False, over: bool = False) -> None:
         """Raise when this state must not be resumed (see the module's docstring).
-        ``retiring``: the query has a join whose side the watermark retires."""
+        ``retiring``: the query has a join whose side the watermark retires; ``over``: it
+        has an OVER aggregate."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -107,6 +111,14 @@ class JobState:
                 f" a checkpointed operator to event time. Finish it with the streamsql that started it"
                 f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
                 f" and the files it wrote ({self._output_pattern()})."
+            )
+        if over and BEFORE_RETIRING <= layout < STATE_LAYOUT and self._has_state():
+            raise JobStateError(
+                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose OVER operator kept"
+                f" each bucket's history in one value, which this one keeps by partition; resumed, it would"
+                f" start empty. Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
+                f" afresh: delete its state directory ({self.directory}) and the files it wrote"
+                f" ({self._output_pattern()})."
             )
         if layout not in READABLE and self._has_state():
             raise JobStateError(

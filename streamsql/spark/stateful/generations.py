@@ -126,8 +126,11 @@ class Generations:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def store(self, next_seq: int, tables: list, now_ms: int | None = None, watermark: int | None = None) -> None:
-        """``watermark``: with ``expires``, the generations whose rows it has all passed go."""
+    def store(self, next_seq: int, tables: list, now_ms: int | None = None, watermark: int | None = None,
+              pinned: np.ndarray | None = None) -> None:
+        """``watermark``: with ``expires``, the generations whose rows it has all passed go.
+        ``pinned``: hashes whose generations the TTL keeps (an OVER partition with rows
+        still waiting for the watermark)."""
         import pyarrow as pa
 
         new = self.last + 1
@@ -172,7 +175,11 @@ class Generations:
         if rows:
             self.info.put(new, rows, _newest(written), self._bound(written), int(np.count_nonzero(self.gens == new)))
         if self.ttl_ms:
-            self._expire(self.info.older_than((now_ms or 0) - self.ttl_ms))
+            old = self.info.older_than((now_ms or 0) - self.ttl_ms)
+            if old and pinned is not None and len(pinned):
+                kept = set(np.unique(self.gens[np.isin(self.hashes, pinned)]).tolist())
+                old = [g for g in old if g not in kept]
+            self._expire(old)
         if self.expires and watermark is not None and watermark >= 0:
             self._expire(self.info.below(watermark))
         if not len(self.hashes):

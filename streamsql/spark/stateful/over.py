@@ -3,10 +3,17 @@
 Spark has no streaming window function. Flink's OverAggregate emits each row once, with
 its aggregates, when the watermark passes the row (processing time: when it arrives);
 the output is insert-only. Many partition keys per call, as the other stateful operators:
-keys are hashed into buckets, and a bucket's pending rows and the history later frames
-need live in one ValueState (Arrow IPC) in Spark's state store, checkpointed with the
-query. An event-time timer per bucket at its earliest pending row fires the bucket once
-the watermark passes that row (``over_frames.fire`` computes every ready frame at once).
+keys are hashed into buckets. A bucket keeps two things in Spark's state store,
+checkpointed with the query:
+
+- its *pending* rows (waiting for the watermark) and arrival counter, one ValueState (Arrow
+  IPC): the watermark bounds them, and a micro-batch's rows only join them;
+- the *history* later frames need (a partition's last N rows, its rows within the RANGE, or
+  one summary row), in ``generations`` by the partition's hash: it grows with the
+  partitions, so a firing reads and rewrites only the partitions whose rows it emits.
+
+An event-time timer per bucket at its earliest pending row fires the bucket once the
+watermark passes that row (``over_frames.fire`` computes every ready frame at once).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, over_frames, state_layouts, transport
+from streamsql.spark.stateful import accumulate, default_buckets, generations, over_frames, state_layouts, transport
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -66,9 +73,10 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
     plan = {"partition": list(partition), "time": time, "rowtime": bool(rowtime), "unit": unit,
             "preceding": preceding, "aggs": aggs, "columns": columns, "buckets": buckets,
             "kinds": {c: value_kind(fields[c].dataType) for c in columns}, "ttl_ms": ttl_ms,
-            "ties": [list(t) for t in ties]}
-    hashed = [F.col(f"`{c}`") for c in partition] or [F.lit(0)]
-    bucketed = frame.withColumn(BUCKET, F.pmod(F.xxhash64(*hashed), F.lit(buckets)).cast("int"))
+            "ties": [list(t) for t in ties], "hashed": True}
+    hashed = F.xxhash64(*([F.col(f"`{c}`") for c in partition] or [F.lit(0)]))
+    bucketed = frame.withColumn(over_frames.HASH, hashed).withColumn(
+        BUCKET, F.pmod(hashed, F.lit(buckets)).cast("int"))
     _ship_by_value()
     return transport.transform(bucketed, BUCKET, OverProcessor(plan), T.StructType(out), "EventTime" if rowtime else "None")
 
@@ -81,46 +89,78 @@ class OverProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = state_layouts.Tables(handle, self.plan, ["pending", "history"], "OVER")
+        # (the ValueState's second table, the whole history, is an earlier layout's: never written)
+        self.pending = state_layouts.Tables(handle, self.plan, ["pending", "history"], "OVER")
+        self.history = generations.Generations(handle, self.plan, ["history"], "OVER", self.plan["ttl_ms"],
+                                               expires=_retiring(self.plan))
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
-        batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        next_seq, (pending, history) = self._load()
+        # names with a leading '_' arrive renamed
+        batch.columns = self.plan["columns"] + [over_frames.HASH, BUCKET]
+        next_seq, pending = self._pending()
         watermark = timerValues.getCurrentWatermarkInMs() if self.plan["rowtime"] else 0
-        pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq)
-        if self.plan["rowtime"]:
+        pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq,
+                                               int(time.time() * 1000))
+        if self.plan["rowtime"]:  # the rows wait for the watermark: the history is not read
             if pending is not None and len(pending):
                 self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
-            self.state.store(next_seq, [pending, history])
+            self.pending.store(next_seq, [pending, None])
             return
-        yield from self._fire(pending, history, next_seq, None)
+        yield from self._fire(pending, next_seq, None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        next_seq, (pending, history) = self._load()
-        yield from self._fire(pending, history, next_seq, timerValues.getCurrentWatermarkInMs())
+        next_seq, pending = self._pending()
+        yield from self._fire(pending, next_seq, timerValues.getCurrentWatermarkInMs())
 
-    def _load(self):
-        """The bucket's state, without the partitions whose state TTL ran out."""
-        next_seq, (pending, history) = self.state.load()
+    def _pending(self):
+        next_seq, (pending, whole) = self.pending.load()
+        if whole is not None:
+            raise ValueError("This checkpoint's OVER state was written by an earlier streamsql (a bucket's whole"
+                             " history in one value): finish the job with it, or start afresh")
+        return next_seq, pending
+
+    def _fire(self, pending, next_seq, watermark):
+        """Emit the ready rows with the history of their partitions, read from the
+        generations that hold it; the rest of the history stays as it is."""
+        firing = over_frames.ready(self.plan, pending, watermark)
+        if not firing.any():
+            self._keep(pending, next_seq)
+            return
+        now_ms = int(time.time() * 1000)
+        hashes = pending[over_frames.HASH].to_numpy(dtype="int64")
+        newest = int(pending[over_frames.MS].to_numpy()[firing].max())  # (processing time's RANGE ends there)
+        _, (history,) = self.history.load(hashes[firing])
         if self.plan["ttl_ms"]:
-            history = over_frames.expire(self.plan, pending, history, int(time.time() * 1000))
-        return next_seq, (pending, history)
-
-    def _fire(self, pending, history, next_seq, watermark):
-        pending, history, out = over_frames.fire(self.plan, pending, history, watermark)
-        if self.plan["rowtime"] and pending is not None and len(pending):
-            self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
-        self.state.store(next_seq, [pending, history])
+            history = over_frames.expire(self.plan, pending, history, now_ms)
+        pending, history, out = over_frames.fire(self.plan, pending, history, watermark, now_ms)
+        # with a RANGE, rows below the watermark (processing time: now) less the range are
+        # in no later frame: their generations go once every row of them is
+        floor = None
+        if _retiring(self.plan):
+            floor = (watermark if self.plan["rowtime"] else newest) - self.plan["preceding"]
+        self.history.store(0, [history], now_ms, floor, pinned=hashes[~firing])
+        self._keep(pending, next_seq)
         if len(out):
             out.insert(0, ROWKIND_COLUMN, "+I")
             yield out
+
+    def _keep(self, pending, next_seq) -> None:
+        if self.plan["rowtime"] and pending is not None and len(pending):
+            self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
+        self.pending.store(next_seq, [pending, None])
 
     def close(self) -> None:
         pass
 
 
+def _retiring(plan: dict) -> str | None:
+    """The column by which the watermark retires history rows: their time, with a RANGE of
+    a bounded width (a row is in no frame once the watermark is past it by the width)."""
+    return over_frames.MS if plan["unit"] == "RANGE" and plan["preceding"] is not None else None
+
+
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, over_frames, sys.modules[__name__])
+    ship_by_value(accumulate, generations, state_layouts, over_frames, sys.modules[__name__])

@@ -16,6 +16,8 @@ configuration as a plain dict, the *plan* (built by ``over.build_plan``):
     kinds:      {column: kind}      how each column is held in pandas
     ttl_ms:     'table.exec.state.ttl' in ms, or None: an idle partition's state expires
     ties:       [(column, descending, nulls first)]: order rows of equal time before arrival
+    hashed:     bool                rows carry ``__h``, their partition's hash (the operator
+                keeps ``history`` in generations by it: ``over``)
 
 Flink's rowtime OVER operators buffer a row until the watermark passes its time, then
 emit it with the aggregates over its frame: rows of equal time in arrival order for ROWS,
@@ -58,14 +60,17 @@ import pandas as pd
 from streamsql.spark.stateful import accumulate, spreads
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
+ARRIVED = "__a"  # with a state TTL: when a pending row arrived (processing time, epoch ms)
+HASH = "__h"  # a row's partition hash (``generations.HASH``), carried when the plan is ``hashed``
 VALUE_FUNCTIONS = ("LAG", "FIRST_VALUE", "LAST_VALUE")  # a row's value, not a running total
 _FIRST = np.iinfo("int64").min  # a summary row sorts before every row of its partition
 
 
 def accept(plan: dict, pending: pd.DataFrame | None, batch: pd.DataFrame, watermark_ms: int,
-           next_seq: int) -> tuple[pd.DataFrame | None, int]:
+           next_seq: int, now_ms: int | None = None) -> tuple[pd.DataFrame | None, int]:
     """Add a micro-batch's rows to ``pending``, dropping late ones (at or below Flink's
-    watermark, Spark's less 1 ms) and rows without a time: (pending, next_seq)."""
+    watermark, Spark's less 1 ms) and rows without a time: (pending, next_seq). With a state
+    TTL and ``now_ms``, each row is stamped with its arrival (``expire``)."""
     batch = batch.reset_index(drop=True)
     for name, kind in plan["kinds"].items():
         batch[name] = accumulate.canonical(batch[name], kind)
@@ -73,15 +78,31 @@ def accept(plan: dict, pending: pd.DataFrame | None, batch: pd.DataFrame, waterm
     keep = ~np.isnan(ms)
     if plan["rowtime"]:
         keep &= ms >= watermark_ms
-    batch = batch.loc[keep, plan["columns"]].reset_index(drop=True)
+    batch = batch.loc[keep, carried(plan)].reset_index(drop=True)
     batch[MS] = ms[keep].astype("int64")
     batch[SEQ] = np.arange(next_seq, next_seq + len(batch), dtype="int64")
+    if plan.get("ttl_ms") and now_ms is not None:
+        batch[ARRIVED] = np.int64(now_ms)
     next_seq += len(batch)
     if batch.empty:
         return pending, next_seq
     if pending is None or pending.empty:
         return (batch if len(batch) else None), next_seq
     return pd.concat([pending, batch], ignore_index=True), next_seq
+
+
+def carried(plan: dict) -> list[str]:
+    """The input columns a pending row keeps: the plan's, and its partition hash when hashed."""
+    return plan["columns"] + ([HASH] if plan.get("hashed") else [])
+
+
+def ready(plan: dict, pending: pd.DataFrame | None, watermark_ms: int | None) -> np.ndarray:
+    """Which pending rows ``fire`` emits: those the watermark passed (processing time: all)."""
+    if pending is None:
+        return np.zeros(0, dtype=bool)
+    if plan["rowtime"]:
+        return pending[MS].to_numpy() < watermark_ms
+    return np.ones(len(pending), dtype=bool)
 
 
 def to_ms(values: pd.Series) -> np.ndarray:
@@ -96,21 +117,29 @@ def to_ms(values: pd.Series) -> np.ndarray:
 
 def expire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
            now_ms: int) -> pd.DataFrame | None:
-    """``history`` without the partitions idle for longer than ``plan["ttl_ms"]`` that have
-    no pending rows."""
+    """``history`` without the partitions that were idle for longer than ``plan["ttl_ms"]``
+    with no pending rows: those without pending rows idle that long now, and, where the
+    pending rows carry their arrival (``ARRIVED``), those whose first pending row arrived
+    that long after the partition last emitted (its state was gone by then)."""
     ttl = plan.get("ttl_ms")
     if not ttl or history is None or history.empty or TOUCHED not in history.columns:
         return history
-    stale = history[TOUCHED].to_numpy(dtype="float64", na_value=np.inf) < now_ms - ttl
+    touched = history[TOUCHED].to_numpy(dtype="float64", na_value=np.inf)
+    stale = touched < now_ms - ttl
     if not stale.any():
         return history
     if pending is not None and len(pending):
         keys = plan["partition"]
+        arrived = (pending[ARRIVED].to_numpy(dtype="float64", na_value=-np.inf) if ARRIVED in pending.columns
+                   else np.full(len(pending), -np.inf))  # (unknown: as if it never left the partition idle)
         if not keys:
-            return history  # the one partition still has rows to emit
-        both = pd.concat([history[keys], pending[keys]], ignore_index=True)
-        ids = both.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-        stale &= ~np.isin(ids[:len(history)], ids[len(history):])
+            stale &= touched < arrived.min() - ttl
+        else:
+            both = pd.concat([history[keys], pending[keys]], ignore_index=True)
+            ids = both.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+            first = np.full(ids.max() + 1, np.inf)  # each partition's first pending arrival
+            np.minimum.at(first, ids[len(history):], arrived)
+            stale &= touched < first[ids[:len(history)]] - ttl
     kept = history[~stale]
     return kept.reset_index(drop=True) if len(kept) else None
 
@@ -124,14 +153,11 @@ def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
     names = plan["columns"] + [a["name"] for a in plan["aggs"]]
     if pending is None or pending.empty:
         return pending, history, pd.DataFrame(columns=names)
-    if plan["rowtime"]:
-        ready_mask = pending[MS].to_numpy() < watermark_ms
-        ready, rest = pending[ready_mask], pending[~ready_mask]
-    else:
-        ready, rest = pending, pending.iloc[0:0]
-    if ready.empty:
+    ready_mask = ready(plan, pending, watermark_ms)
+    firing, rest = pending[ready_mask], pending[~ready_mask]
+    if firing.empty:
         return pending, history, pd.DataFrame(columns=names)
-    rows = _contributions(plan, ready.reset_index(drop=True))
+    rows = _contributions(plan, firing.reset_index(drop=True))
     old = history if history is not None and len(history) else None
     if plan.get("ttl_ms"):
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -334,7 +360,7 @@ def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int 
     """What frames of later rows still need: the last N rows per partition (ROWS N), the
     rows within the range of the watermark (RANGE), or one summary row per partition."""
     keep_columns = plan["partition"] + [MS, SEQ, COUNT_ROWS] + contribution_columns(plan) + (
-        [TOUCHED] if TOUCHED in combined.columns else [])
+        [TOUCHED] if TOUCHED in combined.columns else []) + ([HASH] if plan.get("hashed") else [])
     preceding = plan["preceding"]
     if preceding is None:
         summaries = _summaries(plan, combined, group)[keep_columns]
