@@ -96,8 +96,7 @@ class Generations:
         index = state_bytes.ipc_table(stored[3])
         self.hashes, self.gens = index.column(0).to_numpy(), index.column(1).to_numpy()
         self.info = _Info.read(stored[4])
-        wanted = np.unique(np.asarray(hashes, dtype="int64"))
-        hit = np.isin(self.hashes, wanted)
+        hit = _member(self.hashes, np.asarray(hashes, dtype="int64"))
         hit_gens, hit_hashes = self.gens[hit], self.hashes[hit]
         order = np.argsort(hit_gens, kind="stable")
         touched, starts, hits = np.unique(hit_gens[order], return_index=True, return_counts=True)
@@ -167,7 +166,7 @@ class Generations:
                            for b, t in zip(before, written)]
                 rows += self.info.rows[new][0]
             self.generations.updateValue((new,), tuple(_bytes(t) for t in written))
-            fresh = fresh[~np.isin(fresh, hashes[0][gens[0] == new])]  # (already there, folded in)
+            fresh = fresh[~_member(fresh, hashes[0][gens[0] == new])]  # (already there, folded in)
             hashes.append(fresh)
             gens.append(np.full(len(fresh), new, dtype="int64"))
             self.last = new
@@ -177,7 +176,7 @@ class Generations:
         if self.ttl_ms:
             old = self.info.older_than((now_ms or 0) - self.ttl_ms)
             if old and pinned is not None and len(pinned):
-                kept = set(np.unique(self.gens[np.isin(self.hashes, pinned)]).tolist())
+                kept = set(np.unique(self.gens[_member(self.hashes, pinned)]).tolist())
                 old = [g for g in old if g not in kept]
             self._expire(old)
         if self.expires and watermark is not None and watermark >= 0:
@@ -283,6 +282,14 @@ class _Info:
             "newest": pa.array([t for _, (_, t) in items], pa.int64()),
             "bound": pa.array([self.bounds.get(g, NEVER) for g, _ in items], pa.int64()),
             "keys": pa.array([self.keys.get(g) for g, _ in items], pa.int64())}))
+
+
+def _member(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``wanted`` (int64 arrays): pandas' hash table, where
+    ``np.isin`` sorts both (an index of 3 M hashes against 300,000: 46 against 380 ms)."""
+    import pandas as pd
+
+    return pd.Series(values, copy=False).isin(wanted).to_numpy()
 
 
 def _isin(column, wanted: np.ndarray):
