@@ -589,3 +589,7 @@ def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
     grouped = steps("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid GROUP BY auction")[-1]
     assert layout_concerns(engine, over) == (False, True)
     assert layout_concerns(engine, grouped) == (False, False)
+    # ORDER BY a rowtime without LIMIT: Flink's TemporalSort, which runs on the OVER operator
+    sorted_ddl = DDL + "CREATE TEMPORARY TABLE print3 (a BIGINT, b BIGINT, t TIMESTAMP(3)) WITH ('connector' = 'print');"
+    temporal_sort = steps("INSERT INTO print3 SELECT auction, price, ts FROM bid ORDER BY ts", sorted_ddl)[-1]
+    assert layout_concerns(engine, temporal_sort) == (False, True)

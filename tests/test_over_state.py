@@ -163,3 +163,64 @@ def test_state_ttl_forgets_a_partition_whose_next_row_came_after_it_was_idle_tha
     operator.advance(END)
     sums = {k: w for k, x, _, _, _, w, *_ in operator.emitted() if x in (2, 20, 100)}
     assert sums == {"a": 3, "b": 20, "c": 100}
+
+
+@pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", None), ("RANGE", 3000)])
+def test_processing_time_frames_reach_back_into_earlier_micro_batches(unit, preceding):
+    """Processing time orders rows by arrival alone: the arrival counter must survive a
+    micro-batch that leaves no row waiting, or a later row sorts before the history."""
+    rng = random.Random(5)
+    batches = [[(rng.choice(["a", "b", None]), rng.choice([None, rng.randint(-50, 50)]), None,
+                 _at(10 * b) + pd.Timedelta(milliseconds=i)) for i in range(rng.randint(1, 6))] for b in range(8)]
+    operator = Operator(_plan(unit, preceding, rowtime=False))
+    for batch in batches:
+        operator.rows(batch, 0)
+    assert operator.handle.timers == set()
+    expected = _reference(_accepted(batches, 10**15), unit, preceding)
+    got = operator.emitted()
+    assert [g[:9] for g in got] == [e[:9] for e in expected]
+
+
+def test_a_state_ttl_set_at_a_restart_stamps_the_history_written_before_it(monkeypatch):
+    """Generations fold rows of partitions written without a TTL beside rows written with
+    one: the former get their change time when they are next read, as a whole bucket's did."""
+    now = [0.0]
+    monkeypatch.setattr(over.time, "time", lambda: now[0])
+    plain = Operator(_plan("ROWS", None))
+    plain.rows([("a", 1, None, _at(1)), ("b", 10, None, _at(1)), ("c", 100, None, _at(1))], _ms(0))
+    plain.advance(_ms(1) + 1)
+    timed = Operator({**_plan("ROWS", None), "ttl_ms": 60_000})
+    timed.handle = plain.handle  # the restart: the same state, the operator with a TTL now
+    timed.processor.init(timed.handle)
+    timed.rows([("a", 2, None, _at(5))], _ms(1) + 1)
+    timed.advance(_ms(5) + 1)  # a's history read and written back stamped; b's and c's folded in beside it
+    timed.rows([("b", 20, None, _at(6)), ("c", 200, None, _at(7))], _ms(5) + 1)
+    timed.advance(_ms(6) + 1)
+    timed.advance(END)
+    sums = {k: w for k, x, _, _, _, w, *_ in timed.emitted()}
+    assert sums == {"a": 3, "b": 30, "c": 300}
+
+
+def test_a_fold_leaves_behind_the_range_rows_the_watermark_retired():
+    """A bounded RANGE's rows of an idle partition, folded into a new generation beside a busy
+    one's, would be carried on forever: the fold drops those the watermark has passed by the
+    width, and their partition's index entry with them."""
+    operator = Operator(_plan("RANGE", 3000))
+    operator.rows([("a", i, None, _at(1) + pd.Timedelta(milliseconds=i)) for i in range(50)]
+                  + [("b", 1, None, _at(1))], _ms(0))
+    operator.advance(_ms(2))  # one generation: 50 rows of a's, one of b's
+    for second in (10, 20, 30):
+        operator.rows([("b", second, None, _at(second))], _ms(second - 1))
+        operator.advance(_ms(second) + 1)
+    stored = sum(pa_rows(value) for value in operator.generations.entries.values())
+    assert stored == 1  # b's last row
+    assert len(operator.processor.history.hashes) == 1
+    operator.rows([("a", 999, None, _at(40))], _ms(39))
+    operator.advance(END)
+    assert [row[:4] for row in operator.emitted() if row[1] == 999] == [("a", 999, _ms(40), 1)]
+
+
+def pa_rows(value) -> int:
+    from streamsql.spark.stateful import state_bytes
+
+    return sum(state_bytes.ipc_table(blob).num_rows for blob in value if blob is not None)

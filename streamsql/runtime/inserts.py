@@ -87,15 +87,16 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
 def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool]:
     """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
     whether it has a regular join whose side the watermark retires (the operator reading it
-    runs in event time: plan.join_retiring), and whether it has an OVER aggregate."""
+    runs in event time: plan.join_retiring), and whether it runs the OVER operator (an OVER
+    aggregate, or an ORDER BY a rowtime without LIMIT: Flink's TemporalSort, run as one)."""
     from streamsql.plan.aggregate_operators import OverAggregate
     from streamsql.plan.join_operators import Join
-    from streamsql.plan.operators import walk
+    from streamsql.plan.operators import Sort, walk
     from streamsql.runtime.operator_plan import operator_plan
 
     nodes = list(walk(operator_plan(step, engine.settings, check=False).root))
     return (any(isinstance(n, Join) and any(n.retires()) for n in nodes),
-            any(isinstance(n, OverAggregate) for n in nodes))
+            any(isinstance(n, OverAggregate) or (isinstance(n, Sort) and n.temporal) for n in nodes))
 
 
 @contextmanager

@@ -115,8 +115,8 @@ class JobState:
         if over and BEFORE_RETIRING <= layout < STATE_LAYOUT and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose OVER operator kept"
-                f" each bucket's history in one value, which this one keeps by partition; resumed, it would"
-                f" start empty. Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
+                f" each bucket's history in one value, which this one keeps by partition and cannot read."
+                f" Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
                 f" afresh: delete its state directory ({self.directory}) and the files it wrote"
                 f" ({self._output_pattern()})."
             )

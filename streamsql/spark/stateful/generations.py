@@ -54,6 +54,7 @@ SMALL_ROWS = 512
 # over a generation each
 APPEND_ROWS = 16_384
 NEVER = 2 ** 63 - 1  # a generation's bound when one of its rows has none: the watermark never retires it
+DROPPED = -1  # (an index entry's generation while a store removes it)
 
 
 class Generations:
@@ -144,17 +145,25 @@ class Generations:
                 self.generations.removeKey((generation,))
                 self.info.drop(generation)
             elif left < max(SMALL_ROWS, rows // 4):  # its live rows folded into the new generation
-                rest = self._live(generation, read)
+                rest = self._live(generation, read, watermark)
                 written = [_concat(a, b) for a, b in zip(written, rest)]
                 rows += _rows(rest)
                 moved = self.gens == generation
-                gens[0] = np.where(moved, new, gens[0])
+                gone = self._retired(moved, rest)
+                gens[0] = np.where(gone, DROPPED, np.where(moved, new, gens[0]))
                 self.generations.removeKey((generation,))
                 self.info.drop(generation)
             elif 2 * live < keys:  # mostly stale: rewritten with its live rows only
-                rest = self._live(generation, read)
-                self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
-                self.info.put(generation, _rows(rest), _newest(rest), self._bound(rest), live)
+                rest = self._live(generation, read, watermark)
+                gone = self._retired(self.gens == generation, rest)
+                gens[0] = np.where(gone, DROPPED, gens[0])
+                if _rows(rest):
+                    self.generations.updateValue((generation,), tuple(_bytes(t) for t in rest))
+                    self.info.put(generation, _rows(rest), _newest(rest), self._bound(rest),
+                                  live - int(np.count_nonzero(gone)))
+                else:
+                    self.generations.removeKey((generation,))
+                    self.info.drop(generation)
             # else it stays as it is: its stale rows are read past until it is rewritten
         if rows:
             fresh = np.unique(np.concatenate([_unique_hashes(t, c) for t, c in zip(written, self.columns)
@@ -171,6 +180,8 @@ class Generations:
             gens.append(np.full(len(fresh), new, dtype="int64"))
             self.last = new
         self.hashes, self.gens = np.concatenate(hashes), np.concatenate(gens)
+        kept = self.gens != DROPPED
+        self.hashes, self.gens = self.hashes[kept], self.gens[kept]
         if rows:
             self.info.put(new, rows, _newest(written), self._bound(written), int(np.count_nonzero(self.gens == new)))
         if self.ttl_ms:
@@ -188,11 +199,30 @@ class Generations:
         self.meta.update((self.plan["buckets"], int(next_seq), int(self.last), state_bytes.ipc_bytes(index, "lz4"),
                           self.info.bytes()))
 
-    def _live(self, generation: int, tables: list) -> list:
+    def _live(self, generation: int, tables: list, watermark: int | None = None) -> list:
         """A generation's tables without the rows of hashes no longer filed under it (moved
-        to a newer generation, or loaded now)."""
+        to a newer generation, or loaded now), nor, with ``expires``, the rows the watermark
+        retired (a fold would carry them on, each new generation's bound recent)."""
+        import pyarrow.compute as pc
+
         live = self.hashes[self.gens == generation]
-        return [None if t is None else t.filter(_isin(t.column(c), live)) for t, c in zip(tables, self.columns)]
+        out = []
+        for table, column in zip(tables, self.columns):
+            if table is not None:
+                keep = _isin(table.column(column), live)
+                if self.expires and watermark is not None and self.expires in table.column_names:
+                    keep = pc.and_(keep, pc.fill_null(pc.greater_equal(table.column(self.expires), watermark), True))
+                table = table.filter(keep)
+            out.append(table)
+        return out
+
+    def _retired(self, filed: np.ndarray, rest: list) -> np.ndarray:
+        """Of the index entries ``filed`` (a generation's live hashes), those with no row left
+        in ``rest`` (the watermark retired them all, ``_live``): they go from the index."""
+        if not self.expires:
+            return np.zeros(len(self.hashes), dtype=bool)
+        present = [_unique_hashes(t, c) for t, c in zip(rest, self.columns) if t is not None and t.num_rows]
+        return filed & ~_member(self.hashes, np.concatenate(present) if present else np.zeros(0, "int64"))
 
     def _bound(self, tables: list) -> int:
         """The largest ``expires`` of the tables' rows (NEVER: no such column, or a row without)."""

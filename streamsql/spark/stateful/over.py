@@ -105,7 +105,7 @@ class OverProcessor(StatefulProcessor):
         if self.plan["rowtime"]:  # the rows wait for the watermark: the history is not read
             if pending is not None and len(pending):
                 self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
-            self.pending.store(next_seq, [pending, None])
+            self.pending.store(next_seq, [pending, None], keep_counter=True)
             return
         yield from self._fire(pending, next_seq, None)
 
@@ -115,9 +115,10 @@ class OverProcessor(StatefulProcessor):
 
     def _pending(self):
         next_seq, (pending, whole) = self.pending.load()
-        if whole is not None:
+        if whole is not None or (pending is not None and over_frames.HASH not in pending.columns):
             raise ValueError("This checkpoint's OVER state was written by an earlier streamsql (a bucket's whole"
-                             " history in one value): finish the job with it, or start afresh")
+                             " history in one value, rows without their partition's hash): finish the job with"
+                             " it, or start afresh")
         return next_seq, pending
 
     def _fire(self, pending, next_seq, watermark):
@@ -148,7 +149,9 @@ class OverProcessor(StatefulProcessor):
     def _keep(self, pending, next_seq) -> None:
         if self.plan["rowtime"] and pending is not None and len(pending):
             self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
-        self.pending.store(next_seq, [pending, None])
+        # (the counter stays when no row waits: history rows keep their arrival numbers, and
+        # processing time orders rows by arrival alone)
+        self.pending.store(next_seq, [pending, None], keep_counter=True)
 
     def close(self) -> None:
         pass

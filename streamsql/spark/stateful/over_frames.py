@@ -164,6 +164,8 @@ def fire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | None,
         rows[TOUCHED] = np.int64(now_ms)
         if old is not None and TOUCHED not in old.columns:  # a checkpoint from before the TTL
             old = old.assign(**{TOUCHED: np.int64(now_ms)})
+        elif old is not None and old[TOUCHED].isna().any():  # rows from before it, folded in beside others
+            old = old.assign(**{TOUCHED: old[TOUCHED].fillna(now_ms).astype("int64")})
     elif old is not None and TOUCHED in old.columns:  # restarted without the TTL
         old = old.drop(columns=[TOUCHED])
     combined = pd.concat([old, rows], ignore_index=True) if old is not None else rows

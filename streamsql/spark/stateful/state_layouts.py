@@ -46,8 +46,10 @@ class Tables:
                              f"{self.plan['buckets']}: restart with the same count")
         return stored[1], [state_bytes.from_bytes(b) if b is not None else None for b in stored[2:]]
 
-    def store(self, next_seq: int, tables: list) -> None:
-        if all(t is None for t in tables):
+    def store(self, next_seq: int, tables: list, keep_counter: bool = False) -> None:
+        """``keep_counter``: a bucket with no table left keeps its arrival counter (its
+        operator's other state orders rows by it)."""
+        if all(t is None for t in tables) and not keep_counter:
             self.state.clear()
         else:
             self.state.update((self.plan["buckets"], int(next_seq),
