@@ -16,16 +16,29 @@ def job(tmp_path) -> JobState:
     return JobState.of(tmp_path / "state", "insert-into-totals", table, "f00d", STREAMING)
 
 
+def saved_as(state: JobState, layout: int | None) -> None:
+    """The job's record as a streamsql of ``layout`` wrote it (None: before layouts were recorded)."""
+    record = json.loads((state.directory / "job.json").read_text())
+    if layout is None:
+        del record["state_layout"]
+    else:
+        record["state_layout"] = layout
+    (state.directory / "job.json").write_text(json.dumps(record))
+
+
+def with_operator_state(state: JobState) -> None:
+    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+
+
 def test_a_checkpoint_with_state_in_an_older_layout_is_not_resumed(tmp_path):
     state = job(tmp_path)
     state.save()
     record = json.loads((state.directory / "job.json").read_text())
     assert record["state_layout"] == STATE_LAYOUT
     state.check()  # the same layout: resumed
-    del record["state_layout"]  # as streamsql wrote it before generations
-    (state.directory / "job.json").write_text(json.dumps(record))
+    saved_as(state, None)  # as streamsql wrote it before generations
     state.check()  # no operator state yet: nothing to lose
-    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    with_operator_state(state)
     with pytest.raises(JobStateError) as error:
         state.check()
     message = error.value.message
@@ -33,25 +46,31 @@ def test_a_checkpoint_with_state_in_an_older_layout_is_not_resumed(tmp_path):
     assert str(state.directory) in message and "STOP JOB" in message
 
 
-def test_a_job_of_the_layout_before_resumes_unless_a_join_of_it_now_runs_in_event_time(tmp_path):
+RETIRING = "drops once the watermark has passed it"
+OVER = "OVER operator kept each bucket's history in one value"
+
+
+@pytest.mark.parametrize("layout, concern, words", [(4, "retiring", RETIRING), (4, "over", OVER), (5, "over", OVER),
+                                                    (6, "over", OVER)])
+def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its_state(tmp_path, layout, concern,
+                                                                                       words):
     """Layout 4 kept a regular join's every row in an operator without event time; Spark
     refuses to switch a checkpointed operator to event time, so a job whose join now lets the
-    watermark retire a side's rows is refused, in streamsql's words, and any other resumes."""
+    watermark retire a side's rows is refused, in streamsql's words. Before layout 7 OVER
+    kept a bucket's whole history in one value, which the operator no longer reads. Any
+    other job resumes, and so does one with no operator state yet."""
     state = job(tmp_path)
     state.save()
-    record = json.loads((state.directory / "job.json").read_text())
-    record["state_layout"] = 4
-    (state.directory / "job.json").write_text(json.dumps(record))
-    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
+    saved_as(state, layout)
+    state.check(**{concern: True})  # no operator state yet: nothing to lose
+    with_operator_state(state)
     state.check()
-    state.check(retiring=False)
     with pytest.raises(JobStateError) as error:
-        state.check(retiring=True)
+        state.check(**{concern: True})
     message = error.value.message
-    assert "drops once the watermark has passed it" in message and "STOP JOB" in message
-    record["state_layout"] = STATE_LAYOUT
-    (state.directory / "job.json").write_text(json.dumps(record))
-    state.check(retiring=True)
+    assert words in message and "STOP JOB" in message
+    saved_as(state, STATE_LAYOUT)
+    state.check(retiring=True, over=True)
 
 
 def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
@@ -59,33 +78,9 @@ def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     the watermark retires included; no OVER). A layout this streamsql does not know is refused."""
     state = job(tmp_path)
     state.save()
-    record = json.loads((state.directory / "job.json").read_text())
-    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
-    record["state_layout"] = 5
-    (state.directory / "job.json").write_text(json.dumps(record))
+    with_operator_state(state)
+    saved_as(state, 5)
     state.check(retiring=True)
-    record["state_layout"] = STATE_LAYOUT + 1
-    (state.directory / "job.json").write_text(json.dumps(record))
+    saved_as(state, STATE_LAYOUT + 1)
     with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
         state.check()
-
-
-@pytest.mark.parametrize("layout", [4, 5, 6])
-def test_a_job_with_an_over_aggregate_of_an_earlier_layout_is_refused(tmp_path, layout):
-    """Before layout 7 OVER kept a bucket's whole history in one value, which the operator
-    no longer reads: a job with an OVER is refused, one without resumes."""
-    state = job(tmp_path)
-    state.save()
-    record = json.loads((state.directory / "job.json").read_text())
-    record["state_layout"] = layout
-    (state.directory / "job.json").write_text(json.dumps(record))
-    state.check(over=True)  # no operator state yet: nothing to lose
-    (state.directory / "checkpoint" / "state" / "0").mkdir(parents=True)
-    state.check(over=False)
-    with pytest.raises(JobStateError) as error:
-        state.check(over=True)
-    message = error.value.message
-    assert "OVER operator kept each bucket's history in one value" in message and "STOP JOB" in message
-    record["state_layout"] = STATE_LAYOUT
-    (state.directory / "job.json").write_text(json.dumps(record))
-    state.check(retiring=True, over=True)
