@@ -219,10 +219,11 @@ class Generations:
     def _retired(self, filed: np.ndarray, rest: list) -> np.ndarray:
         """Of the index entries ``filed`` (a generation's live hashes), those with no row left
         in ``rest`` (the watermark retired them all, ``_live``): they go from the index."""
-        if not self.expires:
-            return np.zeros(len(self.hashes), dtype=bool)
-        present = [_unique_hashes(t, c) for t, c in zip(rest, self.columns) if t is not None and t.num_rows]
-        return filed & ~_member(self.hashes, np.concatenate(present) if present else np.zeros(0, "int64"))
+        gone = np.zeros(len(self.hashes), dtype=bool)
+        if self.expires:
+            present = [_unique_hashes(t, c) for t, c in zip(rest, self.columns) if t is not None and t.num_rows]
+            gone[filed] = ~_member(self.hashes[filed], np.concatenate(present) if present else np.zeros(0, "int64"))
+        return gone
 
     def _bound(self, tables: list) -> int:
         """The largest ``expires`` of the tables' rows (NEVER: no such column, or a row without)."""

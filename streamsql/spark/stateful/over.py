@@ -103,9 +103,7 @@ class OverProcessor(StatefulProcessor):
         pending, next_seq = over_frames.accept(self.plan, pending, batch, watermark, next_seq,
                                                int(time.time() * 1000))
         if self.plan["rowtime"]:  # the rows wait for the watermark: the history is not read
-            if pending is not None and len(pending):
-                self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
-            self.pending.store(next_seq, [pending, None], keep_counter=True)
+            self._keep(pending, next_seq)
             return
         yield from self._fire(pending, next_seq, None)
 
@@ -148,7 +146,7 @@ class OverProcessor(StatefulProcessor):
 
     def _keep(self, pending, next_seq) -> None:
         if self.plan["rowtime"] and pending is not None and len(pending):
-            self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)
+            self.handle.registerTimer(int(pending[over_frames.MS].min()) + 1)  # Flink's watermark passes it
         # (the counter stays when no row waits: history rows keep their arrival numbers, and
         # processing time orders rows by arrival alone)
         self.pending.store(next_seq, [pending, None], keep_counter=True)

@@ -132,14 +132,12 @@ def expire(plan: dict, pending: pd.DataFrame | None, history: pd.DataFrame | Non
         keys = plan["partition"]
         arrived = (pending[ARRIVED].to_numpy(dtype="float64", na_value=-np.inf) if ARRIVED in pending.columns
                    else np.full(len(pending), -np.inf))  # (unknown: as if it never left the partition idle)
-        if not keys:
-            stale &= touched < arrived.min() - ttl
-        else:
-            both = pd.concat([history[keys], pending[keys]], ignore_index=True)
-            ids = both.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-            first = np.full(ids.max() + 1, np.inf)  # each partition's first pending arrival
-            np.minimum.at(first, ids[len(history):], arrived)
-            stale &= touched < first[ids[:len(history)]] - ttl
+        both = pd.concat([history[keys], pending[keys]], ignore_index=True)
+        ids = (both.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys
+               else np.zeros(len(both), dtype="int64"))  # (no PARTITION BY: one partition)
+        first = np.full(ids.max() + 1, np.inf)  # each partition's first pending arrival
+        np.minimum.at(first, ids[len(history):], arrived)
+        stale &= touched < first[ids[:len(history)]] - ttl
     kept = history[~stale]
     return kept.reset_index(drop=True) if len(kept) else None
 
