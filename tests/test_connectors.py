@@ -67,6 +67,29 @@ def test_csv_options(run, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["streaming", "batch"])
+def test_csv_quoting_is_flink_s_both_ways(run, tmp_path, mode):
+    """Flink's CSV format (RFC 4180): inside a quoted field a quote is doubled and a backslash
+    is an ordinary character, read and written; Python's csv module is the reference."""
+    import csv
+    import io
+
+    names = ['say "hi"', "back\\slash\\", 'comma, "and" quote', 'end"', "plain"]
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([i, name, i, "2026-01-01 00:00:00"] for i, name in enumerate(names))
+    path = write(tmp_path / "in.csv", text.getvalue())
+    out = tmp_path / f"out_{mode}"
+    script = (f"SET 'execution.runtime-mode' = '{mode}';" + source("src", path) + source("dst", out)
+              + "INSERT INTO dst SELECT * FROM src;")
+    assert sorted(run.rows(script + "SELECT id, name FROM src")) == [[str(i), name] for i, name in enumerate(names)]
+    written = "".join(p.read_text() for p in sorted(out.rglob("*.csv")))
+    assert sorted((int(r[0]), r[1]) for r in csv.reader(io.StringIO(written))) == list(enumerate(names))
+    assert '\\"' not in written  # a quote is doubled, never escaped by a backslash
+    # 'csv.escape-character' still names another escape
+    path = write(tmp_path / "escaped.csv", '1,"a\\"b",1,2026-01-01 00:00:00\n')
+    assert run.rows(source("e", path, extra=", 'csv.escape-character' = '\\'") + "SELECT name FROM e") == [['a"b']]
+
+
+@pytest.mark.parametrize("mode", ["streaming", "batch"])
 def test_malformed_row_is_an_error_naming_file_and_line(run, tmp_path, mode):
     path = write(tmp_path / "in.csv", ROWS + "4,delta,not-a-number,2026-01-01 00:00:04\n5,eps,50,2026-01-01 00:00:05\n")
     with pytest.raises(DataError) as caught:

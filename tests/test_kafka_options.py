@@ -184,3 +184,19 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     normalize = next(n for n in walk(root) if isinstance(n, ChangelogNormalize))
     assert short_mode(normalize.inputs[0].mode) == "I,UA,D" and short_mode(normalize.mode) == "I,UB,UA,D"
     assert normalize.state == "unbounded" and runs_on_stateful_operators(root)
+
+
+def test_csv_records_quote_as_flink_s_csv_format():
+    """A quote inside a quoted csv field is doubled (RFC 4180), read and written, unless
+    'csv.escape-character' (or the key's or value's own) names another escape."""
+    from streamsql.runtime.kafka.formats import _parse, encoded_value
+
+    t = table(f"CREATE TABLE k (id BIGINT, name STRING) WITH ({BASE}, 'format' = 'csv')")
+    parsed, _ = _parse("value", "csv", t.physical_columns, t, "value.")
+    assert "'quote', '\"', 'escape', '\"'" in parsed
+    assert "'quote', '\"', 'escape', '\"'" in encoded_value(t, t.physical_columns, "csv", "value.")
+    e = table(f"CREATE TABLE e (id BIGINT, name STRING) WITH ({BASE}, 'value.format' = 'csv',"
+              " 'value.csv.escape-character' = '\\', 'value.csv.quote-character' = '''')")
+    assert "'quote', '\\'', 'escape', '\\\\'" in _parse("value", "csv", e.physical_columns, e, "value.")[0]
+    with pytest.raises(ConnectorError, match="'value.csv.escape-character' must be a single character"):
+        table(f"CREATE TABLE b (id BIGINT) WITH ({BASE}, 'value.format' = 'csv', 'value.csv.escape-character' = '\\\\')")

@@ -247,6 +247,22 @@ def csv_separator(options: dict[str, str]) -> str:
     return options.get("csv.field-delimiter", ",").replace("\\t", "\t")
 
 
+def csv_quoting(options: dict[str, str], scope: str = "") -> dict[str, str]:
+    """Spark's CSV ``quote`` and ``escape`` for a table's (or a Kafka key's or value's, by
+    ``scope``) quoting, Flink's rules: 'csv.quote-character' (default a double quote), none at
+    all with 'csv.disable-quote-character'; inside a quoted field a quote is doubled (RFC 4180)
+    unless 'csv.escape-character' names another escape, and a backslash is an ordinary
+    character. Spark's own default escapes with a backslash: it read `"a""b"` as the five
+    characters between the commas, and wrote `a"b` as `"a\\"b"`, which Flink reads otherwise."""
+    def option(name: str, default=None):
+        return options.get(f"{scope}csv.{name}", options.get(f"csv.{name}", default))
+
+    if option("disable-quote-character", "false").lower() == "true":
+        return {"quote": ""}
+    quote = option("quote-character", '"')
+    return {"quote": quote, "escape": option("escape-character", quote)}
+
+
 def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:
     return options.get(key, str(default)).lower() == "true"
 

@@ -24,7 +24,8 @@ METADATA = {  # key -> Flink's type for it (kafka connector's readable metadata)
 }
 FORMAT_OPTIONS = {  # per format, the options streamsql implements
     "json": {"ignore-parse-errors", "fail-on-missing-field", "timestamp-format.standard"},
-    "csv": {"field-delimiter", "quote-character", "null-literal", "ignore-parse-errors"},
+    "csv": {"field-delimiter", "quote-character", "disable-quote-character", "escape-character", "null-literal",
+            "ignore-parse-errors"},
     "raw": {"charset"},
     "debezium-json": {"ignore-parse-errors", "schema-include", "timestamp-format.standard"},
 }

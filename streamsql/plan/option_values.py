@@ -82,7 +82,8 @@ def check_values(table: TableDef) -> None:
             _fail(table, f"option '{key}' must be a positive number, not '{value}'")
         if key.endswith(BOOLEAN_SUFFIXES) and value.lower() not in ("true", "false"):
             _fail(table, f"option '{key}' must be 'true' or 'false', not '{value}'")
-        if key in SINGLE_CHARACTER and len(value) != 1 and not (key == "csv.field-delimiter" and value == "\\t"):
+        bare = key.removeprefix("key.").removeprefix("value.")  # a Kafka key's or value's own format options
+        if bare in SINGLE_CHARACTER and len(value) != 1 and not (bare == "csv.field-delimiter" and value == "\\t"):
             _fail(table, f"option '{key}' must be a single character, not '{value}'")
         if key == "source.path.regex-pattern":
             try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_separator, is_bounded, is_true
+from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_quoting, csv_separator, is_bounded, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -211,13 +211,11 @@ def _format_options(table: TableDef) -> dict[str, str]:
     if fmt == "csv":
         result = {
             "sep": csv_separator(options),
-            "quote": "" if is_true(options, "csv.disable-quote-character") else options.get("csv.quote-character", '"'),
+            **csv_quoting(options),
             "header": "false",
             "mode": "PERMISSIVE",
             "columnNameOfCorruptRecord": CORRUPT_COLUMN,
         }
-        if "csv.escape-character" in options:
-            result["escape"] = options["csv.escape-character"]
         if is_true(options, "csv.allow-comments"):
             result["comment"] = "#"
         if "csv.null-literal" in options:

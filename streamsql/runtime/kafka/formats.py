@@ -11,6 +11,7 @@ from the key only, else from the value (which then holds every physical column).
 from __future__ import annotations
 
 from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from streamsql.plan.connectors import csv_quoting
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import Column, TableDef
 from streamsql.spark.dialect import spark_type
@@ -49,7 +50,7 @@ def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope:
         return f"from_json({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
     if fmt == "csv":
         option = lambda name, default: table.options.get(f"{scope}csv.{name}", table.options.get(f"csv.{name}", default))  # noqa: E731
-        base.update({"sep": option("field-delimiter", ",").replace("\\t", "\t"), "quote": option("quote-character", '"')})
+        base.update({"sep": option("field-delimiter", ",").replace("\\t", "\t"), **csv_quoting(table.options, scope)})
         if option("null-literal", None) is not None:
             base["nullValue"] = option("null-literal", None)
         return f"from_csv({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
@@ -149,7 +150,7 @@ def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) 
         return f"CAST(to_json({struct}, map('timestampFormat', '{WRITE_TIMESTAMP_FORMAT}', 'ignoreNullFields', 'false')) AS BINARY)"
     if fmt == "csv":
         sep = table.options.get(f"{scope}csv.field-delimiter", table.options.get("csv.field-delimiter", ",")).replace("\\t", "\t")
-        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": sep}
+        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": sep, **csv_quoting(table.options, scope)}
         null = table.options.get(f"{scope}csv.null-literal", table.options.get("csv.null-literal"))
         if null is not None:
             options["nullValue"] = null
