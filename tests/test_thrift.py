@@ -189,12 +189,12 @@ def test_beeline_over_jdbc(served):
 @pytest.mark.spark
 def test_tables_created_and_dropped_while_serving(served):
     tmp, port = served
-    write(tmp / "prices" / "part-0.csv", "apple|0.55\nfig|1.10\n")
+    write(tmp / "prices" / "part-0.csv", 'apple|0.55\nfig|1.10\n"say ""hi"""|2.00\n')  # quoted as the source reads it
     create = (f"CREATE TABLE shop.prices (item STRING, price DECIMAL(10, 2)) WITH ('connector' = 'filesystem', "
               f"'path' = '{tmp / 'prices'}', 'format' = 'csv', 'csv.field-delimiter' = '|')")
     assert streamsql(tmp / "catalog", "run", "-e", create).wait(60) == 0
     assert wait_for(lambda: ("shop", "prices", False) in query(port, "SHOW TABLES IN shop"), 60)
     assert [(item, str(price)) for item, price in query(port, "SELECT * FROM shop.prices ORDER BY item")] == [
-        ("apple", "0.55"), ("fig", "1.10")]
+        ("apple", "0.55"), ("fig", "1.10"), ('say "hi"', "2.00")]
     assert streamsql(tmp / "catalog", "run", "-e", "DROP TABLE shop.prices").wait(60) == 0
     assert wait_for(lambda: ("shop", "prices", False) not in query(port, "SHOW TABLES IN shop"), 60)

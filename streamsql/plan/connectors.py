@@ -242,9 +242,15 @@ def _check_jdbc(table: TableDef) -> None:
             )
 
 
-def csv_separator(options: dict[str, str]) -> str:
+def csv_option(options: dict[str, str], name: str, default: str | None = None, scope: str = "") -> str | None:
+    """The CSV format option 'csv.<name>'; a Kafka key's or value's own ('<scope>csv.<name>',
+    ``scope`` being 'key.' or 'value.') comes first."""
+    return options.get(f"{scope}csv.{name}", options.get(f"csv.{name}", default))
+
+
+def csv_separator(options: dict[str, str], scope: str = "") -> str:
     """'csv.field-delimiter' as a character (Flink accepts the two characters \\t for a tab)."""
-    return options.get("csv.field-delimiter", ",").replace("\\t", "\t")
+    return csv_option(options, "field-delimiter", ",", scope).replace("\\t", "\t")
 
 
 def csv_quoting(options: dict[str, str], scope: str = "") -> dict[str, str]:
@@ -252,15 +258,12 @@ def csv_quoting(options: dict[str, str], scope: str = "") -> dict[str, str]:
     ``scope``) quoting, Flink's rules: 'csv.quote-character' (default a double quote), none at
     all with 'csv.disable-quote-character'; inside a quoted field a quote is doubled (RFC 4180)
     unless 'csv.escape-character' names another escape, and a backslash is an ordinary
-    character. Spark's own default escapes with a backslash: it read `"a""b"` as the five
+    character. Spark's own default escapes with a backslash: it read `"a""b"` as the six
     characters between the commas, and wrote `a"b` as `"a\\"b"`, which Flink reads otherwise."""
-    def option(name: str, default=None):
-        return options.get(f"{scope}csv.{name}", options.get(f"csv.{name}", default))
-
-    if option("disable-quote-character", "false").lower() == "true":
+    if csv_option(options, "disable-quote-character", "false", scope).lower() == "true":
         return {"quote": ""}
-    quote = option("quote-character", '"')
-    return {"quote": quote, "escape": option("escape-character", quote)}
+    quote = csv_option(options, "quote-character", '"', scope)
+    return {"quote": quote, "escape": csv_option(options, "escape-character", quote, scope)}
 
 
 def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:

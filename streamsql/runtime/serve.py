@@ -21,7 +21,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.errors import StreamsqlError
-from streamsql.plan.connectors import csv_separator
+from streamsql.plan.connectors import csv_quoting, csv_separator
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.local_files import with_local_files
@@ -29,7 +29,7 @@ from streamsql.runtime.process_dir import with_process_dir
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.runtime.spark_home import compiled_spark_home
 from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
-from streamsql.spark.dialect import spark_type
+from streamsql.spark.dialect import spark_string, spark_type
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SYNC_SECONDS = 2  # how often the catalog directory is checked for changed tables
@@ -178,9 +178,9 @@ def _create_table(table: TableDef) -> str:
     columns = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
     fmt = table.options["format"]
     options = {"path": table.options["path"]}
-    if fmt == "csv":
-        options["sep"] = csv_separator(table.options)
-    rendered = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
+    if fmt == "csv":  # quoted as the filesystem source reads it (runtime.sources)
+        options.update(sep=csv_separator(table.options), **csv_quoting(table.options))
+    rendered = ", ".join(f"{spark_string(k)} {spark_string(v)}" for k, v in options.items())
     name = f"`{table.name.database}`.`{table.name.name}`"
     return f"CREATE TABLE {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
 

@@ -271,3 +271,8 @@ def to_spark_sql(node: exp.Expression) -> str:
 
 def spark_type(data_type: exp.DataType) -> str:
     return to_spark_sql(data_type)
+
+
+def spark_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal (Spark reads a backslash in one as an escape)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -11,10 +11,10 @@ from the key only, else from the value (which then holds every physical column).
 from __future__ import annotations
 
 from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
-from streamsql.plan.connectors import csv_quoting
+from streamsql.plan.connectors import csv_option, csv_quoting, csv_separator
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import Column, TableDef
-from streamsql.spark.dialect import spark_type
+from streamsql.spark.dialect import spark_string, spark_type
 
 TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss[.SSSSSS][.SSS]"
 WRITE_TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss.SSS"
@@ -27,12 +27,8 @@ def _struct(columns: list[Column], corrupt: bool = False) -> str:
     return f"STRUCT<{', '.join(fields)}>"
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _options_sql(options: dict[str, str]) -> str:
-    return "map(" + ", ".join(f"{_quote(k)}, {_quote(v)}" for k, v in options.items()) + ")"
+    return "map(" + ", ".join(f"{spark_string(k)}, {spark_string(v)}" for k, v in options.items()) + ")"
 
 
 def _ignores_errors(table: TableDef, scope: str, fmt: str) -> bool:
@@ -47,13 +43,12 @@ def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope:
     base = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     text = f"CAST({column} AS STRING)"
     if fmt == "json":
-        return f"from_json({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
+        return f"from_json({text}, {spark_string(_struct(columns, True))}, {_options_sql(base)})", True
     if fmt == "csv":
-        option = lambda name, default: table.options.get(f"{scope}csv.{name}", table.options.get(f"csv.{name}", default))  # noqa: E731
-        base.update({"sep": option("field-delimiter", ",").replace("\\t", "\t"), **csv_quoting(table.options, scope)})
-        if option("null-literal", None) is not None:
-            base["nullValue"] = option("null-literal", None)
-        return f"from_csv({text}, {_quote(_struct(columns, True))}, {_options_sql(base)})", True
+        base.update({"sep": csv_separator(table.options, scope), **csv_quoting(table.options, scope)})
+        if csv_option(table.options, "null-literal", scope=scope) is not None:
+            base["nullValue"] = csv_option(table.options, "null-literal", scope=scope)
+        return f"from_csv({text}, {spark_string(_struct(columns, True))}, {_options_sql(base)})", True
     # raw: the one column, as bytes or text
     (only,) = columns
     value = column if only.type.is_type("binary", "varbinary") else text
@@ -129,7 +124,7 @@ def debezium_rows(table: TableDef) -> tuple[str, str]:
     ignore = _ignores_errors(table, "value.", "debezium-json")
     options = {"timestampFormat": TIMESTAMP_FORMAT, "mode": "PERMISSIVE" if ignore else "FAILFAST"}
     envelope = f"STRUCT<before: {row}, after: {row}, op: STRING>"
-    parsed = f"from_json(CAST(value AS STRING), {_quote(envelope)}, {_options_sql(options)}) AS __envelope"
+    parsed = f"from_json(CAST(value AS STRING), {spark_string(envelope)}, {_options_sql(options)}) AS __envelope"
     change = "named_struct('kind', {kind}, 'row', {row})"
     exploded = (
         "inline(CASE __envelope.op"
@@ -149,9 +144,9 @@ def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) 
     if fmt == "json":
         return f"CAST(to_json({struct}, map('timestampFormat', '{WRITE_TIMESTAMP_FORMAT}', 'ignoreNullFields', 'false')) AS BINARY)"
     if fmt == "csv":
-        sep = table.options.get(f"{scope}csv.field-delimiter", table.options.get("csv.field-delimiter", ",")).replace("\\t", "\t")
-        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": sep, **csv_quoting(table.options, scope)}
-        null = table.options.get(f"{scope}csv.null-literal", table.options.get("csv.null-literal"))
+        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": csv_separator(table.options, scope),
+                   **csv_quoting(table.options, scope)}
+        null = csv_option(table.options, "null-literal", scope=scope)
         if null is not None:
             options["nullValue"] = null
         return f"CAST(to_csv({struct}, {_options_sql(options)}) AS BINARY)"
