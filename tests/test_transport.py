@@ -172,3 +172,35 @@ def test_the_driver_declares_an_operators_state_without_loading_it(tmp_path):
     result = __import__("json").loads(done.stdout)
     assert result["loaded"] == [] and result["declared"] == ["index", "generations"]
     assert sorted(map(tuple, result["out"])) == [("+I", "a", 4), ("+I", "b", 2), ("+U", "b", 7), ("-U", "b", 2)]
+
+
+FREEZING_CHILD = r"""
+import gc, json, sys
+import pyarrow as pa
+from pyspark.sql import types as T
+from streamsql.spark.stateful import transport
+
+schema = T.StructType([T.StructField("v", T.LongType()), T.StructField("__bucket", T.IntegerType())])
+batch = pa.RecordBatch.from_arrays([pa.array([1, 2]), pa.array([0, 0], type=pa.int32())], names=["v", "__bucket"])
+before = gc.get_freeze_count()
+packed = [b.column(1)[0].as_py() for b in transport.Pack(1, "__bucket", 1)(iter([batch]))]
+first = gc.get_freeze_count()
+later = [[i] for i in range(10_000)]  # what a later task makes
+frame = transport.unpack(packed, schema.json(), "UTC")
+print(json.dumps({"before": before, "first": first, "then": gc.get_freeze_count(), "rows": len(frame)}))
+"""
+
+
+def test_a_worker_freezes_its_heap_once():
+    """Spark's Python worker runs a full gc.collect() after every task; the objects a worker
+    holds when its first rows come are frozen out of the collector's sight, once: what later
+    tasks make stays collectable (a freeze at every task would keep their garbage forever)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FREEZING_CHILD], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    assert counts["before"] == 0 and counts["first"] > 10_000 and counts["rows"] == 2
+    assert counts["then"] <= counts["first"]  # (frozen objects freed since leave it; a second freeze adds `later`)

@@ -110,6 +110,7 @@ class Pack:
         self.values = np.asarray(aligned(partitions, partitions), dtype="int64")  # (extended for more buckets)
 
     def __call__(self, batches):
+        state_bytes.settle_worker_heap()
         pending, count, size = [], 0, 0
         for batch in batches:
             if batch.num_rows:
@@ -153,6 +154,7 @@ def unpack(values, schema_json: str, timezone: str) -> pd.DataFrame:
     import pyarrow as pa
     from pyspark.sql.conversion import ArrowBatchTransformer
 
+    state_bytes.settle_worker_heap()
     table = pa.concat_tables([state_bytes.ipc_table(v) for v in values])
     schema = T.StructType.fromJson(json.loads(schema_json))
     columns = ArrowBatchTransformer.to_pandas(table, timezone=timezone, schema=schema)
