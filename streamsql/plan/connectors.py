@@ -266,6 +266,17 @@ def csv_quoting(options: dict[str, str], scope: str = "") -> dict[str, str]:
     return {"quote": quote, "escape": csv_option(options, "escape-character", quote, scope)}
 
 
+def csv_format(options: dict[str, str], scope: str = "") -> dict[str, str]:
+    """Spark's CSV options for a table's (or a Kafka key's or value's, by ``scope``) format, read
+    and written alike: the separator, the quoting (``csv_quoting``) and, when one is set,
+    'csv.null-literal'."""
+    result = {"sep": csv_separator(options, scope), **csv_quoting(options, scope)}
+    null = csv_option(options, "null-literal", scope=scope)
+    if null is not None:
+        result["nullValue"] = null
+    return result
+
+
 def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:
     return options.get(key, str(default)).lower() == "true"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.plan.connectors import KAFKA, csv_quoting, csv_separator, is_true
+from streamsql.plan.connectors import KAFKA, csv_format, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, final_names, publish
 from streamsql.runtime.results import format_value, java_text
@@ -141,7 +141,5 @@ def _file_options(table: TableDef) -> dict[str, str]:
     fmt = table.options["format"]
     options = dict(_WRITE_OPTIONS.get(fmt, {}))
     if fmt == "csv":
-        options.update(sep=csv_separator(table.options), **csv_quoting(table.options))
-        if "csv.null-literal" in table.options:
-            options["nullValue"] = table.options["csv.null-literal"]
+        options.update(csv_format(table.options))
     return options

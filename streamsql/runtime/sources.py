@@ -13,7 +13,7 @@ from pathlib import Path
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_quoting, csv_separator, is_bounded, is_true
+from streamsql.plan.connectors import CONNECTORS, KAFKA, csv_format, is_bounded, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
@@ -210,16 +210,13 @@ def _format_options(table: TableDef) -> dict[str, str]:
     fmt = options["format"]
     if fmt == "csv":
         result = {
-            "sep": csv_separator(options),
-            **csv_quoting(options),
+            **csv_format(options),
             "header": "false",
             "mode": "PERMISSIVE",
             "columnNameOfCorruptRecord": CORRUPT_COLUMN,
         }
         if is_true(options, "csv.allow-comments"):
             result["comment"] = "#"
-        if "csv.null-literal" in options:
-            result["nullValue"] = options["csv.null-literal"]
         return result
     if fmt == "json":
         return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}

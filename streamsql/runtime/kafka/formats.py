@@ -11,7 +11,7 @@ from the key only, else from the value (which then holds every physical column).
 from __future__ import annotations
 
 from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
-from streamsql.plan.connectors import csv_option, csv_quoting, csv_separator
+from streamsql.plan.connectors import csv_format
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import Column, TableDef
 from streamsql.spark.dialect import spark_string, spark_type
@@ -45,9 +45,7 @@ def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope:
     if fmt == "json":
         return f"from_json({text}, {spark_string(_struct(columns, True))}, {_options_sql(base)})", True
     if fmt == "csv":
-        base.update({"sep": csv_separator(table.options, scope), **csv_quoting(table.options, scope)})
-        if csv_option(table.options, "null-literal", scope=scope) is not None:
-            base["nullValue"] = csv_option(table.options, "null-literal", scope=scope)
+        base.update(csv_format(table.options, scope))
         return f"from_csv({text}, {spark_string(_struct(columns, True))}, {_options_sql(base)})", True
     # raw: the one column, as bytes or text
     (only,) = columns
@@ -144,11 +142,7 @@ def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) 
     if fmt == "json":
         return f"CAST(to_json({struct}, map('timestampFormat', '{WRITE_TIMESTAMP_FORMAT}', 'ignoreNullFields', 'false')) AS BINARY)"
     if fmt == "csv":
-        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, "sep": csv_separator(table.options, scope),
-                   **csv_quoting(table.options, scope)}
-        null = csv_option(table.options, "null-literal", scope=scope)
-        if null is not None:
-            options["nullValue"] = null
+        options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, **csv_format(table.options, scope)}
         return f"CAST(to_csv({struct}, {_options_sql(options)}) AS BINARY)"
     (only,) = columns
     return f"CAST(`{only.name}` AS BINARY)"
