@@ -21,7 +21,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.errors import StreamsqlError
-from streamsql.plan.connectors import csv_quoting, csv_separator
+from streamsql.plan.connectors import csv_format
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.local_files import with_local_files
@@ -178,8 +178,8 @@ def _create_table(table: TableDef) -> str:
     columns = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
     fmt = table.options["format"]
     options = {"path": table.options["path"]}
-    if fmt == "csv":  # quoted as the filesystem source reads it (runtime.sources)
-        options.update(sep=csv_separator(table.options), **csv_quoting(table.options))
+    if fmt == "csv":  # as the filesystem source reads it (runtime.sources)
+        options.update(csv_format(table.options))
     rendered = ", ".join(f"{spark_string(k)} {spark_string(v)}" for k, v in options.items())
     name = f"`{table.name.database}`.`{table.name.name}`"
     return f"CREATE TABLE {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
