@@ -252,6 +252,60 @@ def test_window_join_on_window_start_and_end():
     assert isinstance(join, ops.WindowJoin) and join.mode == ops.INSERT_ONLY and join.state == "watermark"
 
 
+HOPS = ("SELECT auction, COUNT(*) AS n, {agg}window_start AS ws, window_end AS we FROM TABLE(HOP(TABLE bid,"
+        " DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)){where} GROUP BY auction, window_start, window_end")
+
+
+def argmax_query(outer="a.auction, a.n", join="JOIN", on="a.ws = m.ws AND a.we = m.we AND a.n >= m.top",
+                 right=None, left=None, top="MAX(c.n) AS top, c.ws, c.we", group="c.ws, c.we"):
+    left = left or HOPS.format(agg="", where="")
+    right = right or HOPS.format(agg="", where="").replace("auction, COUNT", "COUNT")
+    return f"SELECT {outer} FROM ({left}) a {join} (SELECT {top} FROM ({right}) c GROUP BY {group}) m ON {on}"
+
+
+def test_a_window_aggregate_joined_with_its_own_maximum_per_window_is_a_window_rank_by_rank():
+    """Nexmark q5's shape: the rows of a window aggregate whose count is their window's
+    largest, written as a join with the same aggregate's MAX per window. The planner ranks
+    the aggregate's rows instead (RANK() = 1, ties kept): the aggregate once, no join."""
+    root = build(argmax_query())
+    text = "\n".join(explain_operators(root))
+    assert "Join" not in text and text.count("WindowAggregate(") == 1, text
+    rank = below(root, ops.WindowRank)
+    assert (rank.rank_type, rank.rank_end, rank.partition_by, rank.order_by) == ("RANK", 1, ["ws", "we"], ["n DESC"])
+    # m's columns read as a's, under their own names; conditions in any order, = as >=
+    plan = steps(argmax_query("m.we, a.auction, m.top AS best, m.top", on="m.top <= a.n AND a.we = m.we AND"
+                              " m.ws = a.ws"))[-1].plan
+    assert [c.name for c in plan.columns] == ["we", "auction", "best", "top"]
+    assert "Join" not in "".join(explain_operators(build_operator_plan(plan, is_bounded)))
+    assert "Join" not in "".join(explain_operators(build(argmax_query(on="a.ws = m.ws AND a.we = m.we AND"
+                                                                     " a.n = m.top"))))
+    # a largest value that may be NULL: rows whose value is NULL are not kept (they join nothing)
+    summed = steps(argmax_query(left=HOPS.format(agg="SUM(price) AS s, ", where=""), on="a.ws = m.ws AND a.we = m.we"
+                                " AND a.s >= m.top", top="MAX(c.s) AS top, c.ws, c.we",
+                                right=HOPS.format(agg="SUM(price) AS s, ", where="")))[-1].plan
+    from streamsql.spark.dialect import to_spark_sql
+
+    assert "NOT `a`.`s` IS NULL" in to_spark_sql(summed.query)
+
+
+@pytest.mark.parametrize("changes", [
+    dict(join="LEFT JOIN"),  # unmatched rows padded: not the same rows
+    dict(on="a.ws = m.ws AND a.we = m.we AND a.n > m.top"),  # none
+    dict(on="a.ws = m.ws AND a.n >= m.top"),  # not per window
+    dict(on="a.ws = m.ws AND a.we = m.we AND a.n >= m.top AND a.auction > 3"),
+    dict(right=HOPS.format(agg="", where=" WHERE price > 3")),  # another aggregate
+    dict(right=HOPS.format(agg="", where=""), group="c.ws, c.we, c.auction"),  # per window and auction
+    dict(top="MIN(c.n) AS top, c.ws, c.we"),
+    dict(outer="a.auction, m.ws, c.n"),  # not a column of a or m
+])
+def test_other_joins_with_an_aggregate_are_left_as_they_are(changes):
+    if "outer" in changes:
+        with pytest.raises(ValidationError):
+            build(argmax_query(**changes))
+        return
+    assert "Join" in "".join(explain_operators(build(argmax_query(**changes))))
+
+
 def test_temporal_join_forwards_the_left_side():
     """The planner drops `FOR SYSTEM_TIME AS OF` from the tree it hands on (Spark has no
     such join); the builder recognises it from the table's `version` or its meta."""
@@ -382,7 +436,7 @@ def test_over_aggregate_over_updates_is_an_error_over_unbounded_input():
 def test_top_n_by_rank_or_dense_rank_is_refused_on_a_stream_as_flink_refuses_it(function):
     """Flink's streaming Rank has ROW_NUMBER() only. Over unbounded input that is an error at
     plan time, over bounded input a warning (the final result is computed), and a RANK()
-    = 1 by a time attribute is no deduplication: it ties."""
+    = 1 by a time attribute is no deduplication: it ties. A window Top-N takes them."""
     query = (f"SELECT auction, ts FROM (SELECT *, {function}() OVER (PARTITION BY auction ORDER BY ts DESC) AS r"
              f" FROM {{bid}}) WHERE r = 1")
     rank = build(query.format(bid="bid"))
@@ -396,10 +450,12 @@ def test_top_n_by_rank_or_dense_rank_is_refused_on_a_stream_as_flink_refuses_it(
     unbounded = build_operator_plan(steps(query.format(bid="bid"), ddl)[-1].plan, is_bounded)
     with pytest.raises(ValidationError, match=rf"^{function}\(\) on streaming table is not supported currently"):
         check_consumption(unbounded)
+    # a window Top-N ranks each window once, final: its ties never move, so streamsql runs it
+    # (Flink refuses it: "not supported on Window TopN currently")
     window = build(f"SELECT * FROM (SELECT *, {function}() OVER (PARTITION BY window_start, window_end ORDER BY"
                    f" price DESC) AS r FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))) WHERE r <= 3")
-    assert check_consumption(window)[0].startswith(
-        f"{function}() function is not supported on Window TopN currently, only ROW_NUMBER() is supported")
+    assert isinstance(below(window, ops.WindowRank), ops.WindowRank) and check_consumption(window) == []
+    assert f"rankType=[{function}]" in "".join(explain_operators(window))
 
 
 def test_explain_renders_flinks_tree_with_modes_and_state():
@@ -579,7 +635,8 @@ def test_only_operators_that_emit_as_the_watermark_passes_need_the_end_of_input_
 
 def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
     """runtime.inserts.layout_concerns: an INSERT with an OVER aggregate is flagged (its
-    history moved to generations in layout 7), a GROUP BY is not."""
+    history moved to generations in layout 7), and one whose argmax join is ranked (layout
+    8); a GROUP BY is not."""
     from streamsql.runtime.inserts import layout_concerns
     from streamsql.runtime.settings import Settings
 
@@ -587,9 +644,12 @@ def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
     over = steps("INSERT INTO print_out SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts"
                  " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid")[-1]
     grouped = steps("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid GROUP BY auction")[-1]
-    assert layout_concerns(engine, over) == (False, True)
-    assert layout_concerns(engine, grouped) == (False, False)
+    assert layout_concerns(engine, over) == (False, True, False)
+    assert layout_concerns(engine, grouped) == (False, False, False)
     # ORDER BY a rowtime without LIMIT: Flink's TemporalSort, which runs on the OVER operator
     sorted_ddl = DDL + "CREATE TEMPORARY TABLE print3 (a BIGINT, b BIGINT, t TIMESTAMP(3)) WITH ('connector' = 'print');"
     temporal_sort = steps("INSERT INTO print3 SELECT auction, price, ts FROM bid ORDER BY ts", sorted_ddl)[-1]
-    assert layout_concerns(engine, temporal_sort) == (False, True)
+    assert layout_concerns(engine, temporal_sort) == (False, True, False)
+    # a join with a window aggregate's own maximum per window, ranked instead since layout 8
+    ranked = steps(f"INSERT INTO print_out {argmax_query()}")[-1]
+    assert layout_concerns(engine, ranked) == (False, False, True)

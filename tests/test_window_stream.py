@@ -82,6 +82,44 @@ def test_window_top_n_over_a_window_aggregate_ranks_each_window_once():
     assert isinstance(child, WindowAggregateStage)
 
 
+def test_window_top_n_over_a_window_aggregate_finds_its_bounds_under_other_names():
+    """Flink's window Top-N partitions by both window bounds, whatever the aggregate named them
+    (the operator plan follows them through the projection); RANK and DENSE_RANK keep ties."""
+    for function in ("ROW_NUMBER", "RANK", "DENSE_RANK"):
+        stage = stages(f"SELECT auction, n FROM (SELECT *, {function}() OVER (PARTITION BY ws, we ORDER BY n DESC) AS r"
+                       f" FROM (SELECT auction, window_start AS ws, window_end AS we, COUNT(*) AS n FROM {HOP}"
+                       f" GROUP BY auction, window_start, window_end)) WHERE r <= 1;")
+        assert isinstance(stage, RankStage) and stage.per_window and stage.rank_type == function
+        assert stage.partition == ["ws", "we"] and isinstance(stage.inputs[0][1], WindowAggregateStage)
+    stage = stages(f"SELECT auction, price, window_end, r FROM (SELECT *, RANK() OVER (PARTITION BY window_start,"
+                   f" window_end ORDER BY price DESC) AS r FROM {HOP}) WHERE r <= 2;")  # over the TVF's rows
+    assert isinstance(stage, RankStage) and stage.window_end and (stage.rank_type, stage.rank_column) == ("RANK", "r")
+    # one bound alone is no window: a Top-N over updates-free rows, not per window
+    stage = stages(f"SELECT auction, n FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY ws ORDER BY n DESC) AS r"
+                   f" FROM (SELECT auction, window_start AS ws, window_end AS we, COUNT(*) AS n FROM {HOP}"
+                   f" GROUP BY auction, window_start, window_end)) WHERE r <= 1;")
+    assert not (isinstance(stage, RankStage) and stage.per_window)
+
+
+def test_ties_rank_as_rank_and_dense_rank_number_them():
+    from streamsql.spark.stateful import ranking
+
+    rows = pd.DataFrame({"p": ["a"] * 5 + ["b"] * 3, "v": [5, 7, 7, None, 5, 1, None, None],
+                         ranking.SEQ: range(8)})
+    numbers = {}
+    for function in ("ROW_NUMBER", "RANK", "DENSE_RANK"):
+        plan = {"partition": ["p"], "order": [("v", True)], "limit": 4, "later_wins": False, "rank_type": function}
+        ranked = ranking._ranked(plan, rows)
+        numbers[function] = list(zip(ranked["p"], ranked[ranking.SEQ], ranked[ranking.RANK]))
+    # descending, NULL last (Flink's NULL is the smallest); ROW_NUMBER breaks ties by arrival
+    assert numbers["ROW_NUMBER"] == [("a", 1, 1), ("a", 2, 2), ("a", 0, 3), ("a", 4, 4), ("b", 5, 1), ("b", 6, 2),
+                                     ("b", 7, 3)]
+    assert numbers["RANK"] == [("a", 1, 1), ("a", 2, 1), ("a", 0, 3), ("a", 4, 3), ("b", 5, 1), ("b", 6, 2),
+                               ("b", 7, 2)]
+    assert numbers["DENSE_RANK"] == [("a", 1, 1), ("a", 2, 1), ("a", 0, 2), ("a", 4, 2), ("a", 3, 3), ("b", 5, 1),
+                                     ("b", 6, 2), ("b", 7, 2)]
+
+
 @pytest.mark.parametrize("sql", [
     # a window Top-N of a SESSION TVF's rows: Flink's window Top-N takes TUMBLE, HOP and CUMULATE
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rn"
@@ -229,6 +267,14 @@ QUERIES = {
     "tvf_dedup": "SELECT k, v, ts, window_end FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start,"
                  " window_end, k ORDER BY ts DESC) AS rn FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4'"
                  " SECOND, INTERVAL '12' SECOND))) WHERE rn = 1",
+    # RANK and DENSE_RANK (Flink refuses them in a window Top-N): v ranges over 0..6, so rows tie
+    "tvf_rank2": "SELECT k, v, ts, window_end, r FROM (SELECT *, RANK() OVER (PARTITION BY window_start, window_end"
+                 " ORDER BY v DESC) AS r FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND,"
+                 " INTERVAL '10' SECOND))) WHERE r <= 2",
+    "renamed_dense_rank": "SELECT k, n, ws, r FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY ws, we ORDER BY n DESC)"
+                          " AS r FROM (SELECT k, COUNT(*) AS n, window_start AS ws, window_end AS we FROM"
+                          " TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND)) GROUP BY k, window_start,"
+                          " window_end)) WHERE r <= 2",
 }
 
 

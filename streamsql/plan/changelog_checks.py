@@ -98,17 +98,15 @@ class ConsumptionIssue:
 def consumption_issues(root: Operator) -> list[ConsumptionIssue]:
     """Each operator that needs insert-only input but gets updates, and each Top-N by
     RANK() or DENSE_RANK() (Flink's streaming Rank has ROW_NUMBER() only), with Flink's
-    message."""
+    message. A window Top-N by RANK() or DENSE_RANK() runs, where Flink refuses it ("..
+    not supported on Window TopN currently"): its windows are ranked once, final, so ties
+    never move (``spark.stateful.ranking``)."""
     issues = []
     for node in walk(root):
         rank_type = getattr(node, "rank_type", "ROW_NUMBER")
-        if rank_type != "ROW_NUMBER":
-            if node.kind == "WindowRank":
-                message = (f"{rank_type}() function is not supported on Window TopN currently, only ROW_NUMBER() is"
-                           f" supported")
-            else:
-                message = f"{rank_type}() on streaming table is not supported currently (a streaming Top-N ranks by ROW_NUMBER()"
-                message += f"; batch mode, SET 'execution.runtime-mode' = 'batch', takes {rank_type}())"
+        if rank_type != "ROW_NUMBER" and node.kind != "WindowRank":
+            message = f"{rank_type}() on streaming table is not supported currently (a streaming Top-N ranks by ROW_NUMBER()"
+            message += f"; batch mode, SET 'execution.runtime-mode' = 'batch', takes {rank_type}())"
             issues.append(ConsumptionIssue(node, node, message, node.bounded))
         if not node.requires_insert_only:
             continue

@@ -54,6 +54,7 @@ from streamsql.plan.state_ttl import read_hints
 from streamsql.plan.temporal import check_temporal_joins, lookup_only
 from streamsql.plan.typecheck import check_types
 from streamsql.plan.udfs import load_function
+from streamsql.plan.argmax_join import rewrite_argmax_joins
 from streamsql.plan.inline import hoist_window_inputs
 from streamsql.plan.windows import (
     WindowRelation,
@@ -202,6 +203,8 @@ class Planner:
         versioned: dict[int, TableDef | ViewDef] = {}  # FROM items with FOR SYSTEM_TIME AS OF
         hoist_window_inputs(query, self._inline_view)
         rewrite_group_windows(query)
+        query = rewrite_argmax_joins(query)
+        plan.query = query
         for select in list(query.find_all(exp.Select)):
             if select.args.get("match") is not None:
                 self._bind_match(select, plan, schema, relations)

@@ -40,11 +40,15 @@ STREAMING, BOUNDED = "streaming", "bounded"
 #    an earlier streamsql would read layout 6's stale rows as live.
 # 7: OVER keeps a bucket's history in generations by partition hash (spark.stateful.over);
 #    a job of layouts 4-6 with no OVER resumes as it was.
-STATE_LAYOUT = 7
-BEFORE_RETIRING = 4  # the layout 7 reads as it is, unless the job has such a join or an OVER
-BEFORE_STALE_ROWS = 5  # the layout 7 reads as it is, unless the job has an OVER
-BEFORE_OVER_GENERATIONS = 6  # the layout 7 reads as it is, unless the job has an OVER
-READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, STATE_LAYOUT)
+# 8: a window aggregate joined with its own maximum per window runs as a window Top-N
+#    (plan.argmax_join), other operators than the join it ran as before; a job of layouts
+#    4-7 without that shape resumes as it was.
+STATE_LAYOUT = 8
+BEFORE_RETIRING = 4  # the layout 8 reads as it is, unless the job has such a join, an OVER or an argmax join
+BEFORE_STALE_ROWS = 5  # the layout 8 reads as it is, unless the job has an OVER or an argmax join
+BEFORE_OVER_GENERATIONS = 6  # the layout 8 reads as it is, unless the job has an OVER or an argmax join
+BEFORE_ARGMAX_RANK = 7  # the layout 8 reads as it is, unless the job has an argmax join
+READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, BEFORE_ARGMAX_RANK, STATE_LAYOUT)
 
 
 @dataclass
@@ -87,10 +91,11 @@ class JobState:
         another one, such as the late-rows table)."""
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
-    def check(self, retiring: bool = False, over: bool = False) -> None:
+    def check(self, retiring: bool = False, over: bool = False, argmax: bool = False) -> None:
         """Raise when this state must not be resumed (see the module's docstring).
         ``retiring``: the query has a join whose side the watermark retires; ``over``: it
-        has an OVER aggregate."""
+        has an OVER aggregate; ``argmax``: a join with a window aggregate's maximum per
+        window, ranked since layout 8 (plan.argmax_join)."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -112,7 +117,15 @@ class JobState:
                 f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
                 f" and the files it wrote ({self._output_pattern()})."
             )
-        if over and BEFORE_RETIRING <= layout < STATE_LAYOUT and self._has_state():
+        if argmax and BEFORE_RETIRING <= layout < STATE_LAYOUT and self._has_state():
+            raise JobStateError(
+                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql, which joined a window"
+                f" aggregate with its own maximum per window where this one ranks each window's rows (a"
+                f" window Top-N): the operators and their state differ. Finish it with the streamsql that"
+                f" started it (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory"
+                f" ({self.directory}) and the files it wrote ({self._output_pattern()})."
+            )
+        if over and BEFORE_RETIRING <= layout <= BEFORE_OVER_GENERATIONS and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose OVER operator kept"
                 f" each bucket's history in one value, which this one keeps by partition and cannot read."

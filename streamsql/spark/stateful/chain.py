@@ -83,6 +83,7 @@ class RankStage(Stage):
     rank_column: str | None = None
     later_wins: bool = False
     per_window: bool = False  # a window Top-N over a window aggregate's rows: each window ranked once
+    rank_type: str = "ROW_NUMBER"  # RANK / DENSE_RANK: a window Top-N only (ties kept, ranked once)
     window_end: str | None = None  # a window Top-N over a window TVF's rows: the column with the window's end (ms)
     output_query: exp.Select | None = None  # reads RANKED: __rowkind, then the outer projections
 
@@ -240,7 +241,7 @@ class _Compiler:
 
     def query(self, query: exp.Expression) -> Stage | None:
         """The stage computing ``query``, or None when Spark streams all of it natively."""
-        from streamsql.plan.logical import _rank_pattern
+        from streamsql.plan.logical import RANKINGS, _rank_pattern
 
         if isinstance(query, exp.SetOperation) and (_stateful_inside(query) or query.args.get("distinct")
                                              or isinstance(query, (exp.Intersect, exp.Except))):
@@ -270,7 +271,7 @@ class _Compiler:
         sets = grouping_sets_union(query)
         if sets is not None:
             return self.query(sets)
-        pattern = _rank_pattern(query, self._view_query)
+        pattern = _rank_pattern(query, self._view_query, RANKINGS)
         if pattern is not None:
             from streamsql.spark.stateful.rank_cut import cut_rank
 

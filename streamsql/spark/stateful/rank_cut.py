@@ -15,7 +15,8 @@ from streamsql.spark.stateful.chain import (
 
 
 def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
-    """The stage of a Top-N or deduplication (``ROW_NUMBER() .. WHERE rn <= N``): its input
+    """The stage of a Top-N or deduplication (``ROW_NUMBER() .. WHERE rn <= N``; a window Top-N
+    by RANK() or DENSE_RANK() too, its ties kept): its input
     SELECT with the partition and order keys (computed once), the Rank operator, and the
     outer SELECT reading its changelog."""
     from streamsql.plan.aggregate_operators import Deduplicate, Rank
@@ -27,6 +28,9 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
         raise _Unsupported()
     inner = inner.copy()
     per_window = getattr(node, "window", None) is not None
+    rank_type = getattr(node, "rank_type", "ROW_NUMBER")
+    if rank_type != "ROW_NUMBER" and not per_window:
+        raise _Unsupported()  # ties under retraction: refused at plan time, as Flink refuses them
     inputs, changelogs = compiler._inputs(inner, window_rows=per_window)
     window_end = None
     if per_window and not _over_window_aggregate(inner, inputs):
@@ -76,14 +80,11 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
         inputs=inputs, input_query=inner, data=[p.alias_or_name for p in others],
         partition=partition_names, order=order_names,
         limit=limit, rank_column=name if output_rank else None, later_wins=later_wins, per_window=per_window,
-        window_end=window_end, output_query=output)
+        window_end=window_end, rank_type=rank_type, output_query=output)
 
 
 def _over_window_aggregate(select: exp.Select, inputs: list) -> bool:
-    """Whether a window Top-N's SELECT reads a window aggregate's rows alone and ranks them
-    per window (PARTITION BY both bounds): all of a window's rows fire in one micro-batch."""
-    if len(inputs) != 1 or not isinstance(inputs[0][1], WindowAggregateStage) or select.args.get("joins"):
-        return False
-    window = next(w for w in select.find_all(exp.Window))
-    names = {p.name for p in window.args.get("partition_by") or [] if isinstance(p, exp.Column)}
-    return {"window_start", "window_end"} <= names
+    """Whether a window Top-N's SELECT reads a window aggregate's rows alone (the operator
+    plan's WindowRank: it partitions by both bounds of the aggregate's window, under any
+    names): all of a window's rows fire in one micro-batch."""
+    return len(inputs) == 1 and isinstance(inputs[0][1], WindowAggregateStage) and not select.args.get("joins")

@@ -12,6 +12,9 @@ so it imports only pandas and numpy and takes its configuration as a plain dict,
     rowkind:    whether the input carries ``__rowkind`` (else every row is +I)
     later_wins: ties in ORDER BY go to the row that came later (Flink's deduplication
                 keeping the last row); otherwise to the row that came first (Flink's Top-N)
+    rank_type:  ROW_NUMBER (the default), or RANK / DENSE_RANK, where rows equal in ORDER BY
+                share a number and all of them are kept (only a window Top-N, whose rows
+                are ranked once, takes these: ``chain``)
 
 A bucket's state is one table: the rows that can still be ranked, each with ``__seq``, its
 arrival number in the bucket (ties are broken by it, and it tells rows apart). Over an
@@ -127,13 +130,39 @@ def _ranked(plan: dict, rows: pd.DataFrame) -> pd.DataFrame:
         numbers = ordered.groupby(plan["partition"], dropna=False, sort=False).cumcount().to_numpy() + 1
     else:
         numbers = np.arange(1, len(ordered) + 1)
+    if plan.get("rank_type", "ROW_NUMBER") != "ROW_NUMBER":
+        numbers = _tied(plan, ordered, list(helpers), numbers)
     ordered = ordered.drop(columns=list(helpers)).assign(**{RANK: numbers})
     return ordered[numbers <= plan["limit"]]
 
 
+def _tied(plan: dict, ordered: pd.DataFrame, nulls: list[str], numbers: np.ndarray) -> np.ndarray:
+    """RANK's or DENSE_RANK's numbers of rows sorted by partition and ORDER BY (``numbers``:
+    their ROW_NUMBER): a row equal to the one before it in every ORDER BY key (NULL equal to
+    NULL) shares its number; RANK then skips, DENSE_RANK does not."""
+    first = numbers == 1  # a partition's first row
+    changed = first.copy()
+    for (column, _), null in zip(plan["order"], nulls):
+        values, isnull = ordered[column].to_numpy(), ordered[null].to_numpy()
+        differs = np.ones(len(ordered), dtype=bool)
+        if len(ordered) > 1:
+            same_null = isnull[1:] == isnull[:-1]
+            both_null = same_null & (ordered[column].isna().to_numpy()[1:])
+            equal = pd.Series(values[1:]).eq(pd.Series(values[:-1])).to_numpy(dtype=bool)
+            differs[1:] = ~(both_null | (same_null & equal))
+        changed |= differs
+    positions = np.arange(len(ordered))
+    if plan["rank_type"] == "RANK":  # the ROW_NUMBER of the first row of its run of equals
+        return np.maximum.accumulate(np.where(changed, positions, 0)) - np.maximum.accumulate(
+            np.where(first, positions, 0)) + 1
+    runs = np.cumsum(changed)  # DENSE_RANK: the runs of equals so far within the partition
+    return runs - np.maximum.accumulate(np.where(first, runs, 0)) + 1
+
+
 def _diff(plan: dict, old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """Flink's Rank changes from one top-N to the next (see the module's docstring)."""
-    by_position = plan["rank"] is not None or plan["limit"] == 1
+    # (rows that tie share a position: per row)
+    by_position = (plan["rank"] is not None or plan["limit"] == 1) and plan.get("rank_type", "ROW_NUMBER") == "ROW_NUMBER"
     if by_position:
         on = plan["partition"] + [RANK]
         pairs = old[on + [SEQ]].merge(new[on + [SEQ]], on=on, how="outer", suffixes=("_old", "_new"))

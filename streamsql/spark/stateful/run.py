@@ -30,7 +30,8 @@ def stage_frame(spark, stage: Stage, to_sql):
     if isinstance(stage, RankStage):
         source = spark.sql(to_sql(stage.input_query))
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
-                      stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window, window_end=stage.window_end)
+                      stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window, window_end=stage.window_end,
+                      rank_type=stage.rank_type)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
     if isinstance(stage, OverStage):
         from streamsql.spark.stateful.over import over
