@@ -37,6 +37,8 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT a FROM t WHERE a BETWEEN 1 AND", "Expected BETWEEN low AND high at the end of the statement", (1, 38)),
     ("SELECT B . , x FROM bid B", "Expected a column name after '.', found ','", (1, 12)),
     ("SELECT SPLIT_INDEX(a, ) FROM t", "SPLIT_INDEX(...) is missing an argument, found ')'", (1, 23)),
+    ("SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, , INTERVAL '10' SECOND))",
+     "HOP: argument 4 is empty", (1, 71)),
     ("SELECT a AS FROM t", "Unexpected 't'", (1, 18)),
     ("SELECT CAST(a AS) FROM t", "Expected TYPE after CAST, found ')'", (1, 17)),
     ("CREATE VIEW v AS SELECT 1 FROM t SELECT", "Unexpected 'SELECT'", (1, 34)),

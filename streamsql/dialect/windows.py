@@ -62,7 +62,16 @@ class GroupWindowProperty(exp.Expression, exp.Func):
 
 def parse_window_call(parser, kind: str) -> exp.Expression:
     """Called by the parser after `KIND(`: a TVF when the first argument is `TABLE`/named."""
-    arguments = parser._parse_csv(lambda: _parse_argument(parser))
+    arguments: list = []
+
+    def argument():
+        name, value = _parse_argument(parser)
+        if value is None:  # `HOP(TABLE t, DESCRIPTOR(ts), , INTERVAL ..)`: at the token after the gap
+            parser.raise_error(f"{kind}: argument {len(arguments) + 1} is empty")
+        arguments.append((name, value))
+        return name, value
+
+    parser._parse_csv(argument)
     named = {name: value for name, value in arguments if name}
     positional = [value for name, value in arguments if not name]
     if isinstance(named.get("DATA"), TableArgument) or (positional and isinstance(positional[0], TableArgument)):
