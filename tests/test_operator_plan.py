@@ -279,6 +279,17 @@ def test_a_window_aggregate_joined_with_its_own_maximum_per_window_is_a_window_r
     assert "Join" not in "".join(explain_operators(build_operator_plan(plan, is_bounded)))
     assert "Join" not in "".join(explain_operators(build(argmax_query(on="a.ws = m.ws AND a.we = m.we AND"
                                                                      " a.n = m.top"))))
+    # both sides one view of the aggregate; two views, or a CTE shadowing the view, are left alone
+    views = DDL + (f"CREATE TEMPORARY VIEW hops AS {HOPS.format(agg='', where='')};"
+                   f"CREATE TEMPORARY VIEW hops2 AS {HOPS.format(agg='', where='')};")
+    via_view = "SELECT a.auction, a.n FROM hops a JOIN (SELECT MAX(c.n) AS top, c.ws, c.we FROM {} c GROUP BY c.ws, c.we) m" \
+               " ON a.ws = m.ws AND a.we = m.we AND a.n >= m.top"
+
+    def joined(sql):
+        return "Join" in "".join(explain_operators(build_operator_plan(steps(sql, views)[-1].plan, is_bounded)))
+
+    assert not joined(via_view.format("hops")) and joined(via_view.format("hops2"))
+    assert joined(f"WITH hops AS ({HOPS.format(agg='', where='')}) {via_view.format('hops')}")
     # a largest value that may be NULL: rows whose value is NULL are not kept (they join nothing)
     summed = steps(argmax_query(left=HOPS.format(agg="SUM(price) AS s, ", where=""), on="a.ws = m.ws AND a.we = m.we"
                                 " AND a.s >= m.top", top="MAX(c.s) AS top, c.ws, c.we",

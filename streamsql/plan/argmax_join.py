@@ -6,7 +6,7 @@ Top-N by RANK() (Nexmark q5's shape):
       ON a.ws = m.ws AND a.we = m.we AND a.n >= m.top
 
 where X and X' are the same window aggregate (one FROM, WHERE and GROUP BY; X' projects some
-of X's columns) and ws, we its window's start and end. ``m`` holds one row per window, its
+of X's columns), or both the same view of one, and ws, we its window's start and end. ``m`` holds one row per window, its
 largest ``n``, so the join keeps each of X's rows whose ``n`` is its window's largest: the
 rows ``RANK() OVER (PARTITION BY ws, we ORDER BY n DESC) = 1`` keeps (ties and all), less a
 row whose ``n`` is NULL (MAX skips NULLs, and NULL >= anything is not true; such a row ranks
@@ -28,11 +28,22 @@ RANK_COLUMN = "__argmax_rank"
 _CLAUSES = ("group", "having", "qualify", "distinct", "order", "limit", "offset", "with_", "windows")
 
 
-def rewrite_argmax_joins(query: exp.Expression) -> exp.Expression:
+def rewrite_argmax_joins(query: exp.Expression, view_of=lambda table: None) -> exp.Expression:
     """``query`` with every SELECT of that shape rewritten (inner ones first), in place but
-    for the query itself, which is returned anew when it is one."""
+    for the query itself, which is returned anew when it is one. ``view_of(table)``: the
+    query of the view a FROM item names, else None."""
+    ctes = {cte.alias for cte in query.find_all(exp.CTE)}
+
+    def body_of(item) -> exp.Select | None:
+        if isinstance(item, exp.Subquery):
+            return item.this if isinstance(item.this, exp.Select) else None
+        if isinstance(item, exp.Table) and not (item.name in ctes and not item.db) and not item.args.get("version"):
+            body = view_of(item)
+            return body if isinstance(body, exp.Select) else None
+        return None
+
     for select in reversed(list(query.find_all(exp.Select))):
-        rewritten = _rewritten(select)
+        rewritten = _rewritten(select, body_of)
         if rewritten is not None:
             if select is query:
                 return rewritten
@@ -45,7 +56,7 @@ def rewritten(query: exp.Expression) -> bool:
     return any(a.alias == RANK_COLUMN for a in query.find_all(exp.Alias))
 
 
-def _rewritten(select: exp.Select) -> exp.Select | None:
+def _rewritten(select: exp.Select, body_of) -> exp.Select | None:
     joins = select.args.get("joins") or []
     if len(joins) != 1 or any(select.args.get(c) for c in _CLAUSES) or select.args.get("from_") is None:
         return None
@@ -54,15 +65,21 @@ def _rewritten(select: exp.Select) -> exp.Select | None:
             (join.args.get("kind") or "INNER").upper() != "INNER"):
         return None
     right = join.this
-    if not (isinstance(left, exp.Subquery) and isinstance(right, exp.Subquery)
-            and isinstance(left.this, exp.Select) and isinstance(right.this, exp.Select)):
+    if not (isinstance(right, exp.Subquery) and isinstance(right.this, exp.Select)):
         return None
+    x = body_of(left)
     a, m = left.alias_or_name, right.alias_or_name
-    maximum = _maximum_per_window(right.this)
-    if not a or not m or a == m or maximum is None:
+    maximum = _maximum_per_window(right.this, body_of)
+    if x is None or not a or not m or a == m or maximum is None:
         return None
-    x, (top, column, bounds, windows) = left.this, maximum  # bounds: m's output name -> X' column
-    if not _same_aggregate(x, windows) or not _window_bounds(x, bounds.values()):
+    top, column, bounds, source = maximum  # bounds: m's output name -> X' column
+    if isinstance(left, exp.Table) or isinstance(source, exp.Table):  # a view: the same one
+        if not (isinstance(left, exp.Table) and isinstance(source, exp.Table)
+                and (left.catalog, left.db, left.name) == (source.catalog, source.db, source.name)):
+            return None
+    elif not _same_aggregate(x, source.this):
+        return None
+    if not _window_bounds(x, bounds.values()) or any(_projection(x, n) is None for n in [column, *bounds.values()]):
         return None
     renamed = {top: column, **bounds}  # m's columns -> a's
     if not _joined_on(join.args.get("on"), a, m, column, top, bounds):
@@ -93,14 +110,15 @@ def _rewritten(select: exp.Select) -> exp.Select | None:
     return rewritten
 
 
-def _maximum_per_window(body: exp.Select):
-    """(MAX's output name, the column it takes, {output name: grouping column}, X') for
-    ``SELECT MAX(c.n) AS top, c.ws, c.we FROM (X') AS c GROUP BY c.ws, c.we``, else None."""
+def _maximum_per_window(body: exp.Select, body_of):
+    """(MAX's output name, the column it takes, {output name: grouping column}, the FROM item:
+    X' or a view) for ``SELECT MAX(c.n) AS top, c.ws, c.we FROM (X') AS c GROUP BY c.ws, c.we``,
+    else None."""
     if any(body.args.get(c) for c in ("joins", "where", "having", "qualify", "distinct", "order", "limit",
                                        "offset", "with_", "windows")):
         return None
     source = body.args["from_"].this if body.args.get("from_") else None
-    if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Select):
+    if source is None or body_of(source) is None:
         return None
     c = source.alias_or_name
     keys = list(body.args["group"].expressions) if body.args.get("group") else []
@@ -119,7 +137,7 @@ def _maximum_per_window(body: exp.Select):
             return None
     if top is None or set(bounds.values()) != key_names or len(bounds) != 2:
         return None
-    return top, column, bounds, source.this
+    return top, column, bounds, source
 
 
 def _column_of(node, alias: str) -> bool:

@@ -203,7 +203,7 @@ class Planner:
         versioned: dict[int, TableDef | ViewDef] = {}  # FROM items with FOR SYSTEM_TIME AS OF
         hoist_window_inputs(query, self._inline_view)
         rewrite_group_windows(query)
-        query = rewrite_argmax_joins(query)
+        query = rewrite_argmax_joins(query, self._view_query)
         plan.query = query
         for select in list(query.find_all(exp.Select)):
             if select.args.get("match") is not None:
@@ -323,6 +323,17 @@ class Planner:
                 self.catalog.current_database = current
             view.columns = self._view_plans[view.name].columns
         return self._view_plans[view.name]
+
+    def _view_query(self, table: exp.Table) -> exp.Query | None:
+        """The query of the view ``table`` names (not resolved: its text as defined), else None."""
+        if tvf_of(table) is not None or not table.name:
+            return None
+        try:
+            name = object_name(table, self.catalog.current_database)
+            found = self._inline_views.get(name) or self.catalog.get(name)
+        except StreamsqlError:
+            return None
+        return found.query if isinstance(found, ViewDef) else None
 
     def _inline_view(self, body: exp.Query) -> str:
         """A subquery or CTE a window reads, as a view of this planner's own (its name)."""
