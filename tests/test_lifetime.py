@@ -52,6 +52,33 @@ def test_jvm_ends_with_its_streamsql_process(tmp_path, sig, group):
         assert job.returncode == 0 and "Job stopped." in err and "Traceback" not in err, err
 
 
+def test_an_accumulator_update_connection_broken_as_processes_stop_prints_nothing(capfd):
+    """PySpark's accumulator server (the driver's thread the JVM sends task updates to)
+    printed a traceback for a connection closed before its token came in, as a job's
+    processes stopped on a SIGTERM to their group; streamsql's session drops such a one
+    quietly (runtime.session.quiet_broken_updates). No JVM: PySpark's own server."""
+    import socket
+    import time
+
+    from pyspark.accumulators import _start_update_server
+
+    from streamsql.runtime.session import quiet_broken_updates
+
+    def broken_connection(quiet: bool) -> str:
+        server = _start_update_server("a-token", False)
+        if quiet:
+            quiet_broken_updates(server)
+        try:
+            socket.create_connection(server.server_address).close()
+            time.sleep(1.5)  # the server polls its connections every second
+        finally:
+            server.shutdown()
+        return capfd.readouterr().err
+
+    assert "is not correct" in broken_connection(quiet=False)  # PySpark's own behaviour
+    assert broken_connection(quiet=True) == ""
+
+
 @pytest.mark.spark
 def test_failing_udf_is_one_line_and_nothing_outlives_the_cli(tmp_path):
     """A UDF's error names the function, the exception and the row; --verbose adds the whole

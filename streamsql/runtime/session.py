@@ -80,11 +80,31 @@ def start_session(conf: dict[str, str], remote: str | None = None):
     session = builder.getOrCreate()
     if not remote:
         session.sparkContext.setLogLevel("ERROR")
+        quiet_broken_updates(getattr(session.sparkContext, "_accumulatorServer", None))
         from streamsql.runtime.shipping import runs_in_driver, ship_package
 
         if not runs_in_driver(conf.get("spark.master")):  # a cluster: its executors import this streamsql
             ship_package(session.sparkContext)
     return session
+
+
+def quiet_broken_updates(server) -> None:
+    """PySpark's accumulator server (a thread of the driver that the JVM sends task updates
+    to) prints a connection's traceback on stderr when it breaks: as a job stops on a
+    SIGTERM to its process group, a connection closed before its token came in printed "The
+    value of the provided token to the AccumulatorServer is not correct" under the job's
+    own last words. Such a broken connection (no token, a closed socket) is dropped quietly;
+    any other failure is printed as before."""
+    if server is None:
+        return
+    default = server.handle_error
+
+    def handle_error(request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], (ValueError, EOFError, ConnectionError)):
+            return
+        default(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def stop_session(session) -> None:
