@@ -49,10 +49,12 @@ def test_a_checkpoint_with_state_in_an_older_layout_is_not_resumed(tmp_path):
 RETIRING = "drops once the watermark has passed it"
 OVER = "OVER operator kept each bucket's history in one value"
 ARGMAX = "joined a window aggregate with its own maximum per window"
+TEMPORAL = "temporal join kept each bucket's versions in one value"
 
 
 @pytest.mark.parametrize("layout, concern, words", [(4, "retiring", RETIRING), (4, "over", OVER), (5, "over", OVER),
-                                                    (6, "over", OVER), (4, "argmax", ARGMAX), (7, "argmax", ARGMAX)])
+                                                    (6, "over", OVER), (4, "argmax", ARGMAX), (7, "argmax", ARGMAX),
+                                                    (4, "temporal", TEMPORAL), (8, "temporal", TEMPORAL)])
 def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its_state(tmp_path, layout, concern,
                                                                                        words):
     """Layout 4 kept a regular join's every row in an operator without event time; Spark
@@ -60,7 +62,9 @@ def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its
     watermark retire a side's rows is refused, in streamsql's words. Before layout 7 OVER
     kept a bucket's whole history in one value, which the operator no longer reads. Before
     layout 8 a window aggregate joined with its own maximum per window ran as a join, which
-    is now a window Top-N. Any other job resumes, and so does one with no operator state yet."""
+    is now a window Top-N. Before layout 9 the temporal join kept a bucket's versions in one
+    value, now in generations by key. Any other job resumes, and so does one with no
+    operator state yet."""
     state = job(tmp_path)
     state.save()
     saved_as(state, layout)
@@ -72,7 +76,7 @@ def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its
     message = error.value.message
     assert words in message and "STOP JOB" in message
     saved_as(state, STATE_LAYOUT)
-    state.check(retiring=True, over=True, argmax=True)
+    state.check(retiring=True, over=True, argmax=True, temporal=True)
 
 
 def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
@@ -85,6 +89,8 @@ def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     state.check(retiring=True)
     saved_as(state, 7)  # layout 7's OVER generations are layout 8's
     state.check(retiring=True, over=True)
+    saved_as(state, 8)  # layout 8's ranked argmax join is layout 9's
+    state.check(retiring=True, over=True, argmax=True)
     saved_as(state, STATE_LAYOUT + 1)
     with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
         state.check()

@@ -195,12 +195,6 @@ def test_a_changelog_s_rows_join_with_their_own_kinds():
                                                         ("-D", (3, None))]
 
 
-def test_rows_waiting_in_a_checkpoint_from_before_changelogs_are_inserts():
-    waiting = pd.DataFrame({"__k0": ["eur"], "__lt": [1000], "__l0": [1]})
-    assert tj.with_kinds(waiting)["__rowkind"].tolist() == ["+I"] and tj.with_kinds(None) is None
-    assert tj.with_kinds(waiting, tj.VERSION_KIND)[tj.VERSION_KIND].tolist() == ["+I"]
-
-
 def test_a_left_side_of_another_operator_s_inserts_keeps_the_join_insert_only():
     from streamsql.spark.stateful.chain import OverStage, compile_query
 

@@ -43,12 +43,17 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # 8: a window aggregate joined with its own maximum per window runs as a window Top-N
 #    (plan.argmax_join), other operators than the join it ran as before; a job of layouts
 #    4-7 without that shape resumes as it was.
-STATE_LAYOUT = 8
-BEFORE_RETIRING = 4  # the layout 8 reads as it is, unless the job has such a join, an OVER or an argmax join
-BEFORE_STALE_ROWS = 5  # the layout 8 reads as it is, unless the job has an OVER or an argmax join
-BEFORE_OVER_GENERATIONS = 6  # the layout 8 reads as it is, unless the job has an OVER or an argmax join
-BEFORE_ARGMAX_RANK = 7  # the layout 8 reads as it is, unless the job has an argmax join
-READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, BEFORE_ARGMAX_RANK, STATE_LAYOUT)
+# 9: the event-time temporal join keeps its versions in generations by key hash
+#    (spark.stateful.temporal_join); a job of layouts 4-8 without one resumes as it was.
+STATE_LAYOUT = 9
+# each earlier layout reads as it is, unless the job has what the layouts after it changed:
+BEFORE_RETIRING = 4  # a join the watermark retires, an OVER, an argmax join, a temporal join
+BEFORE_STALE_ROWS = 5  # an OVER, an argmax join or a temporal join
+BEFORE_OVER_GENERATIONS = 6  # an OVER, an argmax join or a temporal join
+BEFORE_ARGMAX_RANK = 7  # an argmax join or a temporal join
+BEFORE_TEMPORAL_GENERATIONS = 8  # a temporal join
+READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, BEFORE_ARGMAX_RANK,
+            BEFORE_TEMPORAL_GENERATIONS, STATE_LAYOUT)
 
 
 @dataclass
@@ -91,11 +96,13 @@ class JobState:
         another one, such as the late-rows table)."""
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
-    def check(self, retiring: bool = False, over: bool = False, argmax: bool = False) -> None:
+    def check(self, retiring: bool = False, over: bool = False, argmax: bool = False,
+              temporal: bool = False) -> None:
         """Raise when this state must not be resumed (see the module's docstring).
         ``retiring``: the query has a join whose side the watermark retires; ``over``: it
         has an OVER aggregate; ``argmax``: a join with a window aggregate's maximum per
-        window, ranked since layout 8 (plan.argmax_join)."""
+        window, ranked since layout 8 (plan.argmax_join); ``temporal``: an event-time
+        temporal join, its versions in generations since layout 9."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -117,13 +124,20 @@ class JobState:
                 f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
                 f" and the files it wrote ({self._output_pattern()})."
             )
-        if argmax and BEFORE_RETIRING <= layout < STATE_LAYOUT and self._has_state():
+        if argmax and BEFORE_RETIRING <= layout <= BEFORE_ARGMAX_RANK and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by an earlier streamsql, which joined a window"
                 f" aggregate with its own maximum per window where this one ranks each window's rows (a"
                 f" window Top-N): the operators and their state differ. Finish it with the streamsql that"
                 f" started it (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory"
                 f" ({self.directory}) and the files it wrote ({self._output_pattern()})."
+            )
+        if temporal and BEFORE_RETIRING <= layout <= BEFORE_TEMPORAL_GENERATIONS and self._has_state():
+            raise JobStateError(
+                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose temporal join kept"
+                f" each bucket's versions in one value, which this one keeps by key and cannot read. Finish it"
+                f" with the streamsql that started it (STOP JOB ... WITH DRAIN), or start afresh: delete its"
+                f" state directory ({self.directory}) and the files it wrote ({self._output_pattern()})."
             )
         if over and BEFORE_RETIRING <= layout <= BEFORE_OVER_GENERATIONS and self._has_state():
             raise JobStateError(

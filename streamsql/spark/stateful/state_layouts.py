@@ -8,8 +8,9 @@ theirs):
 - ``rows`` (GroupAggregate's 'rows' layout): typed rows, a ListState per table (one element
   per key, or per key and value), readable with Spark's state data source; every element
   is pickled on its way to and from the JVM, so it costs per key.
-- ``Tables`` (OVER, window Top-N and join, temporal join): the blob of a bucket's tables,
-  with an arrival counter.
+- ``Tables`` (window Top-N and join): the blob of a bucket's tables, with an arrival counter.
+- ``Pending`` (the temporal join's rows waiting for the watermark, bounded by it): the
+  blob of those rows, with the watermark of the bucket's last call.
 
 Shipped to Python workers by value with ``accumulate`` (pandas, pyarrow and pyspark only).
 """
@@ -25,8 +26,7 @@ from streamsql.spark.stateful import accumulate, state_bytes
 
 
 class Tables:
-    """A bucket's state for the operators that keep rows (OVER, window Top-N and join,
-    temporal join): one ValueState holding the bucket count, an arrival counter and each table as
+    """A bucket's state for the operators that keep rows (window Top-N and join): one ValueState holding the bucket count, an arrival counter and each table as
     Arrow IPC bytes (NULL for none). ``load`` gives (next_seq, tables), ``store`` takes them;
     a bucket with no table left is cleared."""
 
@@ -54,6 +54,31 @@ class Tables:
         else:
             self.state.update((self.plan["buckets"], int(next_seq),
                                *[state_bytes.to_bytes(t) if t is not None else None for t in tables]))
+
+
+class Pending:
+    """A bucket's rows waiting for the watermark, as one value with the watermark of the
+    bucket's last call (its operator's other state caught up to it: temporal_join). ``load``
+    gives (that watermark or None, the rows or None), ``store`` takes them."""
+
+    def __init__(self, handle, plan: dict, operator: str):
+        self.plan, self.operator = plan, operator
+        self.state = handle.getValueState("pending", T.StructType([
+            T.StructField("buckets", T.IntegerType(), False), T.StructField("watermark", T.LongType(), False),
+            T.StructField("rows", T.BinaryType(), True)]))
+
+    def load(self) -> tuple[int | None, pd.DataFrame | None]:
+        stored = self.state.get()
+        if stored is None:
+            return None, None
+        if stored[0] != self.plan["buckets"]:
+            raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks for "
+                             f"{self.plan['buckets']}: restart with the same count")
+        return stored[1], state_bytes.from_bytes(stored[2]) if stored[2] is not None else None
+
+    def store(self, watermark: int, rows: pd.DataFrame | None) -> None:
+        self.state.update((self.plan["buckets"], int(watermark),
+                           state_bytes.to_bytes(rows) if rows is not None else None))
 
 
 def make(handle, plan: dict):

@@ -18,6 +18,14 @@ row once the watermark passes its time (every version up to it has arrived by th
   changes' after-images and deletions;
 - a key keeps its latest version the watermark passed and every later one (older ones
   can match no row that is still to come); a NULL key never matches.
+
+The versions live in generations (``generations``, by the hash of the join keys, kept as
+one more key): a call reads and rewrites only the versions of the keys it brings (new
+versions, rows the watermark makes due), so a micro-batch costs what it brings, not the
+versioned table's size. A key's versions are pruned when they are read, to the watermark
+of the bucket's last call and then to this one's: the same versions the join would keep
+had it pruned every key at every call. The rows waiting for the watermark (bounded by it)
+are one value per bucket (``state_layouts.Pending``), with that last watermark.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.spark.stateful import accumulate, joining, state_layouts, transport
+from streamsql.spark.stateful import accumulate, generations, joining, state_layouts, transport
 from streamsql.spark.stateful.join import BUCKET, both_sides
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
@@ -47,7 +55,7 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
     deletions end a key's versions); ``join_type`` is InnerJoin or LeftOuterJoin."""
     if join_type not in ("InnerJoin", "LeftOuterJoin"):
         raise ValueError(f"a temporal join is an InnerJoin or a LeftOuterJoin, not {join_type!r}")
-    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets)
+    bucketed, plan, out = both_sides(left, right, keys, join_type, buckets, hash_key=True)
     plan.update(left_time=plan["left"][0], right_time=plan["right"][0])
     _ship_by_value()
     return transport.transform(bucketed, BUCKET, TemporalJoinProcessor(plan), out, "EventTime")
@@ -56,6 +64,13 @@ def temporal_join(left: DataFrame, right: DataFrame, keys: int, join_type: str,
 def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, next_seq: int,
            batch: pd.DataFrame):
     """(rows waiting, versions, next_seq) with a micro-batch of both sides added."""
+    new_rows, new_versions = arrivals(plan, batch)
+    new_versions = numbered(new_versions, next_seq)
+    return joining.appended(rows, new_rows), joining.appended(versions, new_versions), next_seq + len(new_versions)
+
+
+def arrivals(plan: dict, batch: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the micro-batch's left rows to join, its versions, not yet numbered)."""
     batch = joining.canonical_batch(plan, batch)
     side = batch[joining.SIDE].to_numpy()
     keys = plan["keys"]
@@ -64,22 +79,31 @@ def accept(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None,
     new_versions = batch.loc[side == 1, [ROWKIND] + keys + plan["right"]].rename(columns={ROWKIND: VERSION_KIND})
     known = (new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
              & (new_versions[VERSION_KIND] != "-U").to_numpy())  # an update's before-image is no version
-    new_versions = new_versions[known].assign(**{SEQ: np.arange(next_seq, next_seq + int(known.sum()))})
-    return joining.appended(rows, new_rows), joining.appended(versions, new_versions), next_seq + int(known.sum())
+    return new_rows, new_versions[known]
+
+
+def numbered(versions: pd.DataFrame, next_seq: int) -> pd.DataFrame:
+    """Versions with their arrival numbers from ``next_seq`` on."""
+    return versions.assign(**{SEQ: np.arange(next_seq, next_seq + len(versions), dtype="int64")})
 
 
 def fire(plan: dict, rows: pd.DataFrame | None, versions: pd.DataFrame | None, watermark: int):
     """(rows still waiting, versions kept, the joined rows of every row whose time the
     watermark passed)."""
-    left_time = plan["left_time"]
+    waiting, due = due_rows(plan, rows, watermark)
+    out = _match(plan, due, versions) if due is not None else _none(plan)
+    return waiting, _prune(plan, versions, watermark), out
+
+
+def due_rows(plan: dict, rows: pd.DataFrame | None, watermark: int):
+    """(the rows still waiting, those the watermark makes due), each None for none."""
     if rows is None:
-        return None, _prune(plan, versions, watermark), _none(plan)
+        return None, None
     # Flink's watermark trails Spark's by 1 ms: a row is due once Flink's reaches its time.
-    ready = rows[left_time].to_numpy(dtype="float64") < watermark
+    ready = rows[plan["left_time"]].to_numpy(dtype="float64") < watermark
     waiting = rows.loc[~ready].reset_index(drop=True)
     due = rows.loc[ready].reset_index(drop=True)
-    out = _match(plan, due, versions) if len(due) else _none(plan)
-    return (waiting if len(waiting) else None), _prune(plan, versions, watermark), out
+    return (waiting if len(waiting) else None), (due if len(due) else None)
 
 
 def next_time(plan: dict, rows: pd.DataFrame | None) -> int | None:
@@ -114,14 +138,6 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
     return out[[ROWKIND] + plan["left"] + plan["right"]]
 
 
-def with_kinds(rows: pd.DataFrame | None, column: str = ROWKIND) -> pd.DataFrame | None:
-    """Waiting rows (versions: ``column`` VERSION_KIND) with their kinds: a checkpoint written
-    before either side could be a changelog holds inserts without a kind column."""
-    if rows is None or column in rows.columns:
-        return rows
-    return rows.assign(**{column: "+I"})
-
-
 def _none(plan: dict) -> pd.DataFrame:
     """No joined rows, in the output's columns."""
     return pd.DataFrame({c: [] for c in [ROWKIND] + plan["left"] + plan["right"]})
@@ -151,32 +167,44 @@ class TemporalJoinProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = state_layouts.Tables(handle, self.plan, ["rows", "versions"], "temporal join")
+        self.pending = state_layouts.Pending(handle, self.plan, "temporal join")
+        self.versions = generations.Generations(handle, self.plan, ["versions"], "temporal join", store="_versions")
 
     def handleInputRows(self, key, rows, timerValues):
         batch = pd.concat(list(rows), ignore_index=True)
         batch.columns = self.plan["columns"] + [BUCKET]  # names with a leading '_' arrive renamed
-        next_seq, (waiting, versions) = self.state.load()
-        waiting, versions = with_kinds(waiting), with_kinds(versions, VERSION_KIND)
+        last, waiting = self.pending.load()
         before = next_time(self.plan, waiting)
-        waiting, versions, next_seq = accept(self.plan, waiting, versions, next_seq, batch)
+        new_rows, new_versions = arrivals(self.plan, batch)
         # Rows the watermark already passed (late ones) join at once, with the versions there are.
-        waiting, versions, out = fire(self.plan, waiting, versions, timerValues.getCurrentWatermarkInMs())
+        yield from self._fire(joining.appended(waiting, new_rows), new_versions, last,
+                              timerValues.getCurrentWatermarkInMs(), before)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        last, waiting = self.pending.load()
+        yield from self._fire(waiting, None, last, timerValues.getCurrentWatermarkInMs(), None)
+
+    def _fire(self, waiting, new_versions, last: int | None, watermark: int, before: int | None):
+        """Join the rows the watermark makes due with their keys' versions, the new ones
+        added; prune the versions read; the timer of the next row to come due."""
+        waiting, due = due_rows(self.plan, waiting, watermark)
+        wanted = [f[generations.HASH].to_numpy(dtype="int64") for f in (new_versions, due) if f is not None and len(f)]
+        out = None
+        if wanted:
+            next_seq, (versions,) = self.versions.load(np.concatenate(wanted))
+            if last is not None:  # as far as the bucket's last call pruned every key
+                versions = _prune(self.plan, versions, last)
+            if new_versions is not None and len(new_versions):
+                versions = joining.appended(versions, numbered(new_versions, next_seq))
+                next_seq += len(new_versions)
+            if due is not None:
+                out = _match(self.plan, due, versions)
+            self.versions.store(next_seq, [_prune(self.plan, versions, watermark)])
         upcoming = next_time(self.plan, waiting)
         if upcoming is not None and (before is None or upcoming < before):
             self.handle.registerTimer(upcoming)
-        self.state.store(next_seq, [waiting, versions])
-        if len(out):
-            yield out
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        next_seq, (waiting, versions) = self.state.load()
-        waiting, versions = with_kinds(waiting), with_kinds(versions, VERSION_KIND)
-        waiting, versions, out = fire(self.plan, waiting, versions, timerValues.getCurrentWatermarkInMs())
-        if waiting is not None:
-            self.handle.registerTimer(next_time(self.plan, waiting))
-        self.state.store(next_seq, [waiting, versions])
-        if len(out):
+        self.pending.store(watermark, waiting)
+        if out is not None and len(out):
             yield out
 
     def close(self) -> None:
@@ -186,4 +214,4 @@ class TemporalJoinProcessor(StatefulProcessor):
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, state_layouts, joining, sys.modules[__name__])
+    ship_by_value(accumulate, generations, state_layouts, joining, sys.modules[__name__])
