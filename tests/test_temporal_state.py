@@ -18,6 +18,7 @@ import pytest
 from streamsql.spark.stateful import generations
 from streamsql.spark.stateful import temporal_join as tj
 from tests.test_over_state import END, Handle, Times
+from tests.test_over_state import Operator as OverOperator
 
 COLUMNS = ["__side", "__rowkind", "__k0", "__lt", "__l0", "__rt", "__r0"]
 
@@ -41,8 +42,9 @@ def _batch(rows, poor):
     return out
 
 
-class Operator:
-    """One bucket of the temporal join: batches in, timers fired as the watermark passes them."""
+class Operator(OverOperator):
+    """One bucket of the temporal join: batches in, timers fired as the watermark passes them
+    (``advance``, as for OVER)."""
 
     def __init__(self, join_type, poor=False):
         self.plan, self.poor, self.handle = _plan(join_type), poor, Handle()
@@ -53,12 +55,6 @@ class Operator:
     def rows(self, rows, watermark):
         batch = _batch(rows, self.poor).assign(__bucket=0)
         self.out += list(self.processor.handleInputRows((0,), iter([batch]), Times(watermark)))
-
-    def advance(self, watermark):
-        due = sorted(t for t in self.handle.timers if t <= watermark)
-        if due:
-            self.handle.timers -= set(due)
-            self.out += list(self.processor.handleExpiredTimer((0,), Times(watermark), None))
 
     @property
     def generations(self):

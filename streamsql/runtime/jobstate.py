@@ -116,45 +116,31 @@ class JobState:
                 f" and the files it wrote ({self._output_pattern()})."
             )
         layout = saved.get("state_layout", 1)
-        if layout == BEFORE_RETIRING and retiring and self._has_state():
-            raise JobStateError(
-                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose join kept every"
-                f" row of the side this one drops once the watermark has passed it, and Spark cannot switch"
-                f" a checkpointed operator to event time. Finish it with the streamsql that started it"
-                f" (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory ({self.directory})"
-                f" and the files it wrote ({self._output_pattern()})."
-            )
-        if argmax and BEFORE_RETIRING <= layout <= BEFORE_ARGMAX_RANK and self._has_state():
-            raise JobStateError(
-                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql, which joined a window"
-                f" aggregate with its own maximum per window where this one ranks each window's rows (a"
-                f" window Top-N): the operators and their state differ. Finish it with the streamsql that"
-                f" started it (STOP JOB ... WITH DRAIN), or start afresh: delete its state directory"
-                f" ({self.directory}) and the files it wrote ({self._output_pattern()})."
-            )
-        if temporal and BEFORE_RETIRING <= layout <= BEFORE_TEMPORAL_GENERATIONS and self._has_state():
-            raise JobStateError(
-                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose temporal join kept"
-                f" each bucket's versions in one value, which this one keeps by key and cannot read. Finish it"
-                f" with the streamsql that started it (STOP JOB ... WITH DRAIN), or start afresh: delete its"
-                f" state directory ({self.directory}) and the files it wrote ({self._output_pattern()})."
-            )
-        if over and BEFORE_RETIRING <= layout <= BEFORE_OVER_GENERATIONS and self._has_state():
-            raise JobStateError(
-                f"{label}: job '{self.name}' was checkpointed by an earlier streamsql whose OVER operator kept"
-                f" each bucket's history in one value, which this one keeps by partition and cannot read."
-                f" Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
-                f" afresh: delete its state directory ({self.directory}) and the files it wrote"
-                f" ({self._output_pattern()})."
-            )
+        # (what the query has, the layouts an operator of it cannot resume, why)
+        changed = [
+            (retiring, BEFORE_RETIRING, BEFORE_RETIRING,
+             "whose join kept every row of the side this one drops once the watermark has passed it, and Spark"
+             " cannot switch a checkpointed operator to event time"),
+            (argmax, BEFORE_RETIRING, BEFORE_ARGMAX_RANK,
+             "whose plan joined a window aggregate with its own maximum per window where this one ranks each"
+             " window's rows (a window Top-N): the operators and their state differ"),
+            (temporal, BEFORE_RETIRING, BEFORE_TEMPORAL_GENERATIONS,
+             "whose temporal join kept each bucket's versions in one value, which this one keeps by key and"
+             " cannot read"),
+            (over, BEFORE_RETIRING, BEFORE_OVER_GENERATIONS,
+             "whose OVER operator kept each bucket's history in one value, which this one keeps by partition"
+             " and cannot read"),
+        ]
+        for concerned, first, last, why in changed:
+            if concerned and first <= layout <= last and self._has_state():
+                raise JobStateError(f"{label}: job '{self.name}' was checkpointed by an earlier streamsql {why}."
+                                    f" {self._finish_or_start_afresh()}")
         if layout not in READABLE and self._has_state():
             raise JobStateError(
                 f"{label}: job '{self.name}' was checkpointed by {'a later' if layout > STATE_LAYOUT else 'an earlier'}"
                 f" streamsql whose stateful operators"
                 f" laid out their state another way; resumed, they would start empty and its results would be"
-                f" wrong. Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start"
-                f" afresh: delete its state directory ({self.directory}) and the files it wrote"
-                f" ({self._output_pattern()})."
+                f" wrong. {self._finish_or_start_afresh()}"
             )
         if saved.get("mode") != self.mode:
             raise JobStateError(
@@ -203,6 +189,10 @@ class JobState:
         record = {"name": self.name, "target": str(self.table.name), "path": self.table.options.get("path"),
                   "fingerprint": self.fingerprint, "mode": self.mode, "state_layout": STATE_LAYOUT}
         write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
+
+    def _finish_or_start_afresh(self) -> str:
+        return (f"Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start afresh: delete"
+                f" its state directory ({self.directory}) and the files it wrote ({self._output_pattern()}).")
 
     def _has_state(self) -> bool:
         """Whether Spark's checkpoint holds operator state."""
