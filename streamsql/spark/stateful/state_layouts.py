@@ -26,8 +26,9 @@ from streamsql.spark.stateful import accumulate, state_bytes
 
 
 class Tables:
-    """A bucket's state for the operators that keep rows (window Top-N and join): one ValueState holding the bucket count, an arrival counter and each table as
-    Arrow IPC bytes (NULL for none). ``load`` gives (next_seq, tables), ``store`` takes them;
+    """A bucket's state for the operators that keep rows (window Top-N and join): one
+    ValueState holding the bucket count, an arrival counter and each table as Arrow IPC bytes
+    (NULL for none). ``load`` gives (next_seq, tables), ``store`` takes them;
     a bucket with no table left is cleared."""
 
     def __init__(self, handle, plan: dict, names: list[str], operator: str):
@@ -41,9 +42,7 @@ class Tables:
         stored = self.state.get()
         if stored is None:
             return 0, [None] * self.count
-        if stored[0] != self.plan["buckets"]:
-            raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks for "
-                             f"{self.plan['buckets']}: restart with the same count")
+        _check_buckets(stored[0], self.plan, self.operator)
         return stored[1], [state_bytes.from_bytes(b) if b is not None else None for b in stored[2:]]
 
     def store(self, next_seq: int, tables: list, keep_counter: bool = False) -> None:
@@ -71,9 +70,7 @@ class Pending:
         stored = self.state.get()
         if stored is None:
             return None, None
-        if stored[0] != self.plan["buckets"]:
-            raise ValueError(f"This checkpoint's {self.operator} state has {stored[0]} buckets, the query asks for "
-                             f"{self.plan['buckets']}: restart with the same count")
+        _check_buckets(stored[0], self.plan, self.operator)
         return stored[1], state_bytes.from_bytes(stored[2]) if stored[2] is not None else None
 
     def store(self, watermark: int, rows: pd.DataFrame | None) -> None:
@@ -85,9 +82,9 @@ def make(handle, plan: dict):
     return (RowsLayout if plan.get("layout") == "rows" else BlobLayout)(handle, plan)
 
 
-def _check_buckets(stored: int, plan: dict) -> None:
+def _check_buckets(stored: int, plan: dict, operator: str = "GroupAggregate") -> None:
     if stored != plan["buckets"]:
-        raise ValueError(f"This checkpoint's GroupAggregate state has {stored} buckets, "
+        raise ValueError(f"This checkpoint's {operator} state has {stored} buckets, "
                          f"the query asks for {plan['buckets']}: restart with the same count")
 
 
