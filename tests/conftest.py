@@ -16,6 +16,7 @@ import pytest
 from streamsql.catalog import Catalog
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.results import ResultWriter
+from tests import depth
 from tests.processes import SESSION_MARK, descendants, gone_within, marked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +26,15 @@ os.environ[SESSION_MARK] = SESSION = uuid.uuid4().hex  # inherited by all the se
 # compiler threads were about half of a JVM's CPU in a streamed test; on 2 cores the JVM-bound
 # test files took 333 s against 461 s. Results do not depend on it.
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, ["-XX:TieredStopAtLevel=1", os.environ.get("SPARK_SUBMIT_OPTS")]))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--thorough", action="store_true",
+                     help="run the randomized model tests at full depth (tests/depth.py); the README's test command does")
+
+
+def pytest_configure(config):
+    depth.THOROUGH = config.getoption("--thorough")
 
 
 def pytest_sessionfinish(session):

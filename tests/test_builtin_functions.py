@@ -74,8 +74,21 @@ def test_unsupported_builtin_is_named_with_its_position():
     with pytest.raises(ValidationError) as caught:
         plan("SELECT i,\n  CURRENT_WATERMARK(ts) FROM t")
     assert caught.value.message == "Built-in function CURRENT_WATERMARK is not supported: Spark does not expose the watermark to expressions"
-    assert caught.value.position == Position(3, 21)
+    assert caught.value.position == Position(3, 3)  # the function's name
 
+
+
+@pytest.mark.parametrize("join", [", LATERAL TABLE(split_words(s)) AS w(word)",
+                                  " LEFT JOIN LATERAL TABLE(split_words(s)) AS w(word) ON TRUE"])
+def test_a_table_function_call_is_refused_naming_it_and_unnest(join):
+    """Flink's LATERAL TABLE(f(..)) calls a user-defined table function; streamsql has none:
+    one message at TABLE, naming the call and UNNEST, not a missing function 'TABLE'."""
+    with pytest.raises(ValidationError) as caught:
+        plan(f"SELECT s, word\n  FROM t{join}")
+    assert caught.value.message.startswith("LATERAL TABLE(split_words(...)) calls a table function")
+    assert "CROSS JOIN UNNEST(column)" in caught.value.message
+    column = len("  FROM t") + join.index("TABLE") + 1
+    assert caught.value.position == Position(3, column)
 
 def test_unsupported_form_is_refused_at_plan_time():
     with pytest.raises(ValidationError, match="FLOOR\\(... TO WEEK\\) is not supported"):

@@ -327,6 +327,7 @@ except CatalogError as error:
 """
 
 
+@pytest.mark.spark  # starts a process
 def test_two_processes_creating_the_same_table_one_wins(tmp_path):
     go = tmp_path / "go"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -348,6 +349,7 @@ def test_two_processes_creating_the_same_table_one_wins(tmp_path):
 
 # -- the command line ------------------------------------------------------------------
 
+@pytest.mark.spark  # starts a process
 def test_cli_reports_each_broken_file_once_and_runs(tmp_path):
     cat = broken_catalog(tmp_path)
     env = dict(os.environ, STREAMSQL_CATALOG=str(cat))
@@ -365,6 +367,7 @@ def test_cli_reports_each_broken_file_once_and_runs(tmp_path):
     assert f"its catalog file {cat / 'demo' / 'zeta.sql'} does not load" in failed.stderr
 
 
+@pytest.mark.spark  # starts a process
 def test_shell_reports_at_start_and_never_overwrites(tmp_path):
     """The shell session of the bug report: the first error must not leave the catalog half-loaded."""
     pexpect = pytest.importorskip("pexpect")

@@ -19,6 +19,7 @@ def streamsql(*args: str, cwd=None, catalog=None) -> subprocess.CompletedProcess
     return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.spark  # starts a process
 def test_parse_error_exits_nonzero_before_spark(tmp_path):
     script = write(tmp_path / "bad.sql", "CREATE TEMPORARY TABLE t (a INT) WITH ('connector' = 'blackhole');\nSELECT a FROM t WHERE (a = 1;\n")
     result = streamsql("run", str(script), cwd=tmp_path)
@@ -31,6 +32,7 @@ def test_parse_error_exits_nonzero_before_spark(tmp_path):
     ]
 
 
+@pytest.mark.spark  # starts a process
 def test_unknown_column_names_its_position(tmp_path):
     result = streamsql("run", "-e", "SELECT nope FROM demo.bid", cwd=tmp_path, catalog=ROOT / "catalog")
     assert result.returncode == 1
@@ -38,6 +40,7 @@ def test_unknown_column_names_its_position(tmp_path):
     assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
 
 
+@pytest.mark.spark  # starts a process
 def test_missing_script(tmp_path):
     result = streamsql("run", str(tmp_path / "nope.sql"), cwd=tmp_path)
     assert result.returncode == 1

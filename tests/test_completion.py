@@ -22,6 +22,7 @@ from streamsql.shell.suggest import (
     statement_tables,
     suggest_type,
 )
+from tests import depth
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,5 +188,5 @@ def test_the_snapshot_of_a_real_catalog(tmp_path):
 def test_every_prefix_of_real_statements_completes_without_error(script):
     text = script.read_text()
     completer = FlinkCompleter(lambda: FAKE)
-    for end in range(0, len(text), 3):
+    for end in range(0, len(text), depth.pick(7, 3)):
         complete(text[:end], text[end:], completer)

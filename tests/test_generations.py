@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from streamsql.spark.stateful import generations, ranking
+from tests import depth
 
 
 class Value:
@@ -123,7 +124,7 @@ def test_changes_equal_a_fold_over_the_whole_state(rowkind, local, poor):
     rng = random.Random(7 + rowkind + 2 * local + 4 * poor)
     both = Both(poor=poor, limit=2, rowkind=rowkind)
     live: list[tuple] = []
-    for step in range(30):
+    for step in range(depth.pick(12, 30)):
         rows = []
         for _ in range(rng.randint(1, 30)):
             if rowkind and live and rng.random() < 0.25:
@@ -183,7 +184,7 @@ def test_changes_equal_a_fold_when_keys_come_back_from_every_generation(rowkind)
     both = Both(limit=2, rowkind=rowkind)
     live: list[tuple] = []
     kept = rewritten = 0
-    for step in range(25):
+    for step in range(depth.pick(10, 25)):
         rows = []
         for _ in range(700):
             if rowkind and live and rng.random() < 0.2:
@@ -311,7 +312,7 @@ def test_group_aggregate_changes_equal_a_fold_over_the_whole_state(poor):
     rng = random.Random(3 + poor)
     both = BothAggregates(poor)
     live: list[tuple] = []
-    for step in range(40):
+    for step in range(depth.pick(10, 40)):
         rows = []
         for _ in range(rng.randint(1, 25)):
             if live and rng.random() < 0.3:
@@ -326,11 +327,12 @@ def test_group_aggregate_changes_equal_a_fold_over_the_whole_state(poor):
 
 
 def test_a_micro_batch_reads_only_the_distinct_pairs_it_brings():
-    """One key with 20 micro-batches of 600 new values each, then a micro-batch bringing two
-    of the old values and a new one: it reads the generations of the key and of the two
-    values, not all 20, and COUNT(DISTINCT) moves by one."""
+    """One key with 8 (--thorough: 20) micro-batches of 600 new values each, then a
+    micro-batch bringing two of the old values and a new one: it reads the generations of
+    the key and of the two values, not all of them, and COUNT(DISTINCT) moves by one."""
     both = BothAggregates()
-    for step in range(20):
+    batches = depth.pick(8, 20)
+    for step in range(batches):
         both.fold(_aggregate_batch([("+I", 1, None, "a", step * 1000 + j, None, None) for j in range(600)]))
     reads = both.store.generations.reads
     reads.clear()
@@ -341,8 +343,8 @@ def test_a_micro_batch_reads_only_the_distinct_pairs_it_brings():
     assert len(set(reads)) <= 3, reads  # the key's (the newest), and the two old values' (first and sixth)
     _, (acc, *multisets) = loaded[0]
     w = both.hashed["multisets"].index(("w", None, "int"))
-    assert len(acc) == 1 and sorted(multisets[w]["__v"]) == [3, 5003]  # not the key's 12,000 values
-    assert list(out["ws"]) == [12_000, 12_001]
+    assert len(acc) == 1 and sorted(multisets[w]["__v"]) == [3, 5003]  # not all of the key's values
+    assert list(out["ws"]) == [batches * 600, batches * 600 + 1]
 
 
 def test_a_key_dropped_by_the_ttl_comes_back_with_its_distinct_values_forgotten():
@@ -401,7 +403,8 @@ def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, mon
     stores = side_stores(handle, hashed)
     left = right = None
     live: tuple[list, list] = ([], [])
-    for step in range(40):
+    steps = depth.pick(16, 40)
+    for step in range(steps):
         rows = []
         for _ in range(rng.randint(1, 20)):
             retracting = [index for index in (0, 1) if retracts[index] and live[index]]
@@ -422,8 +425,8 @@ def test_join_changes_equal_a_fold_over_the_whole_state(join_type, retracts, mon
     for index, name in enumerate(("left", "right")):
         if LOOKED_UP[join_type, retracts][index]:  # looked up: its generations are never rewritten
             kept = [g for (g,) in sorted(handle.states[f"generations_{name}"].entries)]
-            fewest = (10, 5)[index]  # (the right side brings about 30 % of the rows)
-            assert kept == list(range(1, len(kept) + 1)) and fewest < len(kept) < 35, kept  # none dropped, some added to
+            fewest = (steps // 4, steps // 8)[index]  # (the right side brings about 30 % of the rows)
+            assert kept == list(range(1, len(kept) + 1)) and fewest < len(kept) < steps - 5, kept  # none dropped, some added to
             sizes = [rows for rows, _ in stores[index].info.rows.values()]
             assert all(size >= 12 for size in sizes[:-1]), sizes
 
@@ -450,7 +453,7 @@ def test_distinct_pairs_of_a_null_group_key_and_decimal_values():
     assert hashed["paired"] == [0, 1]
     state, whole = store(Handle(), hashed), None
     rng = random.Random(5)
-    for step in range(30):
+    for step in range(depth.pick(12, 30)):
         rows = [(rng.choice([None, "a", "bb"]), rng.choice([None, 1, 2, 3]), rng.choice([None, Decimal("1.50"), Decimal("2.25")]))
                 for _ in range(rng.randint(1, 8))]
         batch = pd.DataFrame(rows, columns=["g", "x", "d"]).astype({"x": "Int64"})

@@ -16,6 +16,7 @@ import pytest
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.stateful import generations, joining
 from streamsql.spark.stateful.chain import JoinStage
+from tests import depth
 from tests.conftest import write
 from tests.test_generations import Handle, _plain
 from tests.test_stateful_chain import stages, streamed_and_batch
@@ -131,7 +132,7 @@ def test_rows_the_watermark_passed_go_and_the_matches_stay_the_same(monkeypatch)
     left = right = None
     total = 0
     watermark = 0
-    for step in range(60):
+    for step in range(depth.pick(25, 60)):
         fired_from, watermark = watermark, watermark + rng.choice((0, 50, 100))
         rows = [(0, rng.randint(0, 3), watermark + rng.randint(-80, 150)) for _ in range(rng.randint(5, 25))]
         rows += [(1, rng.randint(0, 3), end) for end in range(fired_from + 10, watermark + 1, 10)]  # fired windows

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from streamsql.spark.stateful import joining
+from tests import depth
 
 KINDS = {"__k0": "object", "__l0": "int", "__l1": "object", "__r0": "int"}
 
@@ -82,7 +83,7 @@ def _plain(value):
 @pytest.mark.parametrize("residual", list(RESIDUALS))
 @pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin", "RightOuterJoin", "FullOuterJoin",
                                        "LeftSemiJoin", "LeftAntiJoin"])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", depth.seeds(1, 4))
 def test_changelog_applied_equals_the_join_after_every_batch(join_type, seed, residual):
     rng = random.Random(seed)
     plan = _plan(join_type, residual)
@@ -159,7 +160,7 @@ def _random_changes(rng, left: Counter, right: Counter, new_row) -> list[tuple[i
     return changes
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", depth.seeds(2, 6))
 def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(seed):
     rng = random.Random(seed)
     plan = dict(_plan("LeftAntiJoin"), residual=joining.NULL_AWARE)
@@ -178,7 +179,7 @@ def test_not_in_s_null_aware_anti_join_applied_equals_not_in_after_every_batch(s
         assert applied == _not_in(left, right)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", depth.seeds(2, 6))
 def test_a_correlated_not_in_is_null_aware_among_each_key_s_subquery_rows(seed):
     """``l.k NOT IN (SELECT r.k .. WHERE r.c = l.c)``: the second key ``c`` chooses the
     subquery rows a left row is compared with (none for a NULL ``c``); random changes to

@@ -97,6 +97,7 @@ def test_failing_udf_is_one_line_and_nothing_outlives_the_cli(tmp_path):
     assert "Traceback" in err and "return len(s) // c" in err and "org.apache.spark" in err, err  # --verbose: all of it
 
 
+@pytest.mark.spark  # starts a process
 def test_session_mark_reaches_the_processes_a_test_starts():
     """The end-of-session check finds leftovers by the mark they inherit: it must be there.
     Popen returns once the exec is past its point of no return, a moment before the kernel

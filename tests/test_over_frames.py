@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from streamsql.spark.stateful import over_frames
+from tests import depth
 
 CALLS = [("COUNT", None), ("COUNT", "x"), ("SUM", "x"), ("AVG", "x"), ("MIN", "x"), ("MAX", "x"), ("MAX", "f")]
 
@@ -106,7 +107,7 @@ def _random_batches(rng, count: int, rows: int, step: int, spread: tuple[int, in
 
 @pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", 0), ("ROWS", None), ("RANGE", 3000),
                                              ("RANGE", None), ("RANGE", 0)])
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", depth.seeds(1, 3, first=1))
 def test_frames_match_a_row_by_row_reference(unit, preceding, seed):
     rng = random.Random(seed)
     batches = _random_batches(rng, 6, 12, 4, (-6, 4), ["a", "b", "c", None], lambda: rng.choice([None, rng.random()]))
@@ -240,7 +241,7 @@ def _value_reference(rows, plan):
 
 
 @pytest.mark.parametrize("unit, preceding", [("ROWS", None), ("RANGE", None), ("ROWS", 2), ("RANGE", 3000)])
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", depth.seeds(2, 4, first=1))
 def test_lag_first_and_last_value_match_flinks_row_by_row_semantics(unit, preceding, seed):
     """Equal times (peers) and NULL values are frequent, rows come in several micro-batches (the
     rows LAG reaches back to are in the state), some late."""
@@ -332,7 +333,7 @@ def test_flinks_spread_reference_is_what_flink_printed():
 
 
 @pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", None), ("RANGE", 3000), ("RANGE", None)])
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", depth.seeds(1, 3, first=1))
 @pytest.mark.parametrize("offset", [0, 10**9])
 def test_stddev_and_variance_over_frames_are_flinks_expansion(unit, preceding, seed, offset):
     """Integers near 10**9 overflow an INT's square and a BIGINT's sum of squares: Flink's

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from streamsql.spark.stateful import over, over_frames
+from tests import depth
 from tests.test_generations import Handle as StateHandle
 from tests.test_over_frames import _accepted, _plain, _plan, _random_batches, _reference
 
@@ -89,7 +90,7 @@ def _fed(operator, batches, delay):
 @pytest.mark.parametrize("unit, preceding", [("ROWS", 2), ("ROWS", 0), ("ROWS", None), ("RANGE", 3000),
                                              ("RANGE", None)])
 @pytest.mark.parametrize("poor", [False, True])
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", depth.seeds(1, 2, first=1))
 def test_rows_emitted_from_generations_match_a_row_by_row_reference(unit, preceding, poor, seed):
     rng = random.Random(seed)
     keys = [f"p{i}" for i in range(12)] + [None]

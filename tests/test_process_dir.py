@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from streamsql.runtime import process_dir as pd
 from tests.conftest import ROOT
 
@@ -34,6 +36,7 @@ def _ours(tmp: Path) -> list[str]:
     return sorted(p.name for p in tmp.iterdir())
 
 
+@pytest.mark.spark  # starts a process
 def test_a_process_s_directory_is_removed_at_exit_and_after_a_kill_by_the_next(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()

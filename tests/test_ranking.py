@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from streamsql.spark.stateful import ranking
+from tests import depth
 
 
 def plan(limit=2, rank="rn", order=(("price", True),), partition=("auction",), rowkind=False, later_wins=False):
@@ -86,7 +87,7 @@ def test_changelog_applied_equals_a_plain_top_n(rank, limit, rowkind):
     live: list[tuple] = []  # (arrival, auction, price, name): what the input holds
     table: Counter = Counter()
     state, seq, arrival = None, 0, 0
-    for _ in range(30):
+    for _ in range(depth.pick(12, 30)):
         rows = []
         for _ in range(rng.randint(1, 8)):
             if rowkind and live and rng.random() < 0.3:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from streamsql.runtime.shipping import PACKAGE, package_zip, runs_in_driver
 
 
@@ -17,6 +19,7 @@ def test_local_masters_run_in_the_driver_others_ship():
     assert not runs_in_driver("yarn") and not runs_in_driver("k8s://https://host:6443")
 
 
+@pytest.mark.spark  # starts a process
 def test_the_zip_holds_the_package_and_imports_from_anywhere(tmp_path):
     archive = package_zip(tmp_path)
     with zipfile.ZipFile(archive) as z:

@@ -19,6 +19,7 @@ from streamsql.spark.stateful import generations
 from streamsql.spark.stateful import temporal_join as tj
 from tests.test_over_state import END, Handle, Times
 from tests.test_over_state import Operator as OverOperator
+from tests import depth
 
 COLUMNS = ["__side", "__rowkind", "__k0", "__lt", "__l0", "__rt", "__r0"]
 
@@ -108,7 +109,7 @@ def _random_batches(rng, count, size, keys):
 
 @pytest.mark.parametrize("join_type", ["InnerJoin", "LeftOuterJoin"])
 @pytest.mark.parametrize("poor", [False, True])
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", depth.seeds(1, 2, first=1))
 def test_rows_joined_from_generations_match_the_join_over_the_whole_state(join_type, poor, seed):
     rng = random.Random(seed)
     keys = [f"k{i}" for i in range(15)] + [None]

@@ -75,6 +75,7 @@ def test_thrift_flag():
     assert build_parser().parse_args(["serve", "--thrift", "10123", "--port", "15003"]).thrift == 10123
 
 
+@pytest.mark.spark  # starts a process
 def test_a_port_in_use_is_refused_before_spark_starts(tmp_path):
     import socket
 
@@ -89,6 +90,7 @@ def test_a_port_in_use_is_refused_before_spark_starts(tmp_path):
     assert f"Port {port} is already in use" in err
 
 
+@pytest.mark.spark  # starts a process
 def test_one_port_for_both_servers_is_refused_before_spark_starts(tmp_path):
     port = free_port()
     server = streamsql(tmp_path / "catalog", "serve", "--thrift", str(port), "--port", str(port),

@@ -142,6 +142,7 @@ print(json.dumps({"loaded": loaded, "declared": handle.declared, "out": outs}, d
 """
 
 
+@pytest.mark.spark  # starts a process
 def test_the_driver_declares_an_operators_state_without_loading_it(tmp_path):
     """Spark runs a processor's init in a Python process of the driver to learn its state: the
     wrapper declares it from what was recorded, without unpickling the operator (and pandas);
@@ -191,6 +192,7 @@ print(json.dumps({"before": before, "first": first, "then": gc.get_freeze_count(
 """
 
 
+@pytest.mark.spark  # starts a process
 def test_a_worker_freezes_its_heap_once():
     """Spark's Python worker runs a full gc.collect() after every task; the objects a worker
     holds when its first rows come are frozen out of the collector's sight, once: what later
