@@ -117,6 +117,57 @@ def test_datagen_sequences_and_ranges(run):
     assert rows == [["500", "1", "500", "1", "5", "true", "6", "6", "0"]]
 
 
+def test_datagen_generates_arrays_maps_rows_and_bytes_by_flinks_nested_options():
+    """Without Spark: an ARRAY's and a MAP's rows hold ``length`` elements (default 3), a MAP a
+    key repeated in a row once; what they hold, and a ROW's fields, take the options of
+    ``fields.<column>.element`` / ``.key`` / ``.value`` / ``.<field>``."""
+    from pyspark.sql import types as T
+
+    from streamsql.runtime.generators.datagen import DatagenSpec
+    from streamsql.runtime.generators.datagen import generate as generate_rows
+
+    schema = T.StructType([
+        T.StructField("a", T.ArrayType(T.IntegerType())), T.StructField("d", T.ArrayType(T.LongType())),
+        T.StructField("m", T.MapType(T.BooleanType(), T.StringType())),
+        T.StructField("r", T.StructType([T.StructField("f", T.IntegerType()), T.StructField("s", T.ArrayType(T.StringType()))])),
+        T.StructField("b", T.BinaryType()),
+    ])
+    options = {"fields.a.length": "5", "fields.a.element.min": "10", "fields.a.element.max": "12", "fields.a.null-rate": "0.5",
+               "fields.m.length": "4", "fields.m.value.length": "2", "fields.r.f.min": "-1", "fields.r.f.max": "1",
+               "fields.r.s.element.length": "7", "fields.r.s.element.null-rate": "1", "fields.r.null-rate": "0.25",
+               "fields.b.length": "6"}
+    rows = pa.Table.from_batches(list(generate_rows(DatagenSpec.from_options(options, schema), 0, 2000))).to_pylist()
+    arrays = [row["a"] for row in rows if row["a"] is not None]
+    assert 800 < len(arrays) < 1200 and all(len(a) == 5 and set(a) <= {10, 11, 12} for a in arrays)
+    assert {len(a) for a in arrays} == {5} and {v for a in arrays for v in a} == {10, 11, 12}
+    assert {len(row["d"]) for row in rows} == {3}  # the default length
+    maps = [dict(row["m"]) for row in rows]
+    assert {len(m) for m in maps} == {1, 2} and all(len(v) == 2 for m in maps for v in m.values())  # 4 draws of 2 keys
+    structs = [row["r"] for row in rows if row["r"] is not None]
+    assert 1300 < len(structs) < 1700 and {r["f"] for r in structs} == {-1, 0, 1}
+    assert all(r["s"] == [None, None, None] for r in structs)
+    assert {len(row["b"]) for row in rows} == {6} and len({row["b"] for row in rows}) == 2000
+    again = pa.Table.from_batches(list(generate_rows(DatagenSpec.from_options(options, schema), 1990, 2000))).to_pylist()
+    assert again == rows[1990:]  # a row's values depend on its number only
+
+
+@pytest.mark.spark
+def test_datagen_nested_columns_through_spark(run):
+    rows = run.rows("""
+        CREATE TEMPORARY TABLE g (id BIGINT, tags ARRAY<INT>, attrs MAP<STRING, DOUBLE>,
+                                  r ROW<f INT, names ARRAY<STRING>>, b BYTES)
+        WITH ('connector' = 'datagen', 'number-of-rows' = '300',
+              'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300',
+              'fields.tags.length' = '4', 'fields.tags.element.min' = '10', 'fields.tags.element.max' = '20',
+              'fields.attrs.key.length' = '12', 'fields.attrs.value.min' = '0', 'fields.attrs.value.max' = '1',
+              'fields.r.f.min' = '-3', 'fields.r.f.max' = '3', 'fields.r.names.length' = '2',
+              'fields.r.names.element.length' = '5', 'fields.b.length' = '8', 'fields.r.null-rate' = '0.5');
+        SELECT COUNT(*), MIN(CARDINALITY(tags)), MAX(CARDINALITY(tags)), MIN(tags[1]) >= 10, MAX(tags[4]) <= 20,
+               MIN(CARDINALITY(attrs)), MAX(CHAR_LENGTH(r.names[2])), COUNT(r) BETWEEN 100 AND 200,
+               MIN(r.f) >= -3 AND MAX(r.f) <= 3, COUNT(b) FROM g""")
+    assert rows == [["300", "4", "4", "true", "true", "3", "5", "true", "true", "300"]]
+
+
 def test_datagen_rejects_unknown_field(run):
     with pytest.raises(ConnectorError, match="'fields.nope.kind' names no column"):
         run.rows("CREATE TEMPORARY TABLE g (x INT) WITH ('connector' = 'datagen', 'fields.nope.kind' = 'random')")

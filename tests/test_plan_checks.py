@@ -270,6 +270,26 @@ def test_bad_datagen_option_values(plan, options, message):
         plan(f"CREATE TABLE g (a BIGINT) WITH ({options})")
 
 
+def test_datagen_options_of_nested_columns_are_checked(plan):
+    plan("CREATE TABLE g (a ARRAY<INT>, m MAP<STRING, ARRAY<INT>>, r ROW<f INT>) WITH ('connector' = 'datagen',"
+         " 'fields.a.length' = '2', 'fields.a.element.max' = '9', 'fields.m.key.length' = '3',"
+         " 'fields.m.value.element.min' = '1', 'fields.r.f.min' = '0')")
+    refused = {
+        "(a ARRAY<INT>) WITH ('connector' = 'datagen', 'fields.a.elements.max' = '9')":
+            "option 'fields.a.elements.max' names no column .*inside an ARRAY 'element'",
+        "(r ROW<f INT>) WITH ('connector' = 'datagen', 'fields.r.g.min' = '0')": "option 'fields.r.g.min' names no column",
+        "(a ARRAY<INT>) WITH ('connector' = 'datagen', 'fields.a.kind' = 'sequence')":
+            "option 'fields.a.kind': a sequence generates the numbers or strings of a top-level column, not ARRAY<INT>",
+        "(r ROW<f INT>) WITH ('connector' = 'datagen', 'fields.r.f.kind' = 'sequence')": ".*not INT values inside a column",
+        "(m MAP<ARRAY<INT>, INT>) WITH ('connector' = 'datagen')": "datagen cannot generate column 'm': the keys of MAP<ARRAY<INT>, INT> must be a plain type",
+        "(t TIME) WITH ('connector' = 'datagen')": "datagen cannot generate column 't' of type TIME",
+        "(r ROW<t TIME>) WITH ('connector' = 'datagen')": "datagen cannot generate the r.t values of column 'r' of type TIME",
+    }
+    for columns, message in refused.items():
+        with pytest.raises(ConnectorError, match=f"Table 'g': {message}"):
+            plan(f"CREATE TABLE g {columns}")
+
+
 @pytest.mark.parametrize(
     "option, message",
     [

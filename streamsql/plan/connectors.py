@@ -84,6 +84,9 @@ CONNECTORS = {
 # Columns of a 'nexmark' table: Nexmark's event schema (ddl_gen.sql), nested ROWs by kind.
 NEXMARK_COLUMNS = ("event_type", "person", "auction", "bid")
 DATAGEN_FIELD_OPTIONS = {"kind", "min", "max", "max-past", "length", "var-len", "start", "end", "null-rate"}
+DATAGEN_SEQUENCES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "text", "varchar", "char")
+DATAGEN_TYPES = (*DATAGEN_SEQUENCES, "boolean", "timestamp", "timestampltz", "date", "binary", "varbinary", "array", "map",
+                 "struct")
 KAFKA = ("kafka", "upsert-kafka")
 JDBC_DRIVERS = {"org.postgresql.Driver"}
 # URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
@@ -158,24 +161,49 @@ def _check_nexmark(table: TableDef) -> None:
 
 
 def _check_datagen(table: TableDef) -> None:
-    columns = {c.name for c in table.physical_columns}
+    paths = dict(path for column in table.physical_columns for path in _datagen_paths(column.name, column.type))
     for key, value in table.options.items():
         if not key.startswith("fields."):
             continue
-        column, _, option = key[len("fields."):].rpartition(".")
-        if column not in columns:
-            raise ConnectorError(f"Table '{table.name.name}': option '{key}' names no column (columns: {_listing(columns)})")
+        path, _, option = key[len("fields."):].rpartition(".")
+        if path not in paths:
+            raise ConnectorError(f"Table '{table.name.name}': option '{key}' names no column"
+                                 f" (columns: {_listing({c.name for c in table.physical_columns})}; inside an ARRAY"
+                                 " 'element', a MAP 'key' and 'value', a ROW its fields' names)")
         if option not in DATAGEN_FIELD_OPTIONS:
             raise ConnectorError(
                 f"Table '{table.name.name}': unsupported option '{key}' (per field: {_listing(DATAGEN_FIELD_OPTIONS)})"
             )
         if option == "kind" and value not in ("random", "sequence"):
             raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'random' or 'sequence', not '{value}'")
-    for column in table.physical_columns:
-        if column.type.is_type("array", "map", "struct", "binary", "varbinary"):
-            raise ConnectorError(
-                f"Table '{table.name.name}': datagen cannot generate column '{column.name}' of type {type_name(column.type)}"
-            )
+        if option == "kind" and value == "sequence" and (not paths[path].is_type(*DATAGEN_SEQUENCES) or "." in path):
+            raise ConnectorError(f"Table '{table.name.name}': option '{key}': a sequence generates the numbers or"
+                                 f" strings of a top-level column, not {type_name(paths[path])}"
+                                 f"{' values inside a column' if '.' in path else ''}")
+    for path, dtype in paths.items():
+        column = path.split(".")[0]
+        cannot = f"Table '{table.name.name}': datagen cannot generate"
+        if not dtype.is_type(*DATAGEN_TYPES):
+            inside = f"the {path} values of " if path != column else ""
+            raise ConnectorError(f"{cannot} {inside}column '{column}' of type {type_name(dtype)}")
+        if dtype.is_type("map") and dtype.expressions[0].is_type("array", "map", "struct"):
+            raise ConnectorError(f"{cannot} column '{column}': the keys of {type_name(dtype)} must be a plain type,"
+                                 f" not {type_name(dtype.expressions[0])}")
+
+
+def _datagen_paths(path: str, dtype):
+    """(the option path, the type) of a datagen column and of what it holds, as Flink names
+    them in 'fields.<path>.<option>': an ARRAY's 'element', a MAP's 'key' and 'value', a ROW's
+    fields by name."""
+    yield path, dtype
+    if dtype.is_type("array"):
+        yield from _datagen_paths(f"{path}.element", dtype.expressions[0])
+    elif dtype.is_type("map"):
+        yield from _datagen_paths(f"{path}.key", dtype.expressions[0])
+        yield from _datagen_paths(f"{path}.value", dtype.expressions[1])
+    elif dtype.is_type("struct"):
+        for member in dtype.expressions:
+            yield from _datagen_paths(f"{path}.{member.name}", member.args["kind"])
 
 
 def is_bounded(table: TableDef) -> bool:
