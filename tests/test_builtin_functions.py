@@ -77,7 +77,6 @@ def test_unsupported_builtin_is_named_with_its_position():
     assert caught.value.position == Position(3, 3)  # the function's name
 
 
-
 @pytest.mark.parametrize("join", [", LATERAL TABLE(split_words(s)) AS w(word)",
                                   " LEFT JOIN LATERAL TABLE(split_words(s)) AS w(word) ON TRUE"])
 def test_a_table_function_call_is_refused_naming_it_and_unnest(join):
@@ -89,6 +88,7 @@ def test_a_table_function_call_is_refused_naming_it_and_unnest(join):
     assert "CROSS JOIN UNNEST(column)" in caught.value.message
     column = len("  FROM t") + join.index("TABLE") + 1
     assert caught.value.position == Position(3, column)
+
 
 def test_unsupported_form_is_refused_at_plan_time():
     with pytest.raises(ValidationError, match="FLOOR\\(... TO WEEK\\) is not supported"):

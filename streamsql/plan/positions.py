@@ -19,10 +19,13 @@ def start_position(node: exp.Expression | None) -> Position | None:
 def _token_position(node: exp.Expression) -> Position | None:
     if isinstance(node, exp.Identifier):
         return identifier_position(node)
-    if isinstance(node, exp.Func) and {"line", "col", "start", "end"} <= node.meta.keys():  # its name
-        return Position(node.meta["line"], max(1, node.meta["col"] - (node.meta["end"] - node.meta["start"])))
-    if isinstance(node, exp.Literal) and "line" in node.meta:
-        meta = node.meta
-        length = meta["end"] - meta["start"] if "start" in meta and "end" in meta else len(node.this) - 1
-        return Position(meta["line"], max(1, meta["col"] - length))
-    return None
+    if not isinstance(node, (exp.Literal, exp.Func)) or "line" not in node.meta:  # a function: its name's token
+        return None
+    meta = node.meta
+    if "start" in meta and "end" in meta:
+        length = meta["end"] - meta["start"]
+    elif isinstance(node, exp.Literal):
+        length = len(node.this) - 1
+    else:
+        return None
+    return Position(meta["line"], max(1, meta["col"] - length))

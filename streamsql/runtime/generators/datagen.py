@@ -128,7 +128,7 @@ def _column(field: FieldSpec, rng, numbers: np.ndarray) -> pa.Array:
         return pa.array(rng.integers(0, 2, n).astype(bool), mask=nulls)
     if kind == "string":
         strings = strings_from_lengths(HEX[rng.integers(0, 16, n * field.length)], np.full(n, field.length))
-        return strings if nulls is None else pc.if_else(pa.array(nulls), pa.scalar(None, pa.string()), strings)
+        return _masked(strings, nulls)
     if kind in ("timestamp", "timestamp_ntz", "date"):
         import time
 
@@ -142,7 +142,7 @@ def _column(field: FieldSpec, rng, numbers: np.ndarray) -> pa.Array:
         data = rng.integers(0, 256, n * field.length, dtype=np.uint8)
         offsets = np.arange(0, n * field.length + 1, field.length, dtype=np.int32)
         values = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return values if nulls is None else pc.if_else(pa.array(nulls), pa.scalar(None, pa.binary()), values)
+        return _masked(values, nulls)
     if kind.startswith("struct<"):
         children = [_column(child, rng, numbers) for child in field.children]
         return pa.StructArray.from_arrays(children, fields=list(field.arrow_type),
@@ -150,6 +150,11 @@ def _column(field: FieldSpec, rng, numbers: np.ndarray) -> pa.Array:
     if kind.startswith(("array<", "map<")):
         return _collection(field, rng, numbers, nulls)
     raise ValueError(f"datagen cannot generate {kind} values (column '{field.name}')")
+
+
+def _masked(values: pa.Array, nulls) -> pa.Array:
+    """``values`` with NULL where ``nulls`` (None: none) is true."""
+    return values if nulls is None else pc.if_else(pa.array(nulls), pa.scalar(None, values.type), values)
 
 
 def _collection(field: FieldSpec, rng, numbers: np.ndarray, nulls) -> pa.Array:
@@ -163,11 +168,12 @@ def _collection(field: FieldSpec, rng, numbers: np.ndarray, nulls) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets), _column(field.children[0], rng, inner),
                                         type=field.arrow_type, mask=mask)
     keys, items = (_column(child, rng, inner) for child in field.children)
-    firsts = pa.table({"row": np.repeat(np.arange(n), size), "key": keys, "at": np.arange(n * size)}).group_by(
+    row = np.repeat(np.arange(n), size)  # each entry's row
+    firsts = pa.table({"row": row, "key": keys, "at": np.arange(n * size)}).group_by(
         ["row", "key"], use_threads=False).aggregate([("at", "min")])
     kept = np.sort(firsts.column("at_min").to_numpy())
     if len(kept) < n * size:
-        counts = np.bincount(np.repeat(np.arange(n), size)[kept], minlength=n)
+        counts = np.bincount(row[kept], minlength=n)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         keys, items = keys.take(pa.array(kept)), items.take(pa.array(kept))
     return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type=field.arrow_type, mask=mask)
