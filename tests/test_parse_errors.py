@@ -40,6 +40,16 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, , INTERVAL '10' SECOND))",
      "HOP: argument 4 is empty", (1, 71)),
     ("SELECT a AS FROM t", "Unexpected 't'", (1, 18)),
+    # an AS that no name follows is no alias left out
+    ("SELECT a, b AS , c FROM t", "Expected a name after AS, found ','", (1, 16)),
+    ("SELECT a AS", "Expected a name after AS at the end of the statement", (1, 12)),
+    # an empty item of a comma list is no item left out
+    ("SELECT a, , b FROM t", "Expected an expression after ',', found ','", (1, 11)),
+    ("SELECT , a FROM t", "Unexpected ','", (1, 8)),
+    ("SELECT a FROM t GROUP BY a,", "Expected an expression after ',' at the end of the statement", (1, 28)),
+    ("SELECT DATE_FORMAT( , 'HH') FROM t", "DATE_FORMAT(...) is missing an argument, found ','", (1, 21)),
+    ("SELECT", "Expected an expression after SELECT at the end of the statement", (1, 7)),
+    ("SELECT a FROM t AS", "Expected a name after AS at the end of the statement", (1, 19)),
     ("SELECT CAST(a AS) FROM t", "Expected TYPE after CAST, found ')'", (1, 17)),
     ("CREATE VIEW v AS SELECT 1 FROM t SELECT", "Unexpected 'SELECT'", (1, 34)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),

@@ -46,6 +46,24 @@ def test_unknown_column_is_reported_at_its_name():
     assert caught.value.position == Position(line_of("") + 1, 3)
 
 
+@pytest.mark.parametrize("auxiliary", ["TUMBLE_END(auction, INTERVAL '10' SECOND)", "TUMBLE_END(ts, INTERVAL '5' SECOND)",
+                                       "TUMBLE_END(x.ts, INTERVAL '10' SECOND)"])
+def test_a_group_window_function_repeats_the_group_by_window(auxiliary):
+    """TUMBLE_END(...) names the GROUP BY's TUMBLE(...): same time attribute, same interval."""
+    with pytest.raises(ValidationError) as caught:
+        plan(f"SELECT bidder,\n  {auxiliary} FROM bid GROUP BY bidder, TUMBLE(ts, INTERVAL '10' SECOND)")
+    assert caught.value.message.startswith("TUMBLE_END(...) does not match the GROUP BY's TUMBLE(ts, INTERVAL '10' SECOND)")
+    assert caught.value.position.line == line_of("") + 1
+    # the same window, its table named or its interval in other units
+    plan("SELECT bidder, TUMBLE_END(bid.ts, INTERVAL '0.5' MINUTE) FROM bid GROUP BY bidder, TUMBLE(ts, INTERVAL '30' SECOND)")
+
+
+def test_a_star_needs_a_from_clause():
+    with pytest.raises(ValidationError, match=r"SELECT \* requires a FROM clause"):
+        plan("SELECT *")
+    plan("SELECT * FROM (SELECT 1 AS a)")
+
+
 def test_columns_are_case_sensitive():
     with pytest.raises(ValidationError, match="'Price' could not be resolved"):
         plan("SELECT Price FROM bid")

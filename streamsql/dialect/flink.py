@@ -212,6 +212,66 @@ class Flink(Dialect):
             if not key and not value:
                 return None
             return self.expression(exp.JSONKeyValue(this=key, expression=value))
+        def _parse_csv(self, parse_method, sep=TokenType.COMMA):
+            """sqlglot skips an empty item of a comma list (``a, , b``, ``f(a, )``, a
+            trailing ``SELECT a,``); in Flink SQL each is a syntax error at the token where
+            the item should be."""
+            if sep != TokenType.COMMA:
+                return super()._parse_csv(parse_method, sep)
+            start = self._index
+            item = parse_method()
+            items = [item] if item is not None else []
+            while self._curr and self._curr.token_type == sep:
+                if item is None:
+                    self.raise_error(self._empty_item(start, "Unexpected ','"), self._curr)
+                self._advance()
+                if isinstance(item, exp.Expr):
+                    self._add_comments(item)
+                item = parse_method()
+                if item is None:
+                    self.raise_error(self._empty_item(start, "Expected an expression after ','"),
+                                     self._curr or self._prev)
+                items.append(item)
+            return items
+
+        def _empty_item(self, start: int, message: str) -> str:
+            """The message for an empty item of the list starting at token ``start``: a
+            function's arguments name the function."""
+            if start >= 2 and self._tokens[start - 1].token_type == TokenType.L_PAREN:
+                name = self._tokens[start - 2]
+                if name.token_type == TokenType.VAR or name.token_type in self.FUNC_TOKENS:
+                    found = f", found '{self._curr.text}'" if self._curr else " at the end of the statement"
+                    return f"{name.text}(...) is missing an argument{found}"
+            return message
+
+        def _parse_projections(self):
+            projections, exclude = super()._parse_projections()
+            if not projections:
+                self.raise_error("Expected an expression after SELECT", self._curr or self._prev)
+            return projections, exclude
+
+        def _parse_alias(self, this, explicit: bool = False):
+            """sqlglot drops an ``AS`` that no name follows (``SELECT a AS , b``); in Flink SQL
+            that is a syntax error at the token after it."""
+            index = self._index
+            aliased = super()._parse_alias(this, explicit)
+            if aliased is this:
+                self._check_named_after_as(index)
+            return aliased
+
+        def _parse_table_alias(self, alias_tokens=None):
+            index = self._index
+            alias = super()._parse_table_alias(alias_tokens)
+            if alias is None:
+                self._check_named_after_as(index)
+            return alias
+
+        def _check_named_after_as(self, index: int) -> None:
+            """An ``AS`` was taken at ``index`` and nothing after it."""
+            if self._index == index + 1 and self._prev.token_type == TokenType.ALIAS:
+                self.raise_error(f"Expected a name after AS, found '{self._curr.text}'" if self._curr
+                                 else "Expected a name after AS", self._curr or self._prev)
+
         def _parse_as_command(self, start):
             """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL
             that is a syntax error at the first token left over."""

@@ -219,6 +219,7 @@ class Planner:
         read_hints(query)
         self._bind_functions(query, plan)
         labels = _name_projections(query)
+        _check_stars_have_tables(query)
         try:
             qualified = qualify(
                 query, schema=schema, dialect=Flink, quote_identifiers=False,
@@ -368,6 +369,14 @@ class Planner:
             call.set("this", function.name)
             _merge(plan.functions, [function])
 
+
+
+def _check_stars_have_tables(query: exp.Expression) -> None:
+    """`SELECT *` without FROM has no columns to take (Flink: "SELECT * requires a FROM clause")."""
+    for select in query.find_all(exp.Select):
+        if not select.args.get("from_") and any(isinstance(p, exp.Star) or isinstance(p, exp.Column) and
+                                                isinstance(p.this, exp.Star) for p in select.expressions):
+            raise ValidationError("SELECT * requires a FROM clause")
 
 def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> exp.Table:
     """Point a FROM item at the Spark relation `name` (keeping the alias the query uses) and

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from streamsql.dialect.flink import Flink
 from streamsql.dialect.windows import GroupWindow, GroupWindowProperty, TableArgument, WindowTVF, group_window_parameters
 from streamsql.errors import ValidationError
 from streamsql.plan.objects import Column, TableDef, identifier_position
@@ -105,9 +106,31 @@ def _rewrite_one(select: exp.Select, window: GroupWindow) -> None:
     source.replace(wrapper)
     select.args["group"].set("expressions", keys + [exp.column("window_start", alias), exp.column("window_end", alias)])
     for prop in list(select.find_all(GroupWindowProperty)):
-        if prop.this.name != window.kind:
-            raise ValidationError(f"{prop.sql()} does not match the GROUP BY window {window.kind}")
+        if prop.this.name != window.kind or not _same_window(prop, window, alias):
+            name = f"{prop.this.name}_{prop.args['property'].name}"
+            raise ValidationError(f"{name}(...) does not match the GROUP BY's {window.sql(dialect=Flink)}: it takes"
+                                  " the same time attribute and intervals", identifier_position(prop.args["time_column"]))
         prop.replace(exp.column(_PROPERTY_COLUMNS[prop.args["property"].name], alias))
+
+
+def _same_window(prop: GroupWindowProperty, window: GroupWindow, alias: str) -> bool:
+    """Whether TUMBLE_START(ts, ...) names the GROUP BY's window: its time column (of the
+    same table) and its parameters, as Flink's validator matches them."""
+    column, time_column = prop.args["time_column"], window.args["time_column"]
+    if not isinstance(column, exp.Column) or column.name != time_column.name:
+        return False
+    if column.table and column.table not in (alias, time_column.table):
+        return False
+    mine, theirs = prop.args["parameters"].expressions, window.args["parameters"].expressions
+    return len(mine) == len(theirs) and all(
+        _interval_or_sql(a) == _interval_or_sql(b) for a, b in zip(mine, theirs))
+
+
+def _interval_or_sql(node: exp.Expression):
+    try:
+        return interval_ms(node, "")
+    except ValidationError:
+        return node.sql()
 
 
 def _check_no_stray_properties(select: exp.Select) -> None:

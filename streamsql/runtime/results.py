@@ -9,6 +9,8 @@ import json
 import sys
 from typing import IO, Any
 
+from streamsql.runtime.table_text import print_table
+
 
 def format_value(value: Any) -> str | None:
     """A value as Flink's SQL client prints it; None stays None (NULL). A result's FLOAT and
@@ -175,21 +177,8 @@ class ResultWriter:
         from rich.console import Console
 
         console = Console(file=self.out, width=max(80, min(250, 20 * len(self.columns))))
-        console.print(render_table(self.columns, self._buffer))
+        print_table(console, self.columns, self._buffer)
         console.print(f"{self.count} row{'s' if self.count != 1 else ''} in set", style="dim")
-
-
-def render_table(columns: list[str], rows: list[list[str | None]]):
-    """A rich Table of formatted values; cells are plain text (a '[' in data is not markup)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(header_style="bold")
-    for name in columns:
-        table.add_column(Text(name), overflow="fold")
-    for row in rows:
-        table.add_row(*[Text("NULL" if v is None else v) for v in row])
-    return table
 
 
 def _json(value: Any) -> Any:

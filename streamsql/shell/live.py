@@ -17,7 +17,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from streamsql.runtime.results import ResultWriter, format_value, render_table, truncate
+from streamsql.runtime.results import ResultWriter, format_value, truncate
+from streamsql.runtime.table_text import print_table, render_table
 
 class LiveResult(ResultWriter):
     """Shows a result as it arrives: an updating table, a changelog, or tableau rows."""
@@ -48,7 +49,7 @@ class LiveResult(ResultWriter):
         self.begin(columns)
         formatted = [[truncate(format_value(v), self.max_width) for v in row] for row in rows]
         if formatted:
-            self.console.print(render_table(columns, formatted))
+            print_table(self.console, columns, formatted)
         self.count = len(formatted)
         self._summary()
 
@@ -83,7 +84,7 @@ class LiveResult(ResultWriter):
         if self.mode == "table":
             self._stop_live()
             if self._buffer:
-                self.console.print(render_table(self._visible_columns, self._buffer))
+                print_table(self.console, self._visible_columns, self._buffer)
         self._summary()
 
     def _summary(self) -> None:
