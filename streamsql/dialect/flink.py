@@ -23,6 +23,7 @@ from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
+from streamsql.dialect.messages import missing_argument
 
 
 # sqlglot warns on stderr when it falls back to a raw command; streamsql reports those itself.
@@ -212,6 +213,7 @@ class Flink(Dialect):
             if not key and not value:
                 return None
             return self.expression(exp.JSONKeyValue(this=key, expression=value))
+
         def _parse_csv(self, parse_method, sep=TokenType.COMMA):
             """sqlglot skips an empty item of a comma list (``a, , b``, ``f(a, )``, a
             trailing ``SELECT a,``); in Flink SQL each is a syntax error at the token where
@@ -240,8 +242,7 @@ class Flink(Dialect):
             if start >= 2 and self._tokens[start - 1].token_type == TokenType.L_PAREN:
                 name = self._tokens[start - 2]
                 if name.token_type == TokenType.VAR or name.token_type in self.FUNC_TOKENS:
-                    found = f", found '{self._curr.text}'" if self._curr else " at the end of the statement"
-                    return f"{name.text}(...) is missing an argument{found}"
+                    return missing_argument(name.text, self._curr.text if self._curr else None)
             return message
 
         def _parse_projections(self):
@@ -269,8 +270,7 @@ class Flink(Dialect):
         def _check_named_after_as(self, index: int) -> None:
             """An ``AS`` was taken at ``index`` and nothing after it."""
             if self._index == index + 1 and self._prev.token_type == TokenType.ALIAS:
-                self.raise_error(f"Expected a name after AS, found '{self._curr.text}'" if self._curr
-                                 else "Expected a name after AS", self._curr or self._prev)
+                self.raise_error("Expected a name after AS", self._curr or self._prev)  # (messages adds what follows)
 
         def _parse_as_command(self, start):
             """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL

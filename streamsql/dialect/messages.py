@@ -91,9 +91,14 @@ def _missing(argument: str, path: str, found: str | None, before: str | None) ->
         return f"Expected {MISSING[cls]}{_found(found)}"
     if ".functions." in path or path.startswith("streamsql.dialect"):
         name = FUNCTION_NAMES.get(cls) or re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls).upper()
-        return f"{name}(...) is missing an argument{_found(found)}"
+        return missing_argument(name, found)
     where = f" after {before}" if before else ""
     return f"Incomplete SQL{where}: something is missing{_found(found)}"
+
+
+def missing_argument(function: str, found: str | None) -> str:
+    """A function call with an argument left out (``f(a, )``, ``SPLIT_INDEX(a)``)."""
+    return f"{function}(...) is missing an argument{_found(found)}"
 
 
 def _found(text: str | None) -> str:

@@ -370,13 +370,13 @@ class Planner:
             _merge(plan.functions, [function])
 
 
-
 def _check_stars_have_tables(query: exp.Expression) -> None:
     """`SELECT *` without FROM has no columns to take (Flink: "SELECT * requires a FROM clause")."""
     for select in query.find_all(exp.Select):
         if not select.args.get("from_") and any(isinstance(p, exp.Star) or isinstance(p, exp.Column) and
                                                 isinstance(p.this, exp.Star) for p in select.expressions):
             raise ValidationError("SELECT * requires a FROM clause")
+
 
 def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> exp.Table:
     """Point a FROM item at the Spark relation `name` (keeping the alias the query uses) and

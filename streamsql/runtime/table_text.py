@@ -14,6 +14,10 @@ the same layout, so styles, the box's characters and the console's width are ric
 
 from __future__ import annotations
 
+import re
+
+_STYLES = re.compile(r"\x1b\[[0-9;]*m")  # a terminal's style codes
+
 
 def render_table(columns: list[str], rows: list[list[str | None]]):
     """A rich Table of formatted values; cells are plain text (a '[' in data is not markup)."""
@@ -35,24 +39,24 @@ def print_table(console, columns: list[str], rows: list[list[str | None]]) -> No
         console.print(render_table(columns, cells))
         return
     layout = _rendered(console, render_table(columns, _widest(columns, cells)))
-    header_end = next((i for i, line in enumerate(layout) if i > 0 and _is_rule(_plain(line))), None)
-    top = _plain(layout[0])
-    if header_end is None or not _same_widths(top, layout, header_end):
+    plain = [_plain(line) for line in layout]
+    header_end = next((i for i in range(1, len(plain)) if _is_rule(plain[i])), None)
+    if header_end is None or not _known_layout(plain, header_end):
         console.print(render_table(columns, cells))  # a layout this does not know: rich's own
         return
-    widths = _widths(top)
-    body, bottom = _plain(layout[header_end + 1]), _plain(layout[-1])
+    widths = _widths(plain[0])
+    body, bottom = plain[header_end + 1], plain[-1]
     left, middle, right = body[0], body[widths[0] + 1], body[-1]
     write = console.file.write
     for line in layout[:header_end + 1]:
         write(line + "\n")
-    wrap = _wrapper(console)
+    fit = _fitter(console)
     inner = [w - 2 for w in widths]
     blanks = [" " * width for width in inner]
     joint, start, end = f" {middle} ", left + " ", " " + right + "\n"
     lines: list[str] = []
     for row in cells:
-        parts = [_fit(value, width, wrap) for value, width in zip(row, inner)]
+        parts = [fit(value, width) for value, width in zip(row, inner)]
         height = max(map(len, parts))
         if height == 1:
             lines.append(start + joint.join([p[0] for p in parts]) + end)
@@ -103,9 +107,7 @@ def _rendered(console, table) -> list[str]:
 
 
 def _plain(line: str) -> str:
-    import re
-
-    return re.sub(r"\x1b\[[0-9;]*m", "", line)
+    return _STYLES.sub("", line)
 
 
 def _is_rule(line: str) -> bool:
@@ -119,36 +121,30 @@ def _widths(border: str) -> list[int]:
     return [len(part) for part in (inner.split(joint) if joint else [inner])]
 
 
-def _same_widths(top: str, layout: list[str], header_end: int) -> bool:
-    """Whether the layout is the one this writes: a top border, the header, a rule, one row's
-    lines and a bottom border, all as wide as the top."""
-    lines = [_plain(line) for line in layout]
-    return (len(lines) >= header_end + 3 and _is_rule(lines[header_end]) and _is_rule(lines[-1])
-            and all(len(line) == len(top) for line in lines))
+def _known_layout(plain: list[str], header_end: int) -> bool:
+    """Whether the layout is the one this writes: a top border, the header, a rule at
+    ``header_end``, a row's lines and a bottom border, all as wide as the top."""
+    return (len(plain) >= header_end + 3 and _is_rule(plain[-1])
+            and all(len(line) == len(plain[0]) for line in plain))
 
 
-def _wrapper(console):
+def _fitter(console):
+    """``fit(value, width)``: a cell's lines, each ``width`` wide, as rich's table wraps it."""
+    from rich._wrap import divide_line  # rich's word wrap, without its Text and Segments
     from rich.cells import cell_len
     from rich.text import Text
 
     tab_size = console.tab_size or 8
 
-    def wrap(value: str, width: int) -> list[str]:
+    def fit(value: str, width: int) -> list[str]:
+        if value.isascii() and value.isprintable():
+            if len(value) <= width:
+                return [value + " " * (width - len(value))]
+            if " " not in value:  # one word: folded every ``width`` characters
+                return [value[i:i + width].ljust(width) for i in range(0, len(value), width)]
+            bounds = [0, *divide_line(value, width, fold=True), len(value)]
+            return [value[a:b][:width].ljust(width) for a, b in zip(bounds, bounds[1:])]
         lines = Text(value).wrap(console, width, justify="left", overflow="fold", tab_size=tab_size, no_wrap=False)
         return [line.plain + " " * (width - cell_len(line.plain)) for line in lines]
 
-    return wrap
-
-
-def _fit(value: str, width: int, wrap) -> list[str]:
-    """A cell's lines, each ``width`` wide."""
-    if value.isascii() and value.isprintable():
-        if len(value) <= width:
-            return [value + " " * (width - len(value))]
-        if " " not in value:  # one word: folded every ``width`` characters
-            return [value[i:i + width].ljust(width) for i in range(0, len(value), width)]
-        from rich._wrap import divide_line  # rich's word wrap, without its Text and Segments
-
-        bounds = [0, *divide_line(value, width, fold=True), len(value)]
-        return [value[a:b][:width].ljust(width) for a, b in zip(bounds, bounds[1:])]
-    return wrap(value, width)
+    return fit
