@@ -52,6 +52,25 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT a FROM t AS", "Expected a name after AS at the end of the statement", (1, 19)),
     ("SELECT CAST(a AS) FROM t", "Expected TYPE after CAST, found ')'", (1, 17)),
     ("CREATE VIEW v AS SELECT 1 FROM t SELECT", "Unexpected 'SELECT'", (1, 34)),
+    # what sqlglot forgives and Flink does not
+    ("SELECT a FROM t JOIN u", "INNER JOIN requires a condition: ON ... or USING (...)"
+                               " (CROSS JOIN is the join of every pair of rows)", (1, 23)),
+    ("SELECT a FROM t LEFT JOIN u WHERE a > 1", "LEFT JOIN requires a condition: ON ... or USING (...)"
+                                                " (CROSS JOIN is the join of every pair of rows)", (1, 29)),
+    ("SELECT a FROM t, ", "Expected a table after ',' at the end of the statement", (1, 17)),
+    ("SELECT a FROM t , JOIN u ON t.a = u.a", "Expected a table after ',', found 'JOIN'", (1, 19)),
+    ("SELECT a FROM . t", "Expected a table name, found '.'", (1, 15)),
+    ("SELECT a FROM c..t", "Expected a table name, found '.'", (1, 17)),
+    ("SELECT a TABLE FROM t", "'TABLE' is a reserved word: quote it to use it as a name (`table`)", (1, 10)),
+    ("SELECT a FROM t AS TABLE", "'TABLE' is a reserved word: quote it to use it as a name (`table`)", (1, 20)),
+    ("SELECT a + INTERVAL b FROM t", "INTERVAL takes a quoted value and a unit, e.g. INTERVAL '10' SECOND", (1, 21)),
+    ("SELECT a + INTERVAL 10 SECOND FROM t", "INTERVAL takes a quoted value and a unit, e.g. INTERVAL '10' SECOND",
+     (1, 21)),
+    ("SELECT a + INTERVAL '10' FROM t", "Expected a unit after INTERVAL '10' (e.g. INTERVAL '10' SECOND),"
+                                        " found 'FROM'", (1, 26)),
+    ("SELECT TUMBLE_END(ts, INTERVAL '1' SECOND AS e FROM t GROUP BY TUMBLE(ts, INTERVAL '1' SECOND)",
+     "Expecting ), found 'AS'", (1, 43)),
+    ("SELECT SUBSTRING(a FROM 2 FROM t", "Expecting ) at the end of the statement", (1, 33)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),
     ("INSERT INTO SELECT a FROM t", "Expected a table name after INTO, found 'SELECT'", (1, 13)),
 ])
@@ -67,7 +86,11 @@ def test_the_caret_is_under_the_offending_token():
 def test_statements_that_parse_still_do():
     for sql in ("EXPLAIN SELECT 1", "STOP JOB 'abc'", "RESET 'k'", "RESET", "ALTER TABLE t RESET ('k')",
                 "VALUES (1)", "(SELECT 1)", "WITH x AS (SELECT 1) SELECT * FROM x", "SHOW TABLES", "USE demo",
-                "CREATE TEMPORARY FUNCTION f AS 'm.f' LANGUAGE PYTHON", "DESCRIBE t", "SET 'a' = 'b'"):
+                "CREATE TEMPORARY FUNCTION f AS 'm.f' LANGUAGE PYTHON", "DESCRIBE t", "SET 'a' = 'b'",
+                "SELECT a FROM t CROSS JOIN u", "SELECT a FROM t, u", "SELECT a FROM t JOIN u USING (a)",
+                "SELECT a FROM t NATURAL JOIN u", "SELECT `table` FROM c.d.t AS `table`",
+                "SELECT ts - INTERVAL '1 10' DAY TO HOUR + INTERVAL -'5' SECOND(3) FROM t",
+                "SELECT SUBSTRING(a FROM 2 FOR 3), TRIM(BOTH 'x' FROM a), CAST(a AS INT) FROM t"):
         assert parse_script(sql)
 
 

@@ -393,6 +393,15 @@ def test_comparing_a_timestamp_with_a_number(plan):
     assert caught.value.position == Position(line(2), 21)
 
 
+def test_comparing_an_interval_with_a_number_or_a_timestamp(plan):
+    for condition, message in (("price = INTERVAL '1' SECOND", "'<BIGINT> = <INTERVAL>'"),
+                               ("ts > INTERVAL '1' SECOND", "'<TIMESTAMP(3)> > <INTERVAL>'")):
+        with pytest.raises(ValidationError) as caught:
+            plan(f"SELECT price FROM bid WHERE {condition}")
+        assert caught.value.message.startswith(f"Cannot apply '{condition.split()[1]}' to arguments of type {message}")
+    plan("SELECT price FROM bid WHERE INTERVAL '2' SECOND > INTERVAL '1' SECOND AND ts - INTERVAL '2' SECOND < ts")
+
+
 def test_strings_compare_with_timestamps_as_in_flink(plan):
     """Calcite casts a character string compared with a datetime (literal or not): no error."""
     plan("SELECT price FROM bid WHERE ts > '2026-01-01 00:00:00' AND ts = url AND url < ts")
@@ -410,6 +419,33 @@ def test_interval_literal_beyond_its_precision(plan, interval, message, col):
         plan(f"SELECT ts + {interval} FROM bid")
     assert caught.value.message.startswith(message)
     assert caught.value.position == Position(line(1), col)
+
+
+@pytest.mark.parametrize(
+    "sql, message, col",
+    [
+        ("SELECT price FROM bid WHERE price", "WHERE clause must be a condition (a BOOLEAN expression), found BIGINT", 29),
+        ("SELECT price FROM bid WHERE 'x'", "WHERE clause must be a condition (a BOOLEAN expression), found CHAR(1)", 29),
+        ("SELECT bidder FROM bid GROUP BY bidder HAVING COUNT(*)", "HAVING clause must be a condition", 47),
+        ("SELECT price FROM bid JOIN auction ON auction.seller", "ON clause must be a condition", 39),
+        ("SELECT CASE WHEN price THEN 1 END FROM bid", "CASE's WHEN must be a condition", 18),
+        ("SELECT price FROM bid WHERE price > 1 AND url", "Cannot apply 'AND' to an argument of type '<STRING>'", 43),
+        ("SELECT price FROM bid WHERE price > 1 OR (bidder)", "Cannot apply 'OR' to an argument of type '<BIGINT>'", 43),
+        ("SELECT price FROM bid WHERE NOT price", "Cannot apply 'NOT' to arguments of type 'NOT<BIGINT>'", 33),
+    ],
+)
+def test_a_condition_must_be_boolean(plan, sql, message, col):
+    """Flink has no truthiness: a number or a string where a condition goes is an error (sqlglot
+    would have Spark cast it: WHERE price kept every row with a non-zero price)."""
+    with pytest.raises(ValidationError) as caught:
+        plan(sql)
+    assert caught.value.message.startswith(message)
+    assert caught.value.position == Position(line(1), col)
+
+
+def test_conditions_of_boolean_type_pass(plan):
+    plan("SELECT CASE price WHEN 1 THEN 'a' ELSE 'b' END, CASE WHEN price > 1 THEN 1 END FROM bid"
+         " WHERE (price > 1 OR url IS NULL) AND NOT (price < 0) AND IF(price > 1, TRUE, FALSE) AND NULL IS NULL")
 
 
 def test_ordinary_expressions_pass(plan):

@@ -23,7 +23,7 @@ from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
-from streamsql.dialect.messages import missing_argument
+from streamsql.dialect.strict import StrictParser, closed
 
 
 # sqlglot warns on stderr when it falls back to a raw command; streamsql reports those itself.
@@ -148,7 +148,7 @@ class Flink(Dialect):
         # Flink has no '#'/'$' parameters or '{' placeholders; keep them as errors.
         COMMENTS = ["--", ("/*", "*/")]
 
-    class Parser(Parser):
+    class Parser(StrictParser, Parser):
         FUNC_TOKENS = {*Parser.FUNC_TOKENS, TokenType.SESSION}
 
         FUNCTIONS = {
@@ -165,7 +165,8 @@ class Flink(Dialect):
 
         NO_PAREN_FUNCTION_PARSERS = {**Parser.NO_PAREN_FUNCTION_PARSERS, **B.NO_PAREN}
 
-        FUNCTION_PARSERS = {
+        # Each must be closed by its ')', which sqlglot would let go missing.
+        FUNCTION_PARSERS = {name: closed(parse) for name, parse in {
             **{k: v for k, v in Parser.FUNCTION_PARSERS.items() if k not in B.FUNCTIONS},
             **B.FUNCTION_PARSERS,
             **{kind: (lambda k: lambda self: W.parse_window_call(self, k))(kind) for kind in W.TVF_PARAMETERS},
@@ -174,7 +175,7 @@ class Flink(Dialect):
                 for kind in W.GROUP_WINDOW_PARAMETERS
                 for prop in W.GROUP_WINDOW_PROPERTIES
             },
-        }
+        }.items()}
 
         CONSTRAINT_PARSERS = {
             **Parser.CONSTRAINT_PARSERS,
@@ -213,71 +214,6 @@ class Flink(Dialect):
             if not key and not value:
                 return None
             return self.expression(exp.JSONKeyValue(this=key, expression=value))
-
-        def _parse_csv(self, parse_method, sep=TokenType.COMMA):
-            """sqlglot skips an empty item of a comma list (``a, , b``, ``f(a, )``, a
-            trailing ``SELECT a,``); in Flink SQL each is a syntax error at the token where
-            the item should be."""
-            if sep != TokenType.COMMA:
-                return super()._parse_csv(parse_method, sep)
-            start = self._index
-            item = parse_method()
-            items = [item] if item is not None else []
-            while self._curr and self._curr.token_type == sep:
-                if item is None:
-                    self.raise_error(self._empty_item(start, "Unexpected ','"), self._curr)
-                self._advance()
-                if isinstance(item, exp.Expr):
-                    self._add_comments(item)
-                item = parse_method()
-                if item is None:
-                    self.raise_error(self._empty_item(start, "Expected an expression after ','"),
-                                     self._curr or self._prev)
-                items.append(item)
-            return items
-
-        def _empty_item(self, start: int, message: str) -> str:
-            """The message for an empty item of the list starting at token ``start``: a
-            function's arguments name the function."""
-            if start >= 2 and self._tokens[start - 1].token_type == TokenType.L_PAREN:
-                name = self._tokens[start - 2]
-                if name.token_type == TokenType.VAR or name.token_type in self.FUNC_TOKENS:
-                    return missing_argument(name.text, self._curr.text if self._curr else None)
-            return message
-
-        def _parse_projections(self):
-            projections, exclude = super()._parse_projections()
-            if not projections:
-                self.raise_error("Expected an expression after SELECT", self._curr or self._prev)
-            return projections, exclude
-
-        def _parse_alias(self, this, explicit: bool = False):
-            """sqlglot drops an ``AS`` that no name follows (``SELECT a AS , b``); in Flink SQL
-            that is a syntax error at the token after it."""
-            index = self._index
-            aliased = super()._parse_alias(this, explicit)
-            if aliased is this:
-                self._check_named_after_as(index)
-            return aliased
-
-        def _parse_table_alias(self, alias_tokens=None):
-            index = self._index
-            alias = super()._parse_table_alias(alias_tokens)
-            if alias is None:
-                self._check_named_after_as(index)
-            return alias
-
-        def _check_named_after_as(self, index: int) -> None:
-            """An ``AS`` was taken at ``index`` and nothing after it."""
-            if self._index == index + 1 and self._prev.token_type == TokenType.ALIAS:
-                self.raise_error("Expected a name after AS", self._curr or self._prev)  # (messages adds what follows)
-
-        def _parse_as_command(self, start):
-            """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL
-            that is a syntax error at the first token left over."""
-            if start.token_type == TokenType.CREATE and self._curr:
-                self.raise_error(f"Unexpected '{self._curr.text}'", self._curr)
-            return super()._parse_as_command(start)
 
     class Generator(Generator):
         """Writes Flink SQL back (used to persist catalog objects and in SHOW CREATE)."""

@@ -5,9 +5,13 @@ sqlglot's inferred types are not always Flink's, and a false error is worse than
 - Arithmetic (+ - * / %) on a character string or a BOOLEAN: Flink has no implicit
   coercion from strings to numbers ("Cannot apply '+' to arguments of type ...").
 - Comparing values of families that Calcite never compares: a datetime or TIME with a
-  number or a BOOLEAN, a BOOLEAN with a number. A character string compares with
+  number or a BOOLEAN, a BOOLEAN with a number, an INTERVAL with anything but an
+  INTERVAL or a string. A character string compares with
   anything (Calcite casts it, e.g. `ts > '2024-01-01 00:00:00'`, literal or column), so
   string comparisons pass.
+- A condition that is not a BOOLEAN: WHERE, HAVING, a join's ON, CASE's WHEN, and the
+  operands of AND, OR and NOT ("WHERE clause must be a condition"); Flink has no truthiness
+  of numbers or strings.
 - INTERVAL literals whose leading field has more digits than its precision allows
   (Flink: "Interval field value ... exceeds precision of SECOND(p) field"): an explicit
   precision, e.g. SECOND(3), or at most 10 digits, Flink's maximum. (Flink's default
@@ -28,7 +32,8 @@ from streamsql.plan.types import type_name
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 COMPARISON = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _NOT_ARITHMETIC = {"character string", "boolean"}
-_NOT_COMPARABLE = [({"datetime", "time"}, {"numeric", "boolean"}), ({"boolean"}, {"numeric"})]
+_NOT_COMPARABLE = [({"datetime", "time"}, {"numeric", "boolean"}), ({"boolean"}, {"numeric"}),
+                   ({"interval"}, {"numeric", "boolean", "datetime", "time"})]
 MAX_INTERVAL_PRECISION = 10
 _LEADING = re.compile(r"^\s*[+-]?\s*(\d+)")
 
@@ -42,6 +47,45 @@ def check_types(query: exp.Expression) -> None:
             _check_comparison(node)
         elif isinstance(node, exp.Interval):
             _check_interval(node)
+        for clause, condition in _conditions(node):
+            _check_condition(clause, condition)
+
+
+# Where a condition goes, by the node that holds it; the operators' operands are checked by
+# their operator.
+_CLAUSES = {exp.Where: "WHERE clause", exp.Having: "HAVING clause"}
+_CONNECTIVES = {exp.And: "AND", exp.Or: "OR"}
+
+
+def _conditions(node: exp.Expression):
+    """(what holds it, condition) for each condition ``node`` holds."""
+    if type(node) in _CLAUSES:
+        yield _CLAUSES[type(node)], node.this
+    elif isinstance(node, exp.Join) and node.args.get("on") is not None:
+        yield "ON clause", node.args["on"]
+    elif isinstance(node, exp.Case) and node.this is None:  # CASE x WHEN value: values, not conditions
+        for branch in node.args.get("ifs") or []:
+            yield "CASE's WHEN", branch.this
+    elif type(node) in _CONNECTIVES:
+        yield _CONNECTIVES[type(node)], node.left
+        yield _CONNECTIVES[type(node)], node.right
+    elif isinstance(node, exp.Not):
+        yield "NOT", node.this
+
+
+def _check_condition(holder: str, condition: exp.Expression) -> None:
+    found = family(condition.type)
+    if found is None or found == "boolean":
+        return
+    kind = _flink_type(condition)
+    if holder == "NOT":
+        message = f"Cannot apply 'NOT' to arguments of type 'NOT<{kind}>'. Supported form(s): 'NOT<BOOLEAN>'"
+    elif holder in _CONNECTIVES.values():
+        message = (f"Cannot apply '{holder}' to an argument of type '<{kind}>'."
+                   f" Supported form(s): '<BOOLEAN> {holder} <BOOLEAN>'")
+    else:
+        message = f"{holder} must be a condition (a BOOLEAN expression), found {kind}"
+    raise ValidationError(message, start_position(condition))
 
 
 def _check_arithmetic(node: exp.Binary) -> None:
