@@ -425,6 +425,8 @@ def test_interval_literal_beyond_its_precision(plan, interval, message, col):
     "sql, message, col",
     [
         ("SELECT price FROM bid WHERE price", "WHERE clause must be a condition (a BOOLEAN expression), found BIGINT", 29),
+        # at the column as written, not at the alias the planner qualifies it with
+        ("SELECT * FROM (VALUES (1)) AS t(p) WHERE p", "WHERE clause must be a condition", 42),
         ("SELECT price FROM bid WHERE 'x'", "WHERE clause must be a condition (a BOOLEAN expression), found CHAR(1)", 29),
         ("SELECT bidder FROM bid GROUP BY bidder HAVING COUNT(*)", "HAVING clause must be a condition", 47),
         ("SELECT price FROM bid JOIN auction ON auction.seller", "ON clause must be a condition", 39),
