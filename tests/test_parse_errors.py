@@ -71,6 +71,12 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT TUMBLE_END(ts, INTERVAL '1' SECOND AS e FROM t GROUP BY TUMBLE(ts, INTERVAL '1' SECOND)",
      "Expecting ), found 'AS'", (1, 43)),
     ("SELECT SUBSTRING(a FROM 2 FROM t", "Expecting ) at the end of the statement", (1, 33)),
+    ("CREATE , TEMPORARY VIEW v AS SELECT 1", "Unexpected ','", (1, 8)),
+    ("CREATE TABLE t , (a INT)", "Unexpected ','", (1, 16)),
+    ("CREATE TEMPORARY VIEW v TEMPORARY AS SELECT 1", "Unexpected 'TEMPORARY': it goes right after CREATE"
+                                                     " (CREATE TEMPORARY TABLE|VIEW|FUNCTION ...)", (1, 25)),
+    ("CREATE VIEW v AS TEMPORARY SELECT 1", "Unexpected 'TEMPORARY': write CREATE TEMPORARY VIEW v AS SELECT ...",
+     (1, 18)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),
     ("INSERT INTO SELECT a FROM t", "Expected a table name after INTO, found 'SELECT'", (1, 13)),
 ])

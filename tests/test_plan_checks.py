@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from streamsql.catalog import Catalog
@@ -336,6 +338,59 @@ def test_good_set_values(plan, key, value):
     from streamsql.runtime.settings import Settings
 
     Settings().set(key, value)
+
+
+@pytest.mark.parametrize(
+    "sql, message, col",
+    [
+        ("SET 'parallelism.default' = 2", "Expected SET 'key' = 'value': the value must be a quoted string, found 2"
+                                          " (write '2')", 29),
+        ("SET parallelism = '2'", "Expected SET 'key' = 'value': the key must be a quoted string, found parallelism", 5),
+        ("SET 'parallelism.default' '2' = '2'", "Expected SET 'key' = 'value': the key must be one quoted string,"
+                                                " found 2 strings side by side", 5),
+        ("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET ('k' = 2)",
+         "Expected ALTER TABLE t SET ('key' = 'value', ...): the value must be a quoted string, found 2", 83),
+        ("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET ('k' '2 s')",
+         "Expected ALTER TABLE t SET ('key' = 'value', ...)", 77),
+        ("CREATE TABLE t (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = 3)",
+         "Expected WITH ('key' = 'value', ...): the value must be a quoted string, found 3", 74),
+        ("CREATE TABLE t (a INT) WITH (connector = 'datagen')",
+         "Expected WITH ('key' = 'value', ...): the key must be a quoted string, found connector", 42),  # (its value)
+    ],
+)
+def test_keys_and_values_are_quoted_strings(plan, sql, message, col):
+    """Flink's 'key' = 'value': sqlglot read 'k' = 3 and 'k' 'a' = 'b' (adjacent strings joined)."""
+    with pytest.raises(ValidationError) as caught:
+        plan(sql)
+    assert caught.value.message.startswith(message)
+    assert caught.value.position == Position(line(1), col)
+
+
+def test_alter_table_set_with_nothing_to_set(plan):
+    with pytest.raises(ValidationError, match=re.escape("Expected ALTER TABLE t SET ('key' = 'value', ...)")):
+        plan("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET")
+
+
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        ("a BIGINT, b STRING PRIMARY KEY (a) NOT ENFORCED", "Column 'b': a column's PRIMARY KEY takes no column list"),
+        ("a BIGINT PRIMARY KEY, b STRING", "Flink doesn't support ENFORCED mode for PRIMARY KEY constraint"),
+        ("a BIGINT, b STRING, PRIMARY KEY (a)", "Flink doesn't support ENFORCED mode for PRIMARY KEY constraint"),
+        ("a BIGINT PRIMARY KEY NOT ENFORCED, b STRING, PRIMARY KEY (b) NOT ENFORCED",
+         "Duplicate primary key definition: table t has one PRIMARY KEY"),
+    ],
+)
+def test_bad_primary_keys(plan, columns, message):
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        plan(f"CREATE TABLE t ({columns}) WITH ('connector' = 'blackhole')")
+
+
+def test_a_column_primary_key_is_the_tables_key(tmp_path):
+    """``a BIGINT PRIMARY KEY NOT ENFORCED`` was dropped: the table had no key."""
+    [statement] = parse_script("CREATE TEMPORARY TABLE t (a BIGINT PRIMARY KEY NOT ENFORCED, b STRING)"
+                               " WITH ('connector' = 'blackhole')")
+    assert Planner(Catalog(None), tmp_path).plan(statement).obj.primary_key == ["a"]
 
 
 def test_settings_refuse_bad_values_too():

@@ -19,6 +19,9 @@ from streamsql.dialect.messages import missing_argument
 # an alias named TABLE to sqlglot, a syntax error to Flink (quote it: `table`).
 RESERVED_NAMES = {TokenType.TABLE, TokenType.INTERVAL}
 
+# Where the head of a CREATE (its kind and name) ends.
+_HEAD_ENDS = {TokenType.L_PAREN, TokenType.ALIAS, TokenType.WITH, TokenType.LIKE, TokenType.COMMENT}
+
 # Joins that need ON or USING in Flink: every kind but CROSS (and a comma).
 _CONDITIONED_KINDS = (None, "INNER", "OUTER")
 
@@ -157,6 +160,26 @@ class StrictParser:
             self.raise_error(f"Expected a unit after INTERVAL '{token.text}' (e.g. INTERVAL '{token.text}' SECOND)",
                              self._curr or token)
         return interval
+
+    def _parse_create(self):
+        """``CREATE [TEMPORARY] TABLE|VIEW|FUNCTION name``: sqlglot also reads a comma in that
+        head (``CREATE , TABLE``, ``CREATE TABLE t , (``) and TEMPORARY anywhere in it
+        (``CREATE VIEW v TEMPORARY AS``, ``AS TEMPORARY SELECT``)."""
+        start = self._index  # the token after CREATE
+        create = super()._parse_create()
+        for index in range(start, self._index):
+            token = self._tokens[index]
+            if token.token_type in _HEAD_ENDS:
+                following = self._tokens[index + 1] if index + 1 < self._index else None
+                if token.token_type == TokenType.ALIAS and following and following.token_type == TokenType.TEMPORARY:
+                    self._fail_at(index + 1, "Unexpected 'TEMPORARY': write CREATE TEMPORARY VIEW v AS SELECT ...")
+                break
+            if token.token_type == TokenType.COMMA:
+                self._fail_at(index, "Unexpected ','")
+            if token.token_type == TokenType.TEMPORARY and index != start:
+                self._fail_at(index, "Unexpected 'TEMPORARY': it goes right after CREATE"
+                                     " (CREATE TEMPORARY TABLE|VIEW|FUNCTION ...)")
+        return create
 
     def _parse_as_command(self, start):
         """sqlglot keeps a CREATE it cannot parse to the end as a raw command; in Flink SQL

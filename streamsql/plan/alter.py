@@ -13,7 +13,9 @@ from sqlglot import exp
 
 from streamsql.dialect.flink import Flink
 from streamsql.errors import ValidationError
+from streamsql.plan.key_values import string_pair
 from streamsql.plan.objects import Column, TableDef, identifier_position
+from streamsql.plan.positions import start_position
 
 _LIKE_OPTIONS = re.compile(r"(INCLUDING|EXCLUDING|OVERWRITING)\s+(ALL|OPTIONS|WATERMARKS|GENERATED|CONSTRAINTS|PARTITIONS)", re.I)
 
@@ -90,12 +92,18 @@ def table_as_select(create: exp.Create, columns: list[Column]) -> exp.Create:
                       properties=create.args.get("properties"))
 
 
+ALTER_SET_FORM = "ALTER TABLE t SET ('key' = 'value', ...)"
+
+
 def altered(table: TableDef, action: exp.Expression | str) -> exp.Create:
     """The definition after ALTER TABLE ... SET (...), RESET (...) or RENAME TO ..."""
     options = dict(table.options)
     if isinstance(action, exp.AlterSet):
-        for pair in action.expressions:
-            options[pair.this.name] = pair.expression.name
+        for pair in action.expressions or [None]:
+            if not isinstance(pair, exp.EQ):
+                raise ValidationError(f"Expected {ALTER_SET_FORM}", start_position(pair) or start_position(action))
+            key, value = string_pair(pair.this, pair.expression, ALTER_SET_FORM, pair)
+            options[key] = value
         return with_options(table.ddl, options)
     if isinstance(action, exp.AlterRename):
         return with_options(table.ddl, options, name=action.this)

@@ -7,6 +7,7 @@ import re
 from sqlglot import exp
 
 from streamsql.errors import ValidationError
+from streamsql.plan.key_values import string_pair
 from streamsql.plan.positions import start_position
 from streamsql.plan.setting_values import check_setting
 from streamsql.plan.steps import SetStep, StopJobStep
@@ -28,13 +29,17 @@ def stop_job(node: exp.Command) -> StopJobStep:
     return StopJobStep(match.group(1), "SAVEPOINT" in options, "DRAIN" in options)
 
 
+SET_FORM = "SET 'key' = 'value'"
+
+
 def set_step(node: exp.Set) -> SetStep:
     item = node.expressions[0] if node.expressions else None
     if item is None:
         return SetStep(None, None)
     assignment = item.this
-    if isinstance(assignment, exp.EQ):
-        check_setting(assignment.this.name, assignment.expression.name, start_position(assignment.expression))
-        return SetStep(assignment.this.name, assignment.expression.name)
-    raise ValidationError(f"Expected SET 'key' = 'value', got: {node.sql()}")
+    if not isinstance(assignment, exp.EQ):
+        raise ValidationError(f"Expected {SET_FORM}, got: {node.sql()}", start_position(assignment))
+    key, value = string_pair(assignment.this, assignment.expression, SET_FORM, assignment)
+    check_setting(key, value, start_position(assignment.expression))
+    return SetStep(key, value)
 

@@ -7,6 +7,8 @@ from sqlglot import exp
 from streamsql.dialect.flink import MetadataColumnConstraint
 from streamsql.dialect.functions import Proctime
 from streamsql.errors import ValidationError
+from streamsql.plan.key_values import string_pair
+from streamsql.plan.positions import start_position
 from streamsql.plan.objects import (
     Column,
     FunctionDef,
@@ -27,15 +29,26 @@ def table_from_create(create: exp.Create, name: ObjectName) -> TableDef:
     columns: list[Column] = []
     watermark = None
     primary_key: list[str] = []
+    keys = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             columns.append(_column(item, columns))
+            keys += [(key, [item.name]) for key in _column_keys(item)]
         elif isinstance(item, exp.WatermarkColumnConstraint):
             watermark = Watermark(item.this.name, item.expression)
         elif isinstance(item, exp.PrimaryKey):
-            primary_key = [e.name for e in item.expressions]
+            keys.append((item, [e.name for e in item.expressions]))
         else:
             raise ValidationError(f"Unsupported table element: {item.sql()}")
+    for key, _ in keys:
+        if "NOT ENFORCED" not in [str(o).upper() for o in key.args.get("options") or []]:
+            raise ValidationError("Flink doesn't support ENFORCED mode for PRIMARY KEY constraint: write PRIMARY KEY"
+                                  " ... NOT ENFORCED (Flink does not own the data, so it cannot check the key)",
+                                  start_position(key) or identifier_position(schema.this.this))
+    if len(keys) > 1:
+        raise ValidationError(f"Duplicate primary key definition: table {name.name} has one PRIMARY KEY",
+                              start_position(keys[1][0]) or identifier_position(schema.this.this))
+    primary_key = keys[0][1] if keys else []
     table = TableDef(
         name=name,
         columns=columns,
@@ -75,6 +88,20 @@ def function_from_create(create: exp.Create, name: ObjectName) -> FunctionDef:
     return FunctionDef(name=name, identifier=identifier.this, temporary=_is_temporary(create), ddl=create)
 
 
+def _column_keys(item: exp.ColumnDef) -> list[exp.Expression]:
+    """A column's own ``PRIMARY KEY NOT ENFORCED``; a column list there is the table's form."""
+    found = []
+    for constraint in item.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.PrimaryKey):
+            raise ValidationError(f"Column '{item.name}': a column's PRIMARY KEY takes no column list; declare the"
+                                  " table's key after the columns: , PRIMARY KEY (a, b) NOT ENFORCED",
+                                  start_position(kind) or identifier_position(item.this))
+        if isinstance(kind, exp.PrimaryKeyColumnConstraint):
+            found.append(kind)
+    return found
+
+
 def _column(item: exp.ColumnDef, previous: list[Column]) -> Column:
     name = item.name
     if any(c.name == name for c in previous):
@@ -100,8 +127,8 @@ def _options(create: exp.Create) -> dict[str, str]:
     options = {}
     for prop in (create.args.get("properties") or exp.Properties(expressions=[])).expressions:
         if type(prop) is exp.Property:
-            value = prop.args.get("value")
-            options[prop.name] = value.name if isinstance(value, exp.Literal) else value.sql()
+            key, value = string_pair(prop.this, prop.args.get("value"), "WITH ('key' = 'value', ...)", prop)
+            options[key] = value
     return options
 
 
