@@ -43,3 +43,15 @@ def test_vectorized_names_the_batch_and_long_values_are_cut():
 def test_a_working_function_is_unchanged():
     wrapped = reporting_failures(lambda a, b: a + b, "add", False)
     assert wrapped(2, 3) == 5
+
+
+def test_a_spark_error_inside_a_sink_batch_is_said_by_its_own_message():
+    """A query failing while a foreachBatch sink collects its batch: Spark wraps the Python
+    traceback of the sink's call, which ends in the Spark error that stopped the batch."""
+    text = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]"
+            " An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised"
+            " by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+            '  File "/x/streamsql/runtime/select_stream.py", line 26, in <lambda>\n'
+            "pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012\n"
+            "== SQL (line 1, position 8) ==\n\tat org.apache.spark.sql.execution...")
+    assert translate(Exception(text)).message == "Division by zero."

@@ -74,6 +74,9 @@ def _essence(text: str) -> str:
     if "PythonException" in text and python_errors:
         kind, message = python_errors[-1]
         return f"a Python function failed: {kind}: {message.strip()}"
+    captured = re.findall(r"^pyspark\.errors\.exceptions\.captured\.\w+: (.+)$", text, re.MULTILINE)
+    if "foreach batch sink" in text and captured:  # Spark's error while a foreachBatch ran its batch
+        text = captured[-1]
     if "terminated with exception:" in text:
         text = text.split("terminated with exception:", 1)[1]
     first = text.strip().splitlines()[0] if text.strip() else "unknown failure"

@@ -113,8 +113,13 @@ def check_pattern(e: exp.Expression, pattern: exp.Expression | None) -> None:
 
 
 def date_format_sql(self, e: exp.Expression) -> str:
+    """DATE_FORMAT(timestamp, format); Flink's DATE_FORMAT(string, format) reads the string as a
+    timestamp and gives NULL for one that is none, where Spark's cast fails the query."""
     check_pattern(e, e.expression)
-    return self.func("DATE_FORMAT", e.this, e.expression)
+    value = self.sql(e, "this")
+    if e.this.type is not None and e.this.type.this in exp.DataType.TEXT_TYPES:
+        value = f"TRY_TO_TIMESTAMP({value})"
+    return self.func("DATE_FORMAT", value, e.expression)
 
 
 _SCALED_UNITS = {"QUARTER": (3, "MONTH"), "DECADE": (10, "YEAR"), "CENTURY": (100, "YEAR"), "MILLENNIUM": (1000, "YEAR")}
