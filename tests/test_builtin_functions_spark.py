@@ -40,6 +40,10 @@ CASES = [
     ("UNIX_TIMESTAMP('1970-01-01 08:00:01.001', 'yyyy-MM-dd HH:mm:ss.SSS')", "28801"),
     ("TO_TIMESTAMP_LTZ(1000, 3)", "1970-01-01 00:00:01.000"),
     ("DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSS')", "2024-03-10 23:59:59.123"),
+    # DOUBLE and FLOAT divide as Java does: by zero is infinite, 0 / 0 NaN (Spark's fails the query)
+    ("CAST(i AS DOUBLE) / (i + 7)", "-Infinity"),
+    ("CAST(i + 7 AS FLOAT) / (i + 7)", "NaN"),
+    ("CAST(i AS DOUBLE) / 2", "-3.5"),
     # a string read as a timestamp, NULL where it is none (Spark's cast would fail the query)
     ("DATE_FORMAT('2024-03-10 08:30:00', 'HH:mm')", "08:30"),
     ("DATE_FORMAT(s, 'yyyy')", ""),

@@ -171,6 +171,17 @@ def test_stddev_and_variance_over_a_window_are_flinks_expansion():
     assert "VAR_SAMP(" in grouped and " DIV " not in grouped
 
 
+def test_a_double_divided_by_zero_is_infinite_not_an_error():
+    """Flink divides DOUBLE and FLOAT as Java does; Spark's ANSI division by zero fails the query,
+    so a divisor that may be 0 is tested (a constant one is not)."""
+    ddl = ("CREATE TEMPORARY TABLE f (x DOUBLE, i INT, k INT) WITH ("
+           "'connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');")
+    sql = to_spark_sql(plan(ddl + "SELECT x / i AS a, i / k AS b, x / 2 AS c FROM f").plan.query)
+    assert "IF(`f`.`i` = 0, `f`.`x` * CAST('Infinity' AS DOUBLE), `f`.`x` / `f`.`i`) AS `a`" in sql
+    assert "CAST((`f`.`i` DIV `f`.`k`) AS INT) AS `b`" in sql  # integers: by zero is an error, as in Flink
+    assert "`f`.`x` / 2 AS `c`" in sql
+
+
 def test_sum_and_float_results_are_typed_and_cast_as_flink_types_them():
     """Measured on Flink 2.3: SUM keeps its argument's type (an INT's wraps; DECIMAL(p, s) is
     DECIMAL(38, s)); AVG, STDDEV and VAR of a FLOAT are FLOATs; a FLOAT with an integer is a
