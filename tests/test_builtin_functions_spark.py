@@ -40,6 +40,10 @@ CASES = [
     ("UNIX_TIMESTAMP('1970-01-01 08:00:01.001', 'yyyy-MM-dd HH:mm:ss.SSS')", "28801"),
     ("TO_TIMESTAMP_LTZ(1000, 3)", "1970-01-01 00:00:01.000"),
     ("DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSS')", "2024-03-10 23:59:59.123"),
+    # INT, SMALLINT arithmetic wraps as Java's does (Spark's ANSI arithmetic fails the query)
+    ("CAST(2147483647 AS INT) + (i + 8)", "-2147483648"),
+    ("(i + 8) - 2147483647 - 3", "2147483647"),
+    ("CAST(30000 AS SMALLINT) * CAST(i + 9 AS SMALLINT)", "-5536"),
     # DOUBLE and FLOAT divide as Java does: by zero is infinite, 0 / 0 NaN (Spark's fails the query)
     ("CAST(i AS DOUBLE) / (i + 7)", "-Infinity"),
     ("CAST(i + 7 AS FLOAT) / (i + 7)", "NaN"),

@@ -171,6 +171,18 @@ def test_stddev_and_variance_over_a_window_are_flinks_expansion():
     assert "VAR_SAMP(" in grouped and " DIV " not in grouped
 
 
+def test_int_arithmetic_wraps_as_in_flink():
+    """Flink's INT + INT is an INT that wraps (Java's arithmetic); Spark's ANSI + fails the
+    query on overflow, so an INT result is computed in BIGINT and wrapped. BIGINT is left to Spark."""
+    ddl = ("CREATE TEMPORARY TABLE f (i INT, j INT, b BIGINT, d DOUBLE) WITH ("
+           "'connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');")
+    sql = to_spark_sql(plan(ddl + "SELECT i + j AS s, i * 2 AS m, b + i AS w, d + i AS x FROM f").plan.query)
+    assert ("CAST((PMOD(CAST(`f`.`i` AS BIGINT) + CAST(`f`.`j` AS BIGINT) + 2147483648, 4294967296) - 2147483648)"
+            " AS INT) AS `s`") in sql
+    assert "CAST(`f`.`i` AS BIGINT) * CAST(2 AS BIGINT)" in sql
+    assert "`f`.`b` + `f`.`i` AS `w`" in sql and "`f`.`d` + `f`.`i` AS `x`" in sql
+
+
 def test_a_double_divided_by_zero_is_infinite_not_an_error():
     """Flink divides DOUBLE and FLOAT as Java does; Spark's ANSI division by zero fails the query,
     so a divisor that may be 0 is tested (a constant one is not)."""

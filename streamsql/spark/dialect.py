@@ -181,6 +181,26 @@ def _div(self, e: exp.Div) -> str:
     return _as_float(e, f"{dividend} / {divisor}")
 
 
+_OPERATORS = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
+_NARROW = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT)
+
+
+def _arithmetic(generate):
+    """``+``, ``-`` and ``*``: an INT (SMALLINT, TINYINT) result wraps past its range as Java's
+    arithmetic does in Flink's generated code, where Spark's ANSI arithmetic fails the query
+    (computed in BIGINT, where it cannot overflow, then wrapped); a FLOAT one stays a FLOAT
+    (``_float_arithmetic``). (A BIGINT past 2^63 is still Spark's overflow error.)"""
+    floating = _float_arithmetic(generate)
+
+    def sql(self, e: exp.Binary) -> str:
+        sides = (e.this.type, e.expression.type)
+        if e.type is None or e.type.this not in _NARROW or any(t is None or t.this not in INTEGER_TYPES for t in sides):
+            return floating(self, e)
+        wide = f"CAST({self.sql(e, 'this')} AS BIGINT) {_OPERATORS[type(e)]} CAST({self.sql(e, 'expression')} AS BIGINT)"
+        return f"CAST({wrap_sql(wide, BITS[e.type.this])} AS {self.sql(e.type)})"
+    return sql
+
+
 def _float_arithmetic(generate):
     """``+``, ``-`` and ``*`` typed FLOAT (a FLOAT with an integer), as Flink computes them in
     FLOAT: Spark's ANSI rules widen a FLOAT with an INT to DOUBLE, so the result is cast back
@@ -250,9 +270,9 @@ class SparkTarget(Spark):
             exp.Filter: _filter,
             exp.Window: _window,
             exp.Div: _div,
-            exp.Add: _float_arithmetic(Spark.Generator.add_sql),
-            exp.Sub: _float_arithmetic(Spark.Generator.sub_sql),
-            exp.Mul: _float_arithmetic(Spark.Generator.mul_sql),
+            exp.Add: _arithmetic(Spark.Generator.add_sql),
+            exp.Sub: _arithmetic(Spark.Generator.sub_sql),
+            exp.Mul: _arithmetic(Spark.Generator.mul_sql),
         }
 
         def datatype_sql(self, expression: exp.DataType) -> str:
