@@ -176,7 +176,8 @@ class StrictParser:
                 break
             if token.token_type == TokenType.COMMA:
                 self._fail_at(index, "Unexpected ','")
-            if token.token_type == TokenType.TEMPORARY and index != start:
+            if token.token_type == TokenType.TEMPORARY and index != start \
+                    and self._tokens[index - 1].token_type != TokenType.REPLACE:  # (CREATE OR REPLACE TEMPORARY)
                 self._fail_at(index, "Unexpected 'TEMPORARY': it goes right after CREATE"
                                      " (CREATE TEMPORARY TABLE|VIEW|FUNCTION ...)")
         return create
