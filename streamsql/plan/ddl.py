@@ -28,7 +28,6 @@ def table_from_create(create: exp.Create, name: ObjectName) -> TableDef:
         raise ValidationError(f"CREATE TABLE {name.name} needs a column list", identifier_position(create.this))
     columns: list[Column] = []
     watermark = None
-    primary_key: list[str] = []
     keys = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
