@@ -306,7 +306,26 @@ def _price_orders(broker, tmp_path, rates_ddl: str, orders_topic: str, out: str)
         return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
 
     launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    priced.diagnosis = lambda: _diagnosis(broker, tmp_path, orders_topic, out)
     return priced, launched.split()[1]
+
+
+def _diagnosis(broker, tmp_path, orders_topic: str, out: str) -> str:
+    """Where a row went missing, for a failed assertion: the orders and the priced rows as
+    the topics hold them (offset: value), each micro-batch's watermark and end offsets, the
+    job's log."""
+    def records(name: str) -> str:
+        return "; ".join(f"{m.offset()}: {m.value().decode()}" for m in broker.read_all(name))
+
+    batches = []
+    for path in sorted((tmp_path / "catalog" / "_checkpoints").glob("*/checkpoint/offsets/[0-9]*"),
+                       key=lambda p: int(p.name)):
+        lines = path.read_text().splitlines()
+        ends = [line for line in lines[2:] if line.startswith('{"t-')]
+        batches.append(f"batch {path.name}: watermark {json.loads(lines[1])['batchWatermarkMs']}, offsets {ends}")
+    logs = "".join(p.read_text()[-3000:] for p in (tmp_path / "catalog" / "_jobs").glob("*.log"))
+    return (f"\norders: {records(orders_topic)}\npriced: {records(out)}\n" + "\n".join(batches)
+            + f"\nlog: {logs}")
 
 
 def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, tmp_path, monkeypatch):
@@ -336,13 +355,13 @@ def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, 
     priced, job_id = _price_orders(broker, tmp_path, rates, orders_topic, out)
     try:
         # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
-        assert wait_for(lambda: len(priced()) >= 4, 240), priced()
+        assert wait_for(lambda: len(priced()) >= 4, 240), priced.diagnosis()
         assert priced() == [(1, 20), (2, 10), (3, 50), (4, None)]
     finally:
         stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
         assert stopper.wait(120) == 0, stopper.stderr.read()
     # EUR: 2 until 10 s, then 3; USD: 1; GBP: 5 from 3 s, deleted at 8 s; JPY: 7 from 20 s.
-    assert wait_for(lambda: len(priced()) == 6, 90), priced()
+    assert wait_for(lambda: len(priced()) == 6, 90), priced.diagnosis()
     assert priced() == [(1, 20), (2, 10), (3, 50), (4, None), (5, 30), (6, None)]
 
 
@@ -372,14 +391,14 @@ def test_an_upsert_kafka_table_s_records_are_the_versions_of_a_temporal_join(bro
     priced, job_id = _price_orders(broker, tmp_path, rates, orders_topic, out)
     try:
         # The watermark is 12 s (the orders' 13 s less 1 s): the orders before 12 s are priced.
-        assert wait_for(lambda: len(priced()) >= 5, 240), priced()
+        assert wait_for(lambda: len(priced()) >= 5, 240), priced.diagnosis()
         assert priced()[:5] == [(1, 20), (2, 10), (3, 40), (4, None), (5, None)]
     finally:
         stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
         assert stopper.wait(120) == 0, stopper.stderr.read()
     # EUR: 2 until 10 s, then 3; USD: 1; CHF: 4 from 2 s, and from 7 s none (its version of
     # 7 s is what the tombstone's -D takes back); GBP: none; JPY: 7 from 20 s.
-    assert wait_for(lambda: len(priced()) == 7, 90), priced()
+    assert wait_for(lambda: len(priced()) == 7, 90), priced.diagnosis()
     assert priced() == [(1, 20), (2, 10), (3, 40), (4, None), (5, None), (6, 30), (7, None)]
 
 
