@@ -255,6 +255,8 @@ class SparkTarget(Spark):
             exp.IgnoreNulls: SF.nulls_sql(ignore=True),
             exp.RespectNulls: SF.nulls_sql(ignore=False),
             exp.Week: NF.week_sql,
+            exp.Ln: NF.log_sql,
+            exp.Log: NF.log_sql,
             exp.CurrentTime: lambda self, e: SF.no_time(e),
             exp.Interval: NF.interval_sql,
             exp.SimilarTo: NF.similar_to_sql,

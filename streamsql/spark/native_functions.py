@@ -4,7 +4,8 @@ EXTRACT returns BIGINT (whole seconds for SECOND, seconds included for MILLISECO
 FLOOR/CEIL(t TO unit) round a time point and keep a DOUBLE a DOUBLE; `array[i]` is
 1-based and NULL out of range; SIMILAR TO is a Java regular expression; OVERLAPS takes
 (start, end or interval) pairs; DATE_FORMAT refuses week-based pattern letters; INTERVAL
-'n' QUARTER (DECADE, ...) is in months (years); WEEK(d) is the ISO week.
+'n' QUARTER (DECADE, ...) is in months (years); WEEK(d) is the ISO week; LN, LOG, LOG2 and LOG10 are
+Java's Math.log (-Infinity at 0, NaN below it, where Spark's are NULL).
 """
 
 from __future__ import annotations
@@ -139,3 +140,25 @@ def interval_sql(self, e: exp.Interval) -> str:
 def week_sql(self, e: exp.Week) -> str:
     """WEEK(date): the ISO week of the year (Spark's WEEKOFYEAR)."""
     return f"CAST(WEEKOFYEAR({self.sql(e, 'this')}) AS BIGINT)"
+
+
+_NEGATIVE_INFINITY, _NAN = "CAST('-Infinity' AS DOUBLE)", "CAST('NaN' AS DOUBLE)"
+
+
+def java_log(function: str, x: str) -> str:
+    """``function(x)`` (LN, LOG10) as Java's Math.log gives it, which Flink calls: Spark's is
+    NULL at or below 0, Java's -Infinity at 0 and NaN below it (NULL stays NULL)."""
+    return (f"COALESCE({function}({x}), CASE WHEN {x} = 0 THEN {_NEGATIVE_INFINITY}"
+            f" WHEN {x} < 0 THEN {_NAN} END)")
+
+
+def log_sql(self, e: exp.Ln | exp.Log) -> str:
+    """LN(x), LOG(x) and LOG(b, x) (LOG2(x) is LOG(2, x)) as Flink computes them:
+    Math.log(x), and Math.log(x) / Math.log(b) in Java's double arithmetic (by 0: ±Infinity,
+    NaN for 0 / 0), where Spark gives NULL for a base or a value at or below 0."""
+    if isinstance(e, exp.Ln) or e.expression is None:
+        return java_log("LN", self.sql(e, "this"))
+    base, x = self.sql(e, "this"), self.sql(e, "expression")
+    numerator, denominator = java_log("LN", x), java_log("LN", base)
+    by_java = f"IF({denominator} = 0, {numerator} * CAST('Infinity' AS DOUBLE), {numerator} / {denominator})"
+    return f"COALESCE(LOG({base}, {x}), {by_java})"
