@@ -77,6 +77,12 @@ def error_of(sql: str) -> SqlSyntaxError:
                                                      " (CREATE TEMPORARY TABLE|VIEW|FUNCTION ...)", (1, 25)),
     ("CREATE VIEW v AS TEMPORARY SELECT 1", "Unexpected 'TEMPORARY': write CREATE TEMPORARY VIEW v AS SELECT ...",
      (1, 18)),
+    # two string literals are one only across lines (the caret at the second's quote)
+    ("SELECT 'google' 'baidu' FROM t", "String literal continued on same line", (1, 17)),
+    ("SELECT a FROM t WHERE a = 'x'\n  OR a = 'y' /* no */ 'z'", "String literal continued on same line", (2, 23)),
+    ("SELECT CAST(a AS) FROM t WHERE b = 'x'", "Expected TYPE after CAST, found ')'", (1, 17)),
+    ("SELECT a + INTERVAL 'x' 'y' FROM t", "String literal continued on same line", (1, 25)),
+    ("SET 'parallelism.default' '2' = '2'", "String literal continued on same line", (1, 27)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),
     ("INSERT INTO SELECT a FROM t", "Expected a table name after INTO, found 'SELECT'", (1, 13)),
 ])
@@ -96,7 +102,8 @@ def test_statements_that_parse_still_do():
                 "SELECT a FROM t CROSS JOIN u", "SELECT a FROM t, u", "SELECT a FROM t JOIN u USING (a)",
                 "SELECT a FROM t NATURAL JOIN u", "SELECT `table` FROM c.d.t AS `table`",
                 "SELECT ts - INTERVAL '1 10' DAY TO HOUR + INTERVAL -'5' SECOND(3) FROM t",
-                "SELECT SUBSTRING(a FROM 2 FOR 3), TRIM(BOTH 'x' FROM a), CAST(a AS INT) FROM t"):
+                "SELECT SUBSTRING(a FROM 2 FOR 3), TRIM(BOTH 'x' FROM a), CAST(a AS INT) FROM t",
+                "SELECT 'one string '\n  'over two lines' AS s, 'and' -- a comment\n ' one more' FROM t"):
         assert parse_script(sql)
 
 

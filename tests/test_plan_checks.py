@@ -346,11 +346,11 @@ def test_good_set_values(plan, key, value):
         ("SET 'parallelism.default' = 2", "Expected SET 'key' = 'value': the value must be a quoted string, found 2"
                                           " (write '2')", 29),
         ("SET parallelism = '2'", "Expected SET 'key' = 'value': the key must be a quoted string, found parallelism", 5),
-        ("SET 'parallelism.default' '2' = '2'", "Expected SET 'key' = 'value': the key must be one quoted string,"
-                                                " found 2 strings side by side", 5),
+        ("SET 'parallelism.default'\n'2' = '2'", "Expected SET 'key' = 'value': the key must be one quoted string,"
+                                                 " found 2 strings side by side", 5),
         ("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET ('k' = 2)",
          "Expected ALTER TABLE t SET ('key' = 'value', ...): the value must be a quoted string, found 2", 83),
-        ("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET ('k' '2 s')",
+        ("CREATE TABLE p (a INT) WITH ('connector' = 'blackhole'); ALTER TABLE p SET ('k'\n'2 s')",
          "Expected ALTER TABLE t SET ('key' = 'value', ...)", 77),
         ("CREATE TABLE t (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = 3)",
          "Expected WITH ('key' = 'value', ...): the value must be a quoted string, found 3", 74),

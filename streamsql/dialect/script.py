@@ -129,9 +129,9 @@ def _parse_one(padded: str, script: str) -> exp.Expression:
         into = next((t for t in tokens if t.token_type in (TokenType.INTO, TokenType.OVERWRITE, TokenType.TABLE)), tokens[0])
         following = tokens[tokens.index(into) + 1] if into is not tokens[-1] else into
         raise SqlSyntaxError(f"Expected a table name after {into.text.upper()}, found '{following.text}'",
-                             _token_position(following), script)
+                             _token_position(following, script), script)
     if isinstance(expression, exp.Command) and expression.name.upper() not in _COMMANDS:
-        raise SqlSyntaxError(f"Unsupported statement: {expression.name.upper()}", _token_position(tokens[0]), script)
+        raise SqlSyntaxError(f"Unsupported statement: {expression.name.upper()}", _token_position(tokens[0], script), script)
     return expression
 
 
@@ -153,7 +153,7 @@ def _check_statement_start(tokens: list, script: str) -> None:
         return
     guess = difflib.get_close_matches(first.text.upper(), _STATEMENT_WORDS, n=1, cutoff=0.6)
     hint = f"; did you mean {guess[0]}?" if guess else f" (statements start with {', '.join(_STATEMENT_WORDS[:8])}, ...)"
-    raise SqlSyntaxError(f"Unknown statement '{first.text}'{hint}", _token_position(first), script)
+    raise SqlSyntaxError(f"Unknown statement '{first.text}'{hint}", _token_position(first, script), script)
 
 
 def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
@@ -168,7 +168,7 @@ def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
     if at_end and previous is not None:
         position = _position(script, previous.end + 1)
     elif not at_end:
-        position = _token_position(current)
+        position = _token_position(current, script)
     elif detail.get("line") and detail.get("col"):
         position = Position(detail["line"], max(1, detail["col"] - len(detail.get("highlight") or "") + 1))
     else:
@@ -176,9 +176,10 @@ def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
     return SqlSyntaxError(message, position, script)
 
 
-def _token_position(token) -> Position:
-    """Where a token starts (sqlglot's col is that of its last character)."""
-    return Position(token.line, max(1, token.col - len(token.text) + 1))
+def _token_position(token, script: str) -> Position:
+    """Where a token starts: its first character's offset (its text leaves out a string's
+    quotes, and sqlglot's col is that of its last character)."""
+    return _position(script, token.start)
 
 
 def _token_error(script: str, error: TokenError) -> SqlSyntaxError:

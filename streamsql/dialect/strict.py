@@ -2,7 +2,8 @@
 
 sqlglot reads many dialects and forgives what some of them allow: an empty item of a comma
 list, an ``AS`` with no name, a function call with no closing parenthesis, a table name
-starting with a dot, a ``JOIN`` with no condition, ``INTERVAL`` over any expression. Flink
+starting with a dot, a ``JOIN`` with no condition, ``INTERVAL`` over any expression, two
+string literals on one line. Flink
 (Calcite) rejects each, and accepting one silently runs a different query than the one
 written (sqlglot drops the empty item, or reads ``a JOIN b`` as a cross join). Each is a
 syntax error here, at the token where the SQL goes wrong.
@@ -160,6 +161,18 @@ class StrictParser:
             self.raise_error(f"Expected a unit after INTERVAL '{token.text}' (e.g. INTERVAL '{token.text}' SECOND)",
                              self._curr or token)
         return interval
+
+    def _parse_primary(self):
+        """Adjacent string literals are one string only across lines (``'foo'`` then
+        ``'bar'`` on the next line); on one line Flink (Calcite) refuses them, where sqlglot
+        concatenated them."""
+        start = self._index
+        primary = super()._parse_primary()
+        if isinstance(primary, exp.Concat) and self._tokens[start].token_type == TokenType.STRING:
+            for index in range(start + 1, self._index):
+                if self._tokens[index].line == self._tokens[index - 1].line:
+                    self._fail_at(index, "String literal continued on same line")
+        return primary
 
     def _parse_create(self):
         """``CREATE [TEMPORARY] TABLE|VIEW|FUNCTION name``: sqlglot also reads a comma in that
