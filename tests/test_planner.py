@@ -88,6 +88,19 @@ def test_unknown_function():
         plan("SELECT nope(price) FROM bid")
 
 
+@pytest.mark.parametrize("sql, name, col", [
+    ("SELECT COUNT() FROM bid", "COUNT", 8),
+    ("SELECT auction, MAX(price, bidder) FROM bid GROUP BY auction", "MAX", 17),
+    ("SELECT MIN(price, 1) FROM bid", "MIN", 8),
+])
+def test_aggregates_of_one_argument_take_one(sql, name, col):
+    """sqlglot reads COUNT() and MAX(a, b); Flink (Calcite) refuses both."""
+    with pytest.raises(ValidationError, match=f"Invalid number of arguments to function '{name}'. Was expecting 1"
+                                              " arguments") as caught:
+        plan(sql)
+    assert caught.value.position.col == col
+
+
 def test_unknown_connector_option_fails_before_spark():
     with pytest.raises(ConnectorError, match="unsupported option\\(s\\) 'csv.delimiter'"):
         plan("CREATE TABLE t (a INT) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'csv', 'csv.delimiter' = ';')")

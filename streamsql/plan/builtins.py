@@ -26,6 +26,8 @@ STATUSES = ("supported", "differs", "not supported")
 # Nodes whose translation refuses some forms (an unsupported unit, clause or pattern): the
 # planner translates each once, so the refusal comes at plan time, with its position.
 _CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
+# Aggregates of one argument that sqlglot also reads with none (COUNT()) or several (MAX(a, b)).
+_ONE_ARGUMENT = (exp.Count, exp.Max, exp.Min, exp.Sum, exp.Avg)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ def check_functions(query: exp.Expression, database: str = "default_database") -
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):  # row_column.* (t.* is expanded)
             raise ValidationError(f"{node.this.name}.* is not supported: {coverage()['COMPOSITETYPE.*'].notes}",
                                   start_position(node))
+        if isinstance(node, _ONE_ARGUMENT) and (node.this is None or node.expressions and not isinstance(node, exp.Count)):
+            raise ValidationError(f"Invalid number of arguments to function '{node.sql_name()}'."
+                                  " Was expecting 1 arguments", start_position(node))
         if isinstance(node, FlinkCall) and node.name == "CURRENT_DATABASE":
             node.meta["database"] = database
         if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
