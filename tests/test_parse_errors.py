@@ -83,6 +83,9 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT CAST(a AS) FROM t WHERE b = 'x'", "Expected TYPE after CAST, found ')'", (1, 17)),
     ("SELECT a + INTERVAL 'x' 'y' FROM t", "String literal continued on same line", (1, 25)),
     ("SET 'parallelism.default' '2' = '2'", "String literal continued on same line", (1, 27)),
+    ("FROM t SELECT a", "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)", (1, 1)),
+    ("SELECT 1;\nFROM SELECT a FROM t", "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)", (2, 1)),
+    ("SELECT * FROM (FROM t) AS x", "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)", (1, 16)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),
     ("INSERT INTO SELECT a FROM t", "Expected a table name after INTO, found 'SELECT'", (1, 13)),
 ])

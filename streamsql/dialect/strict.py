@@ -162,6 +162,16 @@ class StrictParser:
                              self._curr or token)
         return interval
 
+    def _parse_select_query(self, *args, **kwargs):
+        """sqlglot reads DuckDB's FROM-first queries (``FROM bid SELECT a``, and ``FROM
+        SELECT ... FROM bid`` as a subquery); a Flink query starts with SELECT (or WITH,
+        VALUES, a parenthesis)."""
+        start = self._index if self._curr and self._curr.token_type == TokenType.FROM else None
+        query = super()._parse_select_query(*args, **kwargs)
+        if start is not None and query is not None:
+            self._fail_at(start, "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)")
+        return query
+
     def _parse_primary(self):
         """Adjacent string literals are one string only across lines (``'foo'`` then
         ``'bar'`` on the next line); on one line Flink (Calcite) refuses them, where sqlglot
