@@ -58,6 +58,18 @@ def test_a_group_window_function_repeats_the_group_by_window(auxiliary):
     plan("SELECT bidder, TUMBLE_END(bid.ts, INTERVAL '0.5' MINUTE) FROM bid GROUP BY bidder, TUMBLE(ts, INTERVAL '30' SECOND)")
 
 
+@pytest.mark.parametrize("window", ["TUMBLE(x.ts, INTERVAL '10' SECOND)", "SESSION(bid.ts, INTERVAL '10' SECOND)"])
+def test_a_group_window_s_time_attribute_is_of_the_table_in_from(window):
+    """The GROUP BY's window column qualified by a name FROM does not give (an unknown table,
+    or the table's name where it has an alias) was taken by its column name alone."""
+    with pytest.raises(ValidationError) as caught:
+        plan(f"SELECT b.bidder, COUNT(*)\nFROM bid AS b GROUP BY b.bidder, {window}")
+    qualifier = window[window.index("(") + 1:window.index(".")]
+    assert caught.value.message == f"Column 'ts' could not be resolved for table: '{qualifier}'"
+    assert caught.value.position == Position(line_of("") + 1, 35 + len(window.split("(")[0]))
+    plan(f"SELECT b.bidder, COUNT(*) FROM bid AS b GROUP BY b.bidder, {window.replace(qualifier + '.', 'b.')}")
+
+
 def test_a_star_needs_a_from_clause():
     with pytest.raises(ValidationError, match=r"SELECT \* requires a FROM clause"):
         plan("SELECT *")

@@ -15,6 +15,7 @@ from streamsql.dialect.flink import Flink
 from streamsql.dialect.windows import GroupWindow, GroupWindowProperty, TableArgument, WindowTVF, group_window_parameters
 from streamsql.errors import ValidationError
 from streamsql.plan.objects import Column, TableDef, identifier_position
+from streamsql.plan.positions import start_position
 from streamsql.plan.types import build_type
 
 _UNIT_MS = {
@@ -96,6 +97,9 @@ def _rewrite_one(select: exp.Select, window: GroupWindow) -> None:
         raise ValidationError(f"{window.kind}: the time attribute must be a column, not {time_column.sql()}")
     keys = [e for e in select.args["group"].expressions if e is not window]
     alias = source.alias_or_name
+    if time_column.table and time_column.table != alias:  # (the TVF takes the column by its name alone)
+        raise ValidationError(f"Column '{time_column.name}' could not be resolved for table: '{time_column.table}'",
+                              start_position(time_column))
     parameters = {name.lower(): value.copy() for name, value in group_window_parameters(window).items()}
     table_argument = TableArgument(
         this=exp.Table(this=source.this.copy(), db=source.args.get("db")),
