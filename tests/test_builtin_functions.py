@@ -140,7 +140,7 @@ def test_generated_spark_sql(flink, spark):
 def test_result_types_follow_flink():
     columns = plan("SELECT TIMESTAMPDIFF(DAY, ts, ts) AS a, TIMESTAMPADD(HOUR, 1, dt) AS b, TIMESTAMPADD(DAY, 1, dt) AS c,"
                    " TO_TIMESTAMP(s) AS d, JSON_VALUE(s, '$.x' RETURNING DOUBLE) AS e, EXTRACT(DAY FROM ts) AS f,"
-                   " FLOOR(ts TO DAY) AS g, ELEMENT(arr) AS h, LISTAGG(s) AS k FROM t").columns
+                   " FLOOR(ts TO DAY) AS g, ELEMENT(arr) AS h FROM t").columns + plan("SELECT LISTAGG(s) AS k FROM t").columns
     assert [c.type.sql(dialect="flink") if False else c.type.this.name for c in columns] == [
         "INT", "TIMESTAMP", "DATE", "TIMESTAMP", "DOUBLE", "BIGINT", "TIMESTAMP", "INT", "TEXT"]
 

@@ -70,6 +70,36 @@ def test_a_group_window_s_time_attribute_is_of_the_table_in_from(window):
     plan(f"SELECT b.bidder, COUNT(*) FROM bid AS b GROUP BY b.bidder, {window.replace(qualifier + '.', 'b.')}")
 
 
+@pytest.mark.parametrize("sql, column, col", [
+    ("SELECT auction, price FROM bid GROUP BY auction", "price", 17),
+    ("SELECT auction, COUNT(*) FROM bid", "auction", 8),
+    ("SELECT auction FROM bid GROUP BY auction HAVING price > 1", "price", 49),
+    ("SELECT b.auction, MAX(b.price) + b.bidder FROM bid AS b GROUP BY b.auction", "bidder", 34),
+    ("SELECT auction, window_end, COUNT(*) FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '1' SECOND))"
+     " GROUP BY auction, window_start", "window_end", 17),
+    ("SELECT auction, url, COUNT(*) FROM bid GROUP BY CUBE (auction, bidder)", "url", 17),
+])
+def test_an_aggregating_select_takes_only_grouped_columns(sql, column, col):
+    """Flink's validator refuses a column outside the GROUP BY and outside an aggregate;
+    Spark refused it only once the query ran."""
+    with pytest.raises(ValidationError) as caught:
+        plan(sql)
+    assert caught.value.message == f"Expression '{column}' is not being grouped"
+    assert caught.value.position == Position(line_of(""), col)
+
+
+def test_grouped_expressions_aggregates_and_constants_may_be_selected():
+    for sql in ("SELECT auction + 1, COUNT(*) FILTER (WHERE price > 1) FROM bid GROUP BY auction + 1 HAVING MAX(url) > 'a'",
+                "SELECT 1, COUNT(*) AS c, SUM(price) * 2 FROM bid GROUP BY auction ORDER BY c",
+                "SELECT auction, bidder, COUNT(*) FROM bid GROUP BY GROUPING SETS ((auction), (auction, bidder))",
+                "SELECT auction, (SELECT MAX(seller) FROM auction), COUNT(*) FROM bid GROUP BY auction",
+                "SELECT auction, price, SUM(price) OVER (PARTITION BY auction ORDER BY ts) FROM bid",
+                "SELECT COUNT(*) FROM bid",
+                "SELECT bidder, TUMBLE_END(ts, INTERVAL '1' SECOND), COUNT(*) FROM bid"
+                " GROUP BY bidder, TUMBLE(ts, INTERVAL '1' SECOND)"):
+        plan(sql)
+
+
 def test_a_star_needs_a_from_clause():
     with pytest.raises(ValidationError, match=r"SELECT \* requires a FROM clause"):
         plan("SELECT *")

@@ -18,6 +18,7 @@ from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.plan.grouping import check_grouping
 from streamsql.plan.builtins import check_functions, unknown_function
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.commands import command_text, set_step, stop_job
@@ -231,6 +232,7 @@ class Planner:
         check_temporal_joins(qualified, versioned, relations, plan.derived)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         check_types(typed)
+        check_grouping(typed)
         check_functions(typed, self.catalog.current_database)
         plan.query = typed
         plan.lookups = lookup_only(typed, plan.derived)

@@ -1,0 +1,78 @@
+"""Flink's rule for an aggregating SELECT: every column outside an aggregate is grouped.
+
+``SELECT a, b FROM t GROUP BY a`` (or ``SELECT a, COUNT(*) FROM t``) is refused by Flink's
+validator: "Expression 'b' is not being grouped". sqlglot reads it, and Spark refused it
+only once the query ran, without a position. Checked here on the qualified query: in an
+aggregating SELECT (a GROUP BY, or an aggregate in its projections or HAVING), each
+projection and the HAVING condition must be built from grouped expressions (those of the
+GROUP BY, its GROUPING SETS, ROLLUP and CUBE included), aggregates and constants.
+
+Left to the validators after this one (lenient here): subqueries, OVER aggregates, and
+ORDER BY (which may name a projection's alias).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from streamsql.errors import ValidationError
+from streamsql.plan.positions import start_position
+
+# Wrappers an aggregate call may sit in: COUNT(*) FILTER (WHERE ...), LISTAGG(...) WITHIN GROUP, ...
+_AGGREGATE_WRAPPERS = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
+
+
+def check_grouping(query: exp.Expression) -> None:
+    for select in query.find_all(exp.Select):
+        group = select.args.get("group")
+        having = select.args.get("having")
+        items = [s.this if isinstance(s, exp.Alias) else s for s in select.expressions]
+        if group is None and not any(_has_aggregate(e) for e in items + ([having] if having else [])):
+            continue
+        grouped = _grouped(group)
+        for expression in items + ([having.this] if having else []):
+            stray = _ungrouped(expression, grouped)
+            if stray is not None:
+                raise ValidationError(f"Expression '{stray.name}' is not being grouped", start_position(stray))
+
+
+def _grouped(group: exp.Group | None) -> list[exp.Expression]:
+    if group is None:
+        return []
+    found = []
+    for key in group.expressions:
+        if isinstance(key, (exp.GroupingSets, exp.Rollup, exp.Cube)):
+            found += [e for e in key.find_all(exp.Expression) if not isinstance(e, (exp.Tuple, exp.Paren))]
+        else:
+            found.append(key)
+    return found
+
+
+def _is_aggregate(node: exp.Expression) -> bool:
+    if isinstance(node, _AGGREGATE_WRAPPERS):
+        return _is_aggregate(node.this)
+    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window)
+
+
+def _has_aggregate(node: exp.Expression) -> bool:
+    """An aggregate call in ``node`` outside its subqueries and OVER windows."""
+    if _is_aggregate(node):
+        return True
+    if isinstance(node, (exp.Subquery, exp.Window, exp.Select)):
+        return False
+    return any(_has_aggregate(child) for child in node.iter_expressions())
+
+
+def _ungrouped(node: exp.Expression, grouped: list[exp.Expression]) -> exp.Column | None:
+    """The first column of ``node`` neither grouped nor inside an aggregate, or None."""
+    if any(node == g for g in grouped) or _is_aggregate(node):
+        return None
+    if isinstance(node, (exp.Subquery, exp.Window, exp.Select, exp.Exists)):
+        return None
+    if isinstance(node, exp.Column):
+        return node
+    for child in node.iter_expressions():
+        stray = _ungrouped(child, grouped)
+        if stray is not None:
+            return stray
+    return None
