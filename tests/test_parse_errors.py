@@ -35,6 +35,8 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT * FROM WHERE x", "Expected a table name after FROM, found 'WHERE'", (1, 15)),
     ("SELECT a FROM t\nWHERE", "Expected a condition after WHERE at the end of the statement", (2, 6)),
     ("SELECT a FROM t WHERE a BETWEEN 1 AND", "Expected BETWEEN low AND high at the end of the statement", (1, 38)),
+    ("SELECT a FROM t WHERE a BETWEEN 1 2", "Expected BETWEEN low AND high, found '2'", (1, 35)),
+    ("SELECT a FROM t WHERE a BETWEEN b c GROUP BY a", "Expected BETWEEN low AND high, found 'c'", (1, 35)),
     ("SELECT B . , x FROM bid B", "Expected a column name after '.', found ','", (1, 12)),
     ("SELECT SPLIT_INDEX(a, ) FROM t", "SPLIT_INDEX(...) is missing an argument, found ')'", (1, 23)),
     ("SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, , INTERVAL '10' SECOND))",

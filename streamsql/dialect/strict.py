@@ -172,6 +172,17 @@ class StrictParser:
             self._fail_at(start, "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)")
         return query
 
+    def _parse_between(self, this):
+        """``a BETWEEN low AND high``: sqlglot took the AND if it was there (``BETWEEN 1 2``)."""
+        if isinstance(this, (exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ)):  # (as sqlglot's own)
+            this = exp.Paren(this=this)
+        symmetric = True if self._match_text_seq("SYMMETRIC") else False if self._match_text_seq("ASYMMETRIC") else None
+        low = self._parse_bitwise()
+        if low is not None and self._curr and not self._match(TokenType.AND):
+            self.raise_error("Expected BETWEEN low AND high", self._curr)
+        high = self._parse_bitwise()
+        return self.expression(exp.Between(this=this, low=low, high=high, symmetric=symmetric))
+
     def _parse_primary(self):
         """Adjacent string literals are one string only across lines (``'foo'`` then
         ``'bar'`` on the next line); on one line Flink (Calcite) refuses them, where sqlglot
