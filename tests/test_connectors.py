@@ -47,6 +47,18 @@ def test_filesystem_sink_round_trip(run, tmp_path, fmt, mode):
     ]
 
 
+@pytest.mark.parametrize("mode", ["streaming", "batch"])
+def test_insert_values_writes_its_rows(run, tmp_path, mode):
+    """INSERT INTO t VALUES (...), ...: the rows cast to the table's columns (a column list
+    too); the query used to produce no columns at all."""
+    rows = run.rows(f"SET 'execution.runtime-mode' = '{mode}';" + source("dst", tmp_path / "all")
+                    + source("some", tmp_path / "some")
+                    + "INSERT INTO dst VALUES (1, 'a', 10, TIMESTAMP '2026-01-01 00:00:01'), (2, NULL, 20, NULL);"
+                    + "INSERT INTO some (id, amount) VALUES (3, 30);"
+                    + "SELECT * FROM dst UNION ALL SELECT * FROM some")
+    assert sorted(rows) == [["1", "a", "10", "2026-01-01 00:00:01.000"], ["2", "", "20", ""], ["3", "", "30", ""]]
+
+
 def test_json_source(run, tmp_path):
     lines = [{"id": 1, "name": "a", "amount": 5, "ts": "2026-01-01 10:00:00.123"}, {"id": 2, "name": None, "amount": 7, "ts": "2026-01-01 10:00:01"}]
     path = write(tmp_path / "in.json", "\n".join(json.dumps(x) for x in lines) + "\n")

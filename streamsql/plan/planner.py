@@ -187,7 +187,7 @@ class Planner:
             raise ValidationError(f"Cannot INSERT INTO view '{table.name}'", identifier_position(target))
         if not CONNECTORS[table.options["connector"]].as_sink:
             raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
-        plan = self.plan_query(node.expression)
+        plan = self.plan_query(_values_as_select(node.expression))
         sources = insert_sources(table, columns, plan)
         self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node, table, self.catalog)
@@ -454,3 +454,14 @@ def _resolution_error(error: OptimizeError) -> ValidationError:
         position = Position(int(match.group(1)), max(1, int(match.group(2)) - length + 1))
     message = message.replace('"', "")
     return ValidationError(message, position)
+
+
+def _values_as_select(query: exp.Expression) -> exp.Expression:
+    """``INSERT INTO t VALUES (...), ...``: the rows as a query of their own columns
+    (``SELECT * FROM (VALUES ...) AS v(EXPR$0, ...)``), as Flink plans them."""
+    if not isinstance(query, exp.Values) or not query.expressions:
+        return query
+    width = len(query.expressions[0].expressions)
+    names = [exp.to_identifier(f"EXPR${i}") for i in range(width)]
+    values = exp.Values(expressions=query.expressions, alias=exp.TableAlias(this=exp.to_identifier("v"), columns=names))
+    return exp.select(exp.Star()).from_(values)
