@@ -90,6 +90,8 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT * FROM (FROM t) AS x", "Unexpected 'FROM': a query starts with SELECT (SELECT ... FROM t)", (1, 16)),
     ("FETCH x", "Unsupported statement: FETCH", (1, 1)),
     ("INSERT INTO SELECT a FROM t", "Expected a table name after INTO, found 'SELECT'", (1, 13)),
+    ("INSERT INTO t", "Expected SELECT or VALUES after INSERT INTO ... at the end of the statement", (1, 14)),
+    ("INSERT INTO t (a) WHERE", "Expected SELECT or VALUES after INSERT INTO ..., found 'WHERE'", (1, 19)),
 ])
 def test_messages_and_positions(sql, message, position):
     error = error_of(sql)

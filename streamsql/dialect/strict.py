@@ -183,6 +183,14 @@ class StrictParser:
         high = self._parse_bitwise()
         return self.expression(exp.Between(this=this, low=low, high=high, symmetric=symmetric))
 
+    def _parse_insert(self, *args, **kwargs):
+        """``INSERT INTO t`` with no query after it: sqlglot read it as an insert of nothing."""
+        insert = super()._parse_insert(*args, **kwargs)
+        if (isinstance(insert, exp.Insert) and insert.expression is None
+                and isinstance(insert.this, (exp.Table, exp.Schema))):  # (no table: script.py says so)
+            self.raise_error("Expected SELECT or VALUES after INSERT INTO ...", self._curr or self._prev)
+        return insert
+
     def _parse_primary(self):
         """Adjacent string literals are one string only across lines (``'foo'`` then
         ``'bar'`` on the next line); on one line Flink (Calcite) refuses them, where sqlglot
