@@ -22,14 +22,20 @@ from streamsql.plan.positions import start_position
 _AGGREGATE_WRAPPERS = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
 
 
+def aggregate_calls(select: exp.Select) -> list[exp.Expression]:
+    """Aggregate calls of this SELECT (not of its subqueries, not OVER windows)."""
+    return [agg for agg in select.find_all(exp.AggFunc)
+            if agg.find_ancestor(exp.Select) is select and not agg.find_ancestor(exp.Window)]
+
+
 def check_grouping(query: exp.Expression) -> None:
     for select in query.find_all(exp.Select):
         group = select.args.get("group")
-        having = select.args.get("having")
-        items = [s.this if isinstance(s, exp.Alias) else s for s in select.expressions]
-        if group is None and not any(_has_aggregate(e) for e in items + ([having] if having else [])):
+        if group is None and not aggregate_calls(select):
             continue
         grouped = _grouped(group)
+        having = select.args.get("having")
+        items = [s.this if isinstance(s, exp.Alias) else s for s in select.expressions]
         for expression in items + ([having.this] if having else []):
             stray = _ungrouped(expression, grouped)
             if stray is not None:
@@ -52,15 +58,6 @@ def _is_aggregate(node: exp.Expression) -> bool:
     if isinstance(node, _AGGREGATE_WRAPPERS):
         return _is_aggregate(node.this)
     return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window)
-
-
-def _has_aggregate(node: exp.Expression) -> bool:
-    """An aggregate call in ``node`` outside its subqueries and OVER windows."""
-    if _is_aggregate(node):
-        return True
-    if isinstance(node, (exp.Subquery, exp.Window, exp.Select)):
-        return False
-    return any(_has_aggregate(child) for child in node.iter_expressions())
 
 
 def _ungrouped(node: exp.Expression, grouped: list[exp.Expression]) -> exp.Column | None:

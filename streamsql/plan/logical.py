@@ -26,6 +26,7 @@ from typing import Callable
 from sqlglot import exp
 
 from streamsql.dialect.functions import Proctime
+from streamsql.plan.grouping import aggregate_calls
 from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text
 from streamsql.plan.objects import TableDef, uniquify_names
 from streamsql.plan.state_ttl import hinted_ttl
@@ -112,7 +113,7 @@ class Builder:
         source, scope, conditions = from_clause(self, select)
         source, scope, conditions = self._subquery_filters(source, scope, conditions)
         source = self._scalar_subqueries(select, source, conditions)
-        if select.args.get("group") or _aggregates(select):
+        if select.args.get("group") or aggregate_calls(select):
             op = self._aggregate(select, source, scope, conditions)
         elif rank is not None or _over_calls(select):
             op = self._windowed(select, _filter(source, conditions), scope, rank)
@@ -356,16 +357,6 @@ def _distinct(select: exp.Select, op: Operator) -> Operator:
 
 def _plain(fields: list[Field]) -> list[Field]:
     return [replace(f, time_attribute=None, window=None) for f in fields]
-
-
-def _aggregates(select: exp.Select) -> list[exp.Expression]:
-    """Aggregate calls of this SELECT (not of its subqueries, not OVER windows)."""
-    found = []
-    for agg in select.find_all(exp.AggFunc):
-        if agg.find_ancestor(exp.Select) is not select or agg.find_ancestor(exp.Window):
-            continue
-        found.append(agg)
-    return found
 
 
 def _over_calls(select: exp.Select) -> bool:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.grouping import aggregate_calls
 from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
 from streamsql.spark.stateful.split import AggregateSplit
@@ -309,7 +310,7 @@ class _Compiler:
         if join is not None and (changelogs or join.join_type != "InnerJoin" or join.kind == "TemporalJoin" or ttl
                                  or window):
             inputs, changelogs = cut_join(query, join, inputs, changelogs)
-        if query.args.get("distinct") and not query.args.get("group") and not _aggregates(query) \
+        if query.args.get("distinct") and not query.args.get("group") and not aggregate_calls(query) \
                 and not query.args["distinct"].args.get("on") and not any(p.find(exp.Star, exp.Window)
                                                                           for p in query.expressions):
             # SELECT DISTINCT: Flink's GroupAggregate by every projection, with no aggregate
@@ -317,7 +318,7 @@ class _Compiler:
             query.set("expressions", [p if isinstance(p, exp.Alias) else exp.alias_(p, p.alias_or_name)
                                       for p in query.expressions])
             query.set("distinct", None)
-        if query.args.get("group") or _aggregates(query):
+        if query.args.get("group") or aggregate_calls(query):
             from streamsql.spark.stateful.aggregate_cut import cut_group_aggregate
 
             return cut_group_aggregate(query, inputs, changelogs, attached)
@@ -419,7 +420,7 @@ class _Compiler:
         if not isinstance(body, exp.Select) or any(body.args.get(k) for k in (
                 "joins", "group", "having", "distinct", "order", "limit", "with_")):
             return False
-        if _aggregates(body) or any(body.find_all(exp.Window)) or (
+        if aggregate_calls(body) or any(body.find_all(exp.Window)) or (
                 body.args.get("where") is not None and _has_subquery(body.args["where"])):
             return False
         source = body.args["from_"].this if body.args.get("from_") else None
@@ -466,11 +467,6 @@ def _same(expression: exp.Expression) -> str:
     for call in copy.find_all(exp.Anonymous, exp.Var):  # a function's name, a unit (HOUR), as written
         call.set("this", call.name.lower())
     return copy.sql()
-
-
-def _aggregates(select: exp.Select) -> bool:
-    return any(agg.find_ancestor(exp.Select) is select and not agg.find_ancestor(exp.Window)
-               for agg in select.find_all(exp.AggFunc))
 
 
 def _stateful_inside(query: exp.Expression) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.plan.grouping import aggregate_calls
 from streamsql.spark.stateful.chain import (
-    RANKED, RankStage, WindowAggregateStage, _aggregates, _carry_rowkind, _same, _Unsupported,
+    RANKED, RankStage, WindowAggregateStage, _carry_rowkind, _same, _Unsupported,
 )
 
 
@@ -37,7 +38,7 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
         from streamsql.spark.stateful.window_cut import window_rows_end
 
         window_end, per_window = window_rows_end(compiler, inner), False
-    if inner.args.get("group") or _aggregates(inner) or inner.args.get("distinct"):
+    if inner.args.get("group") or aggregate_calls(inner) or inner.args.get("distinct"):
         raise _Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
     call = next(p for p in inner.expressions if p.alias_or_name == name)
     window = call.unalias()
