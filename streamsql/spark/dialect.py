@@ -175,9 +175,7 @@ def _div(self, e: exp.Div) -> str:
     dividend, divisor = self.sql(e, "this"), self.sql(e, "expression")
     constant = e.expression.is_number and e.expression.to_py() != 0
     if e.type is not None and e.type.this in (exp.DType.DOUBLE, exp.DType.FLOAT) and not constant:
-        # Flink divides DOUBLE and FLOAT as Java does: by zero is ±Infinity (NaN for 0 / 0) and
-        # the query goes on, where Spark's ANSI division fails it
-        return _as_float(e, f"IF({divisor} = 0, {dividend} * CAST('Infinity' AS DOUBLE), {dividend} / {divisor})")
+        return _as_float(e, NF.java_divide(dividend, divisor))  # Flink divides DOUBLE and FLOAT as Java does
     return _as_float(e, f"{dividend} / {divisor}")
 
 

@@ -17,8 +17,7 @@ from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
 from streamsql.spark import json_functions
 from streamsql.spark.function_support import call_name, null_if_any_null, unsupported
-from streamsql.spark import native_functions as NF
-from streamsql.spark.native_functions import check_pattern
+from streamsql.spark.native_functions import check_pattern, java_log
 
 DEFAULT_DATETIME = "'yyyy-MM-dd HH:mm:ss'"
 _DATE_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
@@ -216,7 +215,7 @@ TEMPLATES = {
     "PARSE_URL": lambda self, e, a: f"TRY_PARSE_URL({', '.join(a)})",
     # Flink's default delimiters are ',' and '=' (Spark's ',' and ':')
     "STR_TO_MAP": lambda self, e, a: f"STR_TO_MAP({a[0]}, {a[1] if len(a) > 1 else chr(39) + ',' + chr(39)}, {a[2] if len(a) > 2 else chr(39) + '=' + chr(39)})",
-    "LOG10": lambda self, e, a: NF.java_log("LOG10", a[0]),
+    "LOG10": lambda self, e, a: java_log("LOG10", a[0]),
     "SPLIT": lambda self, e, a: _split(a),
     "UNHEX": lambda self, e, a: f"TRY_TO_BINARY({a[0]}, 'hex')",
     "HEX": lambda self, e, a: f"HEX({a[0]})",

@@ -145,6 +145,12 @@ def week_sql(self, e: exp.Week) -> str:
 _NEGATIVE_INFINITY, _NAN = "CAST('-Infinity' AS DOUBLE)", "CAST('NaN' AS DOUBLE)"
 
 
+def java_divide(dividend: str, divisor: str) -> str:
+    """A DOUBLE quotient as Java computes it in Flink's generated code: by zero it is
+    ±Infinity (NaN for 0 / 0) and the query goes on, where Spark's ANSI division fails it."""
+    return f"IF({divisor} = 0, {dividend} * CAST('Infinity' AS DOUBLE), {dividend} / {divisor})"
+
+
 def java_log(function: str, x: str) -> str:
     """``function(x)`` (LN, LOG10) as Java's Math.log gives it, which Flink calls: Spark's is
     NULL at or below 0, Java's -Infinity at 0 and NaN below it (NULL stays NULL)."""
@@ -159,6 +165,4 @@ def log_sql(self, e: exp.Ln | exp.Log) -> str:
     if isinstance(e, exp.Ln) or e.expression is None:
         return java_log("LN", self.sql(e, "this"))
     base, x = self.sql(e, "this"), self.sql(e, "expression")
-    numerator, denominator = java_log("LN", x), java_log("LN", base)
-    by_java = f"IF({denominator} = 0, {numerator} * CAST('Infinity' AS DOUBLE), {numerator} / {denominator})"
-    return f"COALESCE(LOG({base}, {x}), {by_java})"
+    return f"COALESCE(LOG({base}, {x}), {java_divide(java_log('LN', x), java_log('LN', base))})"
