@@ -44,6 +44,13 @@ CASES = [
     ("CAST(2147483647 AS INT) + (i + 8)", "-2147483648"),
     ("(i + 8) - 2147483647 - 3", "2147483647"),
     ("CAST(30000 AS SMALLINT) * CAST(i + 9 AS SMALLINT)", "-5536"),
+    # CAST into a narrower integer wraps as Java's narrowing does, into a DECIMAL too small is
+    # NULL (Spark's ANSI cast fails the query on both)
+    ("CAST(i + 307 AS TINYINT)", "44"),
+    ("TRY_CAST(i + 135 AS TINYINT)", "-128"),
+    ("CAST(CAST(i AS BIGINT) * 1000000000 AS INT)", "1589934592"),
+    ("CAST(i * 100 AS DECIMAL(2, 0))", ""),
+    ("CAST(i AS DECIMAL(1, 0))", "-7"),
     # DOUBLE and FLOAT divide as Java does: by zero is infinite, 0 / 0 NaN (Spark's fails the query)
     ("CAST(i AS DOUBLE) / (i + 7)", "-Infinity"),
     ("CAST(i + 7 AS FLOAT) / (i + 7)", "NaN"),

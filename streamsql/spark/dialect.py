@@ -275,6 +275,9 @@ class SparkTarget(Spark):
             exp.Mul: _arithmetic(Spark.Generator.mul_sql),
         }
 
+        def cast_sql(self, expression: exp.Cast, safe_prefix: str | None = None) -> str:
+            return NF.numeric_cast(self, expression) or super().cast_sql(expression, safe_prefix=safe_prefix)
+
         def datatype_sql(self, expression: exp.DataType) -> str:
             """Spark types carry no timestamp precision and no string length."""
             if expression.this in _TIMESTAMP_TYPES | _STRING_TYPES:

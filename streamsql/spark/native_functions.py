@@ -5,13 +5,15 @@ FLOOR/CEIL(t TO unit) round a time point and keep a DOUBLE a DOUBLE; `array[i]` 
 1-based and NULL out of range; SIMILAR TO is a Java regular expression; OVERLAPS takes
 (start, end or interval) pairs; DATE_FORMAT refuses week-based pattern letters; INTERVAL
 'n' QUARTER (DECADE, ...) is in months (years); WEEK(d) is the ISO week; LN, LOG, LOG2 and LOG10 are
-Java's Math.log (-Infinity at 0, NaN below it, where Spark's are NULL).
+Java's Math.log (-Infinity at 0, NaN below it, where Spark's are NULL); a CAST into a
+narrower integer wraps and one into a too small DECIMAL is NULL.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from streamsql.dialect.decimals import precision_scale
 from streamsql.spark.function_support import unsupported
 
 _EXTRACT = {"DOW": "DAYOFWEEK({0})", "DOY": "DAYOFYEAR({0})", "ISODOW": "EXTRACT(DAYOFWEEK_ISO FROM {0})",
@@ -166,3 +168,32 @@ def log_sql(self, e: exp.Ln | exp.Log) -> str:
         return java_log("LN", self.sql(e, "this"))
     base, x = self.sql(e, "this"), self.sql(e, "expression")
     return f"COALESCE(LOG({base}, {x}), {java_divide(java_log('LN', x), java_log('LN', base))})"
+
+
+_INTEGER_BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DType.BIGINT: 64}
+_NUMERIC = {*_INTEGER_BITS, exp.DType.DECIMAL, exp.DType.FLOAT, exp.DType.DOUBLE}
+
+
+def numeric_cast(self, e: exp.Cast) -> str | None:
+    """CAST between numbers as Flink's generated code casts, where Spark's ANSI cast fails
+    the query on a value out of the target's range: an integer into a narrower integer type
+    wraps (Java's narrowing: CAST(300 AS TINYINT) is 44), a number into a DECIMAL it
+    overflows is NULL (Flink's DecimalData). None: Spark's own cast means Flink's."""
+    source, target = getattr(e.this, "type", None), e.to
+    if source is None or target is None or source.this not in _NUMERIC:
+        return None
+    if target.this == exp.DType.DECIMAL:
+        return f"TRY_CAST({self.sql(e, 'this')} AS {self.sql(target)})" if _may_overflow(source, target) else None
+    bits = _INTEGER_BITS.get(target.this)
+    if bits is None or source.this not in _INTEGER_BITS or _INTEGER_BITS[source.this] <= bits:
+        return None
+    half = 2 ** (bits - 1)  # the low bits, read as two's complement (no intermediate overflows)
+    return f"CAST(((({self.sql(e, 'this')}) & {2 * half - 1}) ^ {half}) - {half} AS {self.sql(target)})"
+
+
+def _may_overflow(source: exp.DataType, target: exp.DataType) -> bool:
+    """Whether a ``source`` number can have more integer digits than DECIMAL ``target`` holds."""
+    source_digits, target_digits = precision_scale(source), precision_scale(target)
+    if source_digits is None or target_digits is None:
+        return True  # FLOAT, DOUBLE
+    return source_digits[0] - source_digits[1] > target_digits[0] - target_digits[1]
