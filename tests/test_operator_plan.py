@@ -560,6 +560,22 @@ def test_explain_shows_the_operator_plan_before_the_spark_sql(tmp_path):
     assert engine._spark is None  # no Spark was started
 
 
+def test_explain_names_the_result_changelog_of_a_streamed_query():
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.explain import describe
+
+    engine = Engine(Catalog(None), base_dir=SOURCES)
+    execution = {}
+    for query, mode in [("SELECT url, COUNT(*) AS n FROM clicks GROUP BY url", "retract [+I,-U,+U]"),
+                        ("SELECT url FROM clicks WHERE user_id > 1", "insert-only")]:
+        lines, streaming = describe(engine, engine.plan_script(DDL + f"EXPLAIN {query};")[-1].step)
+        assert streaming
+        execution[mode] = [line for line in lines if line.startswith("execution: ")]
+        assert execution[mode] == [f"execution: Spark Structured Streaming (append mode, each row with its kind);"
+                                   f" result changelog: {mode}; each operator's state as the operator plan shows"]
+    assert engine._spark is None  # no Spark was started
+
+
 def test_explain_of_a_query_refused_over_unbounded_input_shows_the_refusal_without_spark():
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.explain import explain

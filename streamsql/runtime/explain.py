@@ -53,15 +53,15 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
     if isinstance(step, InsertStep):
         lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
     streaming = streams(engine, step)
+    operators = operator_plan(step, engine.settings, check=False)
     if streaming:
-        lines.append("execution: Spark Structured Streaming, append-only changelog; state bounded by the watermark"
-                     " where windows are used, otherwise kept for the job's life")
+        lines.append(f"execution: Spark Structured Streaming (append mode, each row with its kind); result changelog:"
+                     f" {operators.root.mode}; each operator's state as the operator plan shows")
     elif engine.settings.streaming:
         lines.append("execution: bounded input, run to its end as one computation; all windows fire at the"
                      " end (watermark +inf); state is released when the run ends")
     else:
         lines.append("execution: batch")
-    operators = operator_plan(step, engine.settings, check=False)
     lines += ["", "== Operator plan ==", *operators.explain()]
     if engine.settings.streaming:  # in batch mode every result is final: nothing to check
         lines += [f"note: {problem}" for problem in changelog_problems(step, operators)]
