@@ -281,6 +281,11 @@ class Engine:
             if inserts_only(stages):  # an OVER: rows as any append-only query's
                 frame = frame.drop(ROWKIND_COLUMN)
             return frame, observed
+        if not streaming:  # LISTAGG, FIRST_VALUE, ... in the rows' read order
+            from streamsql.spark.arrival_order import in_arrival_order
+            from streamsql.spark.windows import SEQ_COLUMN
+
+            query = in_arrival_order(query, lambda name: SEQ_COLUMN in spark.table(f"`{name}`").columns)
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
@@ -295,7 +300,7 @@ class Engine:
 
         from streamsql.plan.windows import watermark_delay_ms
         from streamsql.runtime.sinks import write_batch
-        from streamsql.spark.windows import LATE_COLUMN, late_flag_sql, streaming_window_sql, window_sql
+        from streamsql.spark.windows import LATE_COLUMN, SEQ_COLUMN, late_flag_sql, streaming_window_sql, window_sql
 
         source = window.input_name
         if streaming:
@@ -316,7 +321,8 @@ class Engine:
             observed[f"late_{window.name}"] = (window, observation)
             source = f"{window.name}_on_time"
             flagged.filter(~late).createOrReplaceTempView(source)
-        self.spark.sql(window_sql(window, source)).createOrReplaceTempView(window.name)
+        keep_order = SEQ_COLUMN in self.spark.table(f"`{source}`").columns
+        self.spark.sql(window_sql(window, source, keep_order)).createOrReplaceTempView(window.name)
 
     def stages_of(self, plan: QueryPlan):
         """The stateful stages a plan streams with (runtime.execution.stateful_stages), or None."""

@@ -15,7 +15,7 @@ from sqlglot import exp
 from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
-from streamsql.spark import json_functions
+from streamsql.spark import arrival_order, json_functions
 from streamsql.spark.function_support import call_name, null_if_any_null, unsupported
 from streamsql.spark.native_functions import check_pattern, java_log
 
@@ -111,7 +111,13 @@ def _collected(self, e: FlinkCall, value: str | None = None) -> str:
     argument = e.expressions[0]
     distinct = isinstance(argument, exp.Distinct)
     inner = self.sql(argument.expressions[0]) if distinct else self.sql(argument)
-    collected = f"COLLECT_LIST({value or inner})"
+    order = e.meta.get(arrival_order.META)
+    if order:  # in the rows' read order (spark.arrival_order)
+        pair = f"NAMED_STRUCT('s', {order}, 'v', {value or inner})"
+        pair = pair if value else f"IF({inner} IS NULL, NULL, {pair})"
+        collected = f"TRANSFORM(ARRAY_SORT(COLLECT_LIST({pair})), __o -> __o.v)"
+    else:
+        collected = f"COLLECT_LIST({value or inner})"
     return f"ARRAY_DISTINCT({collected})" if distinct else collected
 
 
@@ -145,6 +151,10 @@ def nulls_sql(ignore: bool):
 
 def _first_last(function: str):
     def first_last(self, e: FlinkCall, args: list[str]) -> str:
+        order = e.meta.get(arrival_order.META)
+        if order:  # the first (last) non-NULL value in the rows' read order (spark.arrival_order)
+            by = "MIN_BY" if function == "FIRST_VALUE" else "MAX_BY"
+            return f"{by}({args[0]}, IF({args[0]} IS NULL, NULL, {order}))"
         return f"{function}({args[0]}, TRUE)"  # Flink's FIRST_VALUE/LAST_VALUE skip NULLs
     return first_last
 

@@ -177,7 +177,8 @@ _NUMERIC = {*_INTEGER_BITS, exp.DType.DECIMAL, exp.DType.FLOAT, exp.DType.DOUBLE
 def numeric_cast(self, e: exp.Cast) -> str | None:
     """CAST between numbers as Flink's generated code casts, where Spark's ANSI cast fails
     the query on a value out of the target's range: an integer into a narrower integer type
-    wraps (Java's narrowing: CAST(300 AS TINYINT) is 44), a number into a DECIMAL it
+    wraps (Java's narrowing: CAST(300 AS TINYINT) is 44), a DOUBLE or FLOAT into an integer
+    type is NaN → 0 and saturates as Java's (int) and (long) do, a number into a DECIMAL it
     overflows is NULL (Flink's DecimalData). None: Spark's own cast means Flink's."""
     source, target = getattr(e.this, "type", None), e.to
     if source is None or target is None or source.this not in _NUMERIC:
@@ -185,10 +186,19 @@ def numeric_cast(self, e: exp.Cast) -> str | None:
     if target.this == exp.DType.DECIMAL:
         return f"TRY_CAST({self.sql(e, 'this')} AS {self.sql(target)})" if _may_overflow(source, target) else None
     bits = _INTEGER_BITS.get(target.this)
-    if bits is None or source.this not in _INTEGER_BITS or _INTEGER_BITS[source.this] <= bits:
+    if bits is None:
+        return None
+    value, to = self.sql(e, "this"), self.sql(target)
+    if source.this in (exp.DType.FLOAT, exp.DType.DOUBLE):  # Java: NaN is 0, the rest saturates at an int's
+        wide = max(bits, 32)                               # (a long's) range, then narrows as an int does
+        half = 2 ** (wide - 1)
+        value = f"CAST(LEAST(GREATEST(NANVL({value}, 0), {-half}D), {half - 1}D) AS {'BIGINT' if wide == 64 else 'INT'})"
+        if wide == bits:
+            return value
+    elif source.this not in _INTEGER_BITS or _INTEGER_BITS[source.this] <= bits:
         return None
     half = 2 ** (bits - 1)  # the low bits, read as two's complement (no intermediate overflows)
-    return f"CAST(((({self.sql(e, 'this')}) & {2 * half - 1}) ^ {half}) - {half} AS {self.sql(target)})"
+    return f"CAST(((({value}) & {2 * half - 1}) ^ {half}) - {half} AS {to})"
 
 
 def _may_overflow(source: exp.DataType, target: exp.DataType) -> bool:

@@ -64,9 +64,10 @@ def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int) -> str
     )
 
 
-def window_sql(window: WindowRelation, input_view: str) -> str:
-    """The TVF's output: the input's columns, window_start, window_end, window_time."""
-    columns = ", ".join(_q(c.name) for c in window.input_columns)
+def window_sql(window: WindowRelation, input_view: str, keep_order: bool = False) -> str:
+    """The TVF's output: the input's columns, window_start, window_end, window_time (and the
+    input's read order, ``SEQ_COLUMN``, when ``keep_order``: spark.arrival_order)."""
+    columns = ", ".join(_q(c.name) for c in window.input_columns) + (f", {_q(SEQ_COLUMN)}" if keep_order else "")
     bounds = (
         "timestamp_millis(__ws) AS window_start, timestamp_millis(__we) AS window_end,"
         " timestamp_millis(__we - 1) AS window_time"

@@ -1,0 +1,53 @@
+"""Order-sensitive aggregates over bounded input, in the order the rows arrive.
+
+LISTAGG, ARRAY_AGG, FIRST_VALUE and LAST_VALUE depend on the order their rows come in. Flink
+reads a bounded file in order, so its LISTAGG of a file's rows lists them in file order.
+Spark's batch aggregate is partial per file split, then merged in the order the shuffle
+fetches the splits' results: the second half of a file could come first.
+
+A batch read of a table with a watermark carries its read order (``SEQ_COLUMN``: the file,
+the split's start, the row's place in its split; see ``runtime.sources``). Where an
+aggregating SELECT reads one such relation directly (no join), its order-sensitive calls
+are marked here with that column, and ``spark.functions`` collects (order, value) pairs and
+sorts them, or takes the value of the least (greatest) order.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from streamsql.dialect.functions import FlinkAggCall
+from streamsql.spark.windows import SEQ_COLUMN
+
+ORDERED = ("LISTAGG", "ARRAY_AGG", "FIRST_VALUE", "LAST_VALUE")
+META = "arrival"  # the call's meta key: the SQL of the order column
+
+
+def in_arrival_order(query: exp.Expression, sequenced: Callable[[str], bool]) -> exp.Expression:
+    """``query`` (a copy when it changes) whose order-sensitive aggregate calls over a relation
+    read with ``SEQ_COLUMN`` (``sequenced(name)``) know that column."""
+    if not any(call.name in ORDERED for call in query.find_all(FlinkAggCall)):
+        return query
+    query = query.copy()
+    for select in query.find_all(exp.Select):
+        source = select.args.get("from_")
+        if source is None or select.args.get("joins") or not isinstance(source.this, exp.Table) \
+                or not sequenced(source.this.name):
+            continue
+        order = f"`{source.this.alias_or_name}`.`{SEQ_COLUMN}`"
+        for call in select.find_all(FlinkAggCall):
+            if call.name in ORDERED and _in_select(call, select):
+                call.meta[META] = order
+    return query
+
+
+def _in_select(call: exp.Expression, select: exp.Select) -> bool:
+    """Whether ``call`` aggregates ``select``'s own rows (not a subquery's, not an OVER)."""
+    node = call.parent
+    while node is not None and node is not select:
+        if isinstance(node, (exp.Select, exp.Window)):
+            return False
+        node = node.parent
+    return node is select
