@@ -191,3 +191,23 @@ def test_current_database_is_the_planned_one():
     planner = Planner(Catalog(None))
     steps = [planner.plan(s) for s in parse_script("CREATE DATABASE IF NOT EXISTS shop; USE shop;\n" + DDL + "SELECT CURRENT_DATABASE() FROM t")]
     assert to_spark_sql(steps[-1].plan.query.selects[0].unalias()) == "'shop'"
+
+
+@pytest.mark.parametrize("sql, marked", [
+    ("SELECT k, LISTAGG(v), FIRST_VALUE(v) FROM t GROUP BY k", ["`t`.`__streamsql_seq`"] * 2),
+    ("SELECT x.k, LAST_VALUE(x.v) FROM t AS x GROUP BY x.k", ["`x`.`__streamsql_seq`"]),
+    ("SELECT k, (SELECT LISTAGG(v) FROM t) FROM u", ["`t`.`__streamsql_seq`"]),
+    ("WITH t AS (SELECT k, v FROM t) SELECT k, LISTAGG(v) FROM t GROUP BY k", [None]),  # a CTE has no read order
+    ("SELECT a.k, LISTAGG(a.v) FROM t AS a JOIN t AS b ON a.k = b.k GROUP BY a.k", [None]),  # nor a join
+    ("SELECT k, LAST_VALUE(v) OVER (PARTITION BY k ORDER BY ts) FROM t", [None]),  # an OVER orders itself
+    ("SELECT k, LISTAGG(v) FROM u GROUP BY k", [None]),  # u: read without its order
+])
+def test_order_sensitive_aggregates_over_a_table_read_in_order_are_marked_with_its_order(sql, marked):
+    from sqlglot import parse_one
+
+    from streamsql.dialect.flink import Flink
+    from streamsql.dialect.functions import FlinkAggCall
+    from streamsql.spark.arrival_order import META, in_arrival_order
+
+    query = in_arrival_order(parse_one(sql, read=Flink), lambda name: name == "t")
+    assert [call.meta.get(META) for call in query.find_all(FlinkAggCall)] == marked

@@ -285,7 +285,8 @@ class Engine:
             from streamsql.spark.arrival_order import in_arrival_order
             from streamsql.spark.windows import SEQ_COLUMN
 
-            query = in_arrival_order(query, lambda name: SEQ_COLUMN in spark.table(f"`{name}`").columns)
+            views = {spark_name(t.name) for t in plan.tables} | set(plan.derived)
+            query = in_arrival_order(query, lambda name: name in views and SEQ_COLUMN in spark.table(f"`{name}`").columns)
         frame = spark.sql(to_spark_sql(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 

@@ -31,10 +31,11 @@ def in_arrival_order(query: exp.Expression, sequenced: Callable[[str], bool]) ->
     if not any(call.name in ORDERED for call in query.find_all(FlinkAggCall)):
         return query
     query = query.copy()
+    local = {cte.alias_or_name for cte in query.find_all(exp.CTE)}  # (no SEQ_COLUMN; may hide a table's name)
     for select in query.find_all(exp.Select):
         source = select.args.get("from_")
         if source is None or select.args.get("joins") or not isinstance(source.this, exp.Table) \
-                or not sequenced(source.this.name):
+                or source.this.name in local or not sequenced(source.this.name):
             continue
         order = f"`{source.this.alias_or_name}`.`{SEQ_COLUMN}`"
         for call in select.find_all(FlinkAggCall):
