@@ -19,6 +19,7 @@ from typing import Callable
 from sqlglot import exp
 
 from streamsql.dialect.functions import FlinkAggCall
+from streamsql.plan.grouping import aggregate_calls
 from streamsql.spark.windows import SEQ_COLUMN
 
 ORDERED = ("LISTAGG", "ARRAY_AGG", "FIRST_VALUE", "LAST_VALUE")
@@ -38,17 +39,7 @@ def in_arrival_order(query: exp.Expression, sequenced: Callable[[str], bool]) ->
                 or source.this.name in local or not sequenced(source.this.name):
             continue
         order = f"`{source.this.alias_or_name}`.`{SEQ_COLUMN}`"
-        for call in select.find_all(FlinkAggCall):
-            if call.name in ORDERED and _in_select(call, select):
+        for call in aggregate_calls(select):
+            if isinstance(call, FlinkAggCall) and call.name in ORDERED:
                 call.meta[META] = order
     return query
-
-
-def _in_select(call: exp.Expression, select: exp.Select) -> bool:
-    """Whether ``call`` aggregates ``select``'s own rows (not a subquery's, not an OVER)."""
-    node = call.parent
-    while node is not None and node is not select:
-        if isinstance(node, (exp.Select, exp.Window)):
-            return False
-        node = node.parent
-    return node is select

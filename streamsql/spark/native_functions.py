@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from streamsql.dialect.decimals import precision_scale
 from streamsql.spark.function_support import unsupported
+from streamsql.spark.over_spreads import BITS
 
 _EXTRACT = {"DOW": "DAYOFWEEK({0})", "DOY": "DAYOFYEAR({0})", "ISODOW": "EXTRACT(DAYOFWEEK_ISO FROM {0})",
             "ISOYEAR": "EXTRACT(YEAROFWEEK FROM {0})", "SECOND": "SECOND({0})",
@@ -170,8 +171,7 @@ def log_sql(self, e: exp.Ln | exp.Log) -> str:
     return f"COALESCE(LOG({base}, {x}), {java_divide(java_log('LN', x), java_log('LN', base))})"
 
 
-_INTEGER_BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DType.BIGINT: 64}
-_NUMERIC = {*_INTEGER_BITS, exp.DType.DECIMAL, exp.DType.FLOAT, exp.DType.DOUBLE}
+_NUMERIC = {*BITS, exp.DType.DECIMAL, exp.DType.FLOAT, exp.DType.DOUBLE}
 
 
 def numeric_cast(self, e: exp.Cast) -> str | None:
@@ -185,7 +185,7 @@ def numeric_cast(self, e: exp.Cast) -> str | None:
         return None
     if target.this == exp.DType.DECIMAL:
         return f"TRY_CAST({self.sql(e, 'this')} AS {self.sql(target)})" if _may_overflow(source, target) else None
-    bits = _INTEGER_BITS.get(target.this)
+    bits = BITS.get(target.this)
     if bits is None:
         return None
     value, to = self.sql(e, "this"), self.sql(target)
@@ -195,7 +195,7 @@ def numeric_cast(self, e: exp.Cast) -> str | None:
         value = f"CAST(LEAST(GREATEST(NANVL({value}, 0), {-half}D), {half - 1}D) AS {'BIGINT' if wide == 64 else 'INT'})"
         if wide == bits:
             return value
-    elif source.this not in _INTEGER_BITS or _INTEGER_BITS[source.this] <= bits:
+    elif source.this not in BITS or BITS[source.this] <= bits:
         return None
     half = 2 ** (bits - 1)  # the low bits, read as two's complement (no intermediate overflows)
     return f"CAST(((({value}) & {2 * half - 1}) ^ {half}) - {half} AS {to})"
