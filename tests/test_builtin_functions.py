@@ -211,3 +211,35 @@ def test_order_sensitive_aggregates_over_a_table_read_in_order_are_marked_with_i
 
     query = in_arrival_order(parse_one(sql, read=Flink), lambda name: name == "t")
     assert [call.meta.get(META) for call in query.find_all(FlinkAggCall)] == marked
+
+
+@pytest.mark.parametrize("sql, ordered", [
+    ("SELECT k, LISTAGG(v) FROM t GROUP BY k", True),
+    ("SELECT k, CARDINALITY(ARRAY_AGG(v)) FROM t GROUP BY k", True),
+    ("SELECT k, (SELECT FIRST_VALUE(v) FROM t) FROM u", True),
+    ("SELECT k, COUNT(v), MAX(v) FROM t GROUP BY k", False),
+    ("SELECT k, UPPER(v) FROM t", False),
+])
+def test_a_stream_carries_its_read_order_only_for_an_order_sensitive_aggregate(sql, ordered):
+    """A streamed source numbers its rows (a Python pass over them) only when the query calls
+    LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE."""
+    from sqlglot import parse_one
+
+    from streamsql.dialect.flink import Flink
+    from streamsql.spark.arrival_order import reads_in_order
+
+    assert reads_in_order(parse_one(sql, read=Flink)) is ordered
+
+
+@pytest.mark.parametrize("kind, parameters", [("TUMBLE", {"SIZE": 10_000}), ("HOP", {"SIZE": 10_000, "SLIDE": 5_000}),
+                                              ("SESSION", {"GAP": 5_000}), ("CUMULATE", {"SIZE": 10_000, "STEP": 5_000})])
+def test_a_streamed_window_keeps_its_inputs_read_order_when_asked(kind, parameters):
+    from streamsql.plan.objects import Column
+    from streamsql.plan.types import build_type
+    from streamsql.plan.windows import WindowRelation
+    from streamsql.spark.windows import SEQ_COLUMN, streaming_window_sql
+
+    window = WindowRelation("w", kind, "t", [Column("v", build_type("INT")), Column("ts", build_type("TIMESTAMP(3)"))],
+                            "ts", parameters)
+    assert f"`{SEQ_COLUMN}`" in streaming_window_sql(window, "t", keep_order=True)
+    assert SEQ_COLUMN not in streaming_window_sql(window, "t")

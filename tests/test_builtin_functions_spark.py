@@ -351,3 +351,29 @@ def test_order_sensitive_aggregates_take_a_files_rows_in_file_order(run, tmp_pat
     for k, v, ts in rows:
         per_window.setdefault((f"{ts[:15]}0:00.000", str(k)), []).append(str(v))
     assert sorted(windowed) == sorted([[w, k, ",".join(vs)] for (w, k), vs in per_window.items()])
+
+
+def test_a_streamed_window_aggregate_takes_its_rows_in_the_order_the_files_are_read(run, tmp_path):
+    """Streamed (a file a micro-batch, Spark's own window aggregate), LISTAGG, FIRST_VALUE and
+    LAST_VALUE take a window's rows in file order too: past 128 keys Spark's partial
+    aggregate falls back to sorting, and a key's later rows in a micro-batch came first.
+    Across micro-batches the files come oldest first."""
+    rows = [(i % 300, (i * 7919) % 100_000, f"2024-01-01 00:{i // 1000:02d}:{59 - i % 60:02d}") for i in range(40_000)]
+    directory = tmp_path / "parts"
+    for n in range(2):  # two files, two micro-batches
+        write(directory / f"part-{n}.csv", "".join(f"{k},{v},{ts}\n" for k, v, ts in rows[n * 20_000:(n + 1) * 20_000]))
+    ddl = (f"CREATE TEMPORARY TABLE parts (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' HOUR)"
+           f" WITH ('connector' = 'filesystem', 'path' = '{directory}', 'format' = 'csv');\n")
+    streamed = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';\n"
+    try:
+        got = run.rows(ddl + streamed + "SELECT window_start, k, LISTAGG(CAST(v AS STRING)), FIRST_VALUE(v),"
+                       " LAST_VALUE(v) FROM TABLE(TUMBLE(TABLE parts, DESCRIPTOR(ts), INTERVAL '15' MINUTE))"
+                       " GROUP BY window_start, window_end, k")
+    finally:
+        run.rows("RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode'")
+    per_window: dict[tuple, list[str]] = {}
+    for k, v, ts in rows:
+        minute = int(ts[14:16]) // 15 * 15
+        per_window.setdefault((f"2024-01-01 00:{minute:02d}:00.000", str(k)), []).append(str(v))
+    expected = [["+I", w, k, ",".join(vs), vs[0], vs[-1]] for (w, k), vs in per_window.items()]
+    assert sorted(got) == sorted(expected)

@@ -226,6 +226,7 @@ class Engine:
         ``late_writes`` is given, appended to it as (rows, table) for the caller to commit."""
         from streamsql.runtime.sources import is_bounded, lookup_frame, source_frame
         from streamsql.runtime.udfs import register_udf
+        from streamsql.spark.arrival_order import in_arrival_order, reads_in_order
         from streamsql.spark.regular_joins import hide_join_times
 
         from streamsql.runtime.end_of_input import END_OF_INPUT, ends_input
@@ -233,6 +234,8 @@ class Engine:
         spark = self.spark
         observed: dict = {}
         ends = DrainSources() if streaming and ends_input(self.settings, plan) else None
+        # LISTAGG, FIRST_VALUE, ... streamed on Spark's own aggregate: the files' read order too
+        in_order = streaming and self.stages_of(plan) is None and reads_in_order(plan.query)
         for table in plan.tables:
             if streaming and spark_name(table.name) in plan.lookups:
                 lookup_frame(spark, table).createOrReplaceTempView(spark_name(table.name))
@@ -242,7 +245,8 @@ class Engine:
             stream_bounded = self.settings.get("execution.bounded-input") == "stream" and is_bounded(table)
             files = 1 if stream_bounded else 100
             drain = ends if is_bounded(table) else self.drain
-            source_frame(spark, table, streaming, observed, drain, files).createOrReplaceTempView(spark_name(table.name))
+            source_frame(spark, table, streaming, observed, drain, files, in_order).createOrReplaceTempView(
+                spark_name(table.name))
         if ends is not None:
             observed[END_OF_INPUT] = ends
         for function in plan.functions:
@@ -281,8 +285,7 @@ class Engine:
             if inserts_only(stages):  # an OVER: rows as any append-only query's
                 frame = frame.drop(ROWKIND_COLUMN)
             return frame, observed
-        if not streaming:  # LISTAGG, FIRST_VALUE, ... in the rows' read order
-            from streamsql.spark.arrival_order import in_arrival_order
+        if not streaming or in_order:  # LISTAGG, FIRST_VALUE, ... in the rows' read order
             from streamsql.spark.windows import SEQ_COLUMN
 
             views = {spark_name(t.name) for t in plan.tables} | set(plan.derived)
@@ -304,8 +307,9 @@ class Engine:
         from streamsql.spark.windows import LATE_COLUMN, SEQ_COLUMN, late_flag_sql, streaming_window_sql, window_sql
 
         source = window.input_name
+        keep_order = SEQ_COLUMN in self.spark.table(f"`{source}`").columns
         if streaming:
-            self.spark.sql(streaming_window_sql(window, source)).createOrReplaceTempView(window.name)
+            self.spark.sql(streaming_window_sql(window, source, keep_order)).createOrReplaceTempView(window.name)
             return
         if window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
@@ -322,7 +326,6 @@ class Engine:
             observed[f"late_{window.name}"] = (window, observation)
             source = f"{window.name}_on_time"
             flagged.filter(~late).createOrReplaceTempView(source)
-        keep_order = SEQ_COLUMN in self.spark.table(f"`{source}`").columns
         self.spark.sql(window_sql(window, source, keep_order)).createOrReplaceTempView(window.name)
 
     def stages_of(self, plan: QueryPlan):

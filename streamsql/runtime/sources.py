@@ -26,26 +26,31 @@ MALFORMED_MARK = "streamsql-malformed-row"
 
 GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
 _BARRIERS = itertools.count(1)  # observe() names are unique per query
+# A stream takes a directory's files oldest first, ties by name (_in_name_order): its read
+# order across micro-batches. (A batch read orders files by name.)
+_FILE_ORDER = "_metadata.file_modification_time, "
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 
 def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None,
-                 files_per_batch: int = 100):
+                 files_per_batch: int = 100, in_order: bool = False):
     """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
 
     ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that ends a
     watermarked stream: a continuous job stopped WITH DRAIN, or bounded input run as a
-    stream reaching its end (runtime.end_of_input).
+    stream reaching its end (runtime.end_of_input). ``in_order``: a stream of files with
+    a watermark carries its read order too (``SEQ_COLUMN``), for the order-sensitive
+    aggregates that read it (spark.arrival_order); a batch read always does.
     """
     from pyspark.sql import functions as F
 
     drains = drain if streaming and drain is not None and table.watermark is not None else None
     if table.options["connector"] in GENERATED:
-        return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains)
+        return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains, False)
     if table.options["connector"] in KAFKA:
         from streamsql.runtime.kafka.frames import kafka_frame
 
-        return _with_computed_columns(kafka_frame(spark, table, streaming), table, streaming, drains)
+        return _with_computed_columns(kafka_frame(spark, table, streaming), table, streaming, drains, False)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
@@ -77,7 +82,7 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         frame = frame.filter(_path_matches(pattern, F))
     if checks_rows:
         frame = _handle_malformed(frame, table, streaming, skipped_counters, F)
-    return _with_computed_columns(frame, table, streaming, drains)
+    return _with_computed_columns(frame, table, streaming, drains, in_order)
 
 
 def lookup_frame(spark, table: TableDef):
@@ -104,20 +109,24 @@ def _in_name_order(directory: Path) -> str:
     return f"{directory}/[!._]*"
 
 
-def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
-    """Physical columns, computed ones, the watermark (streaming) or the read order (batch)."""
+def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_order: bool):
+    """Physical columns, computed ones, the watermark (streaming) or the read order (batch;
+    streaming too when ``in_order``)."""
     from pyspark.sql import functions as F
 
     columns = [f"`{c.name}`" for c in table.columns if not c.is_computed]  # physical and metadata
     if ROWKIND_COLUMN in frame.columns:  # a changelog source read as a stream: each row's kind first
         columns.insert(0, f"`{ROWKIND_COLUMN}`")
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
-    from_files = not streaming and table.watermark is not None and "path" in table.options
+    from_files = (in_order or not streaming) and table.watermark is not None and "path" in table.options
     if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)
-        columns.append(f"struct(_metadata.file_path, _metadata.file_block_start) AS `{SEQ_COLUMN}`")
+        columns.append(f"struct({_FILE_ORDER if streaming else ''}_metadata.file_path, _metadata.file_block_start)"
+                       f" AS `{SEQ_COLUMN}`")
     frame = frame.selectExpr(*columns)
     if table.watermark is not None:
         if streaming:
+            if from_files:  # a micro-batch's files, each split's rows in the order they were read
+                frame = _numbered(frame)
             if drains is not None:  # the end-of-input signal: a sentinel row at the end of time
                 frame = frame.unionByName(drain_rows(frame, table, drains.directory(table)))
             frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
@@ -132,6 +141,30 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains):
             position = F.monotonically_increasing_id()
             frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), position) if from_files else position)
     return frame
+
+
+def _numbered(frame):
+    """``SEQ_COLUMN`` (a row's file and split) with the row's place in its task's rows next to
+    it. A stream has no monotonically_increasing_id (Spark refuses it), so the rows are
+    numbered as Arrow batches in a Python worker: only a stream whose query needs the order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    def number(batches):  # (nested: shipped by value, nothing of streamsql's to import)
+        import numpy as np
+        import pyarrow as pa
+
+        seen = 0
+        for batch in batches:
+            yield batch.append_column(_POSITION, pa.array(np.arange(seen, seen + batch.num_rows, dtype=np.int64)))
+            seen += batch.num_rows
+
+    schema = T.StructType([*frame.schema.fields, T.StructField(_POSITION, T.LongType(), False)])
+    numbered = frame.mapInArrow(number, schema)
+    return numbered.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), F.col(_POSITION))).drop(_POSITION)
+
+
+_POSITION = "__streamsql_position"
 
 
 def drain_rows(frame, table: TableDef, directory):

@@ -6,7 +6,10 @@ Spark's batch aggregate is partial per file split, then merged in the order the 
 fetches the splits' results: the second half of a file could come first.
 
 A batch read of a table with a watermark carries its read order (``SEQ_COLUMN``: the file,
-the split's start, the row's place in its split; see ``runtime.sources``). Where an
+the split's start, the row's place in its split; see ``runtime.sources``); so does a stream
+of files with a watermark whose query calls one of those aggregates (``reads_in_order``:
+the file's modification time first, as Spark takes a stream's files oldest first). Spark's
+streaming aggregate falls back to sorting past 128 keys too, within a micro-batch. Where an
 aggregating SELECT reads one such relation directly (no join), its order-sensitive calls
 are marked here with that column, and ``spark.functions`` collects (order, value) pairs and
 sorts them, or takes the value of the least (greatest) order.
@@ -26,10 +29,16 @@ ORDERED = ("LISTAGG", "ARRAY_AGG", "FIRST_VALUE", "LAST_VALUE")
 META = "arrival"  # the call's meta key: the SQL of the order column
 
 
+def reads_in_order(query: exp.Expression) -> bool:
+    """Whether ``query`` calls an order-sensitive aggregate (its sources then carry their
+    read order when streamed, as a batch read's always do)."""
+    return any(call.name in ORDERED for call in query.find_all(FlinkAggCall))
+
+
 def in_arrival_order(query: exp.Expression, sequenced: Callable[[str], bool]) -> exp.Expression:
     """``query`` (a copy when it changes) whose order-sensitive aggregate calls over a relation
     read with ``SEQ_COLUMN`` (``sequenced(name)``) know that column."""
-    if not any(call.name in ORDERED for call in query.find_all(FlinkAggCall)):
+    if not reads_in_order(query):
         return query
     query = query.copy()
     local = {cte.alias_or_name for cte in query.find_all(exp.CTE)}  # (no SEQ_COLUMN; may hide a table's name)

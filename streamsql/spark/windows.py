@@ -114,15 +114,16 @@ def _session(window: WindowRelation, source: str) -> str:
     )
 
 
-def streaming_window_sql(window: WindowRelation, input_view: str) -> str:
+def streaming_window_sql(window: WindowRelation, input_view: str, keep_order: bool = False) -> str:
     """For Spark Structured Streaming: Spark's own window() column, which carries the
     watermark, so an aggregation grouped by it emits each window once the watermark
     passes its end (see group_by_window_struct). CUMULATE, which Spark lacks, assigns rows
-    as in batch (streamsql's window operator aggregates them: spark.stateful.window_aggregate)."""
+    as in batch (streamsql's window operator aggregates them: spark.stateful.window_aggregate).
+    ``keep_order``: as ``window_sql``'s."""
     if window.kind == "CUMULATE":  # one row per window, for streamsql's window operator
-        return window_sql(window, input_view)
+        return window_sql(window, input_view, keep_order)
     p = window.parameters
-    columns = ", ".join(_q(c.name) for c in window.input_columns)
+    columns = ", ".join(_q(c.name) for c in window.input_columns) + (f", {_q(SEQ_COLUMN)}" if keep_order else "")
     if window.kind == "SESSION":
         # Flink merges sessions that touch (a row exactly GAP after the last joins it); Spark's
         # session_window only those that overlap: a GAP + 1 ms session, its end 1 ms earlier.
