@@ -132,6 +132,9 @@ def test_unsupported_form_is_refused_at_plan_time():
     ("SHA512(s)", "SHA2(`t`.`s`, 512)"),
     ("JSON_ARRAY()", "'[]'"),
     ("JSON_OBJECT()", "'{}'"),
+    ("SUBSTRING(s FROM 2 FOR 3)", "SUBSTRING(`t`.`s`, 2, 3)"),  # as Spark's: no case to add
+    ("SUBSTRING(s FROM i)", "CASE WHEN `t`.`i` < -LENGTH(`t`.`s`) THEN SUBSTRING(`t`.`s`, 1, 0) ELSE SUBSTRING(`t`.`s`, `t`.`i`) END"),
+    ("SUBSTR(s, 1, i)", "CASE WHEN `t`.`i` < 0 THEN NULL ELSE SUBSTRING(`t`.`s`, 1, `t`.`i`) END"),
 ])
 def test_generated_spark_sql(flink, spark):
     assert spark_sql(flink) == spark

@@ -119,6 +119,12 @@ CASES = [
     ("RPAD('hi', 4, '')", ""),
     ("SUBSTRING(s FROM 7 FOR 5)", "world"),
     ("SUBSTRING(s FROM -3)", "bar"),
+    # Flink's SUBSTRING: a negative length is NULL, a start before the first character ''
+    ("SUBSTRING(s FROM 2 FOR i) IS NULL", "true"),
+    ("SUBSTRING(s FROM i * 3) = ''", "true"),
+    ("CHAR_LENGTH(SUBSTRING(s FROM i * 3 FOR 5))", "0"),
+    ("SUBSTRING(s FROM i FOR 3)", "foo"),
+    ("SUBSTR(s, 0, 3)", "hel"),
     ("OVERLAY('xxxxxtest' PLACING 'xxxx' FROM 6 FOR 2)", "xxxxxxxxxst"),
     ("POSITION('o' IN s)", "5"),
     ("LOCATE('o', s, 6)", "8"),

@@ -246,6 +246,7 @@ class SparkTarget(Spark):
             F.FlinkAggCall: SF.flink_call_sql,
             exp.JSONObject: JF.json_object,
             exp.Extract: NF.extract_sql,
+            exp.Substring: NF.substring_sql,
             exp.Floor: NF.rounding_sql("FLOOR"),
             exp.Ceil: NF.rounding_sql("CEIL"),
             exp.Bracket: NF.bracket_sql,

@@ -6,7 +6,8 @@ FLOOR/CEIL(t TO unit) round a time point and keep a DOUBLE a DOUBLE; `array[i]` 
 (start, end or interval) pairs; DATE_FORMAT refuses week-based pattern letters; INTERVAL
 'n' QUARTER (DECADE, ...) is in months (years); WEEK(d) is the ISO week; LN, LOG, LOG2 and LOG10 are
 Java's Math.log (-Infinity at 0, NaN below it, where Spark's are NULL); a CAST into a
-narrower integer wraps and one into a too small DECIMAL is NULL.
+narrower integer wraps and one into a too small DECIMAL is NULL; SUBSTRING of a negative
+length is NULL.
 """
 
 from __future__ import annotations
@@ -207,3 +208,23 @@ def _may_overflow(source: exp.DataType, target: exp.DataType) -> bool:
     if source_digits is None or target_digits is None:
         return True  # FLOAT, DOUBLE
     return source_digits[0] - source_digits[1] > target_digits[0] - target_digits[1]
+
+
+def substring_sql(self, e: exp.Substring) -> str:
+    """Flink's SUBSTRING (BinaryStringDataUtil.substringSQL): a negative length is NULL (Spark's
+    is ''), and a start further back than the string's first character (``pos <
+    -CHAR_LENGTH(s)``) is '' (Spark's starts at the first character and counts the length
+    from the position before it). Otherwise the two agree; a start of 0 is the first
+    character in both."""
+    value, start, length = self.sql(e, "this"), e.args.get("start"), e.args.get("length")
+    plain = self.func("SUBSTRING", e.this, start, length)
+    cases = []
+    if length is not None and not _literal_at_least(length, 0):
+        cases.append(f"WHEN {self.sql(length)} < 0 THEN NULL")
+    if start is not None and not _literal_at_least(start, 0):
+        cases.append(f"WHEN {self.sql(start)} < -LENGTH({value}) THEN SUBSTRING({value}, 1, 0)")
+    return f"CASE {' '.join(cases)} ELSE {plain} END" if cases else plain
+
+
+def _literal_at_least(node: exp.Expression, least: int) -> bool:
+    return isinstance(node, exp.Literal) and node.is_int and int(node.this) >= least
