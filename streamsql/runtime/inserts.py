@@ -84,24 +84,27 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     return None, observed
 
 
-def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool]:
+def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool]:
     """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
     whether it has a regular join whose side the watermark retires (the operator reading it
     runs in event time: plan.join_retiring), whether it runs the OVER operator (an OVER
     aggregate, or an ORDER BY a rowtime without LIMIT: Flink's TemporalSort, run as one),
     whether a join with a window aggregate's maximum was ranked instead (plan.argmax_join),
-    and whether it has an event-time temporal join."""
+    whether it has an event-time temporal join, and whether a window aggregate of it
+    collects LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE in read order."""
     from streamsql.plan.argmax_join import rewritten
-    from streamsql.plan.aggregate_operators import OverAggregate
+    from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate
     from streamsql.plan.join_operators import Join, TemporalJoin
     from streamsql.plan.operators import Sort, walk
     from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.spark.arrival_order import reads_in_order
 
     nodes = list(walk(operator_plan(step, engine.settings, check=False).root))
     return (any(isinstance(n, Join) and any(n.retires()) for n in nodes),
             any(isinstance(n, OverAggregate) or (isinstance(n, Sort) and n.temporal) for n in nodes),
             rewritten(step.plan.query),
-            any(isinstance(n, TemporalJoin) and n.rowtime for n in nodes))
+            any(isinstance(n, TemporalJoin) and n.rowtime for n in nodes),
+            any(isinstance(n, WindowAggregate) for n in nodes) and reads_in_order(step.plan.query))
 
 
 @contextmanager

@@ -45,15 +45,19 @@ STREAMING, BOUNDED = "streaming", "bounded"
 #    4-7 without that shape resumes as it was.
 # 9: the event-time temporal join keeps its versions in generations by key hash
 #    (spark.stateful.temporal_join); a job of layouts 4-8 without one resumes as it was.
-STATE_LAYOUT = 9
+# 10: a window aggregate on Spark's own operator collects LISTAGG, ARRAY_AGG, FIRST_VALUE and
+#    LAST_VALUE with each row's read order (spark.arrival_order), a state of another shape;
+#    a job of layouts 4-9 without one resumes as it was.
+STATE_LAYOUT = 10
 # each earlier layout reads as it is, unless the job has what the layouts after it changed:
 BEFORE_RETIRING = 4  # a join the watermark retires, an OVER, an argmax join, a temporal join
 BEFORE_STALE_ROWS = 5  # an OVER, an argmax join or a temporal join
 BEFORE_OVER_GENERATIONS = 6  # an OVER, an argmax join or a temporal join
 BEFORE_ARGMAX_RANK = 7  # an argmax join or a temporal join
 BEFORE_TEMPORAL_GENERATIONS = 8  # a temporal join
+BEFORE_READ_ORDER = 9  # a window aggregate's LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE
 READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, BEFORE_ARGMAX_RANK,
-            BEFORE_TEMPORAL_GENERATIONS, STATE_LAYOUT)
+            BEFORE_TEMPORAL_GENERATIONS, BEFORE_READ_ORDER, STATE_LAYOUT)
 
 
 @dataclass
@@ -97,12 +101,13 @@ class JobState:
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
     def check(self, retiring: bool = False, over: bool = False, argmax: bool = False,
-              temporal: bool = False) -> None:
+              temporal: bool = False, ordered: bool = False) -> None:
         """Raise when this state must not be resumed (see the module's docstring).
         ``retiring``: the query has a join whose side the watermark retires; ``over``: it
         has an OVER aggregate; ``argmax``: a join with a window aggregate's maximum per
         window, ranked since layout 8 (plan.argmax_join); ``temporal``: an event-time
-        temporal join, its versions in generations since layout 9."""
+        temporal join, its versions in generations since layout 9; ``ordered``: a window
+        aggregate's order-sensitive calls, collected with the rows' read order since 10."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -130,6 +135,9 @@ class JobState:
             (over, BEFORE_RETIRING, BEFORE_OVER_GENERATIONS,
              "whose OVER operator kept each bucket's history in one value, which this one keeps by partition"
              " and cannot read"),
+            (ordered, BEFORE_RETIRING, BEFORE_READ_ORDER,
+             "whose window aggregate collected LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE without the rows'"
+             " read order, which this one keeps beside each value and cannot read"),
         ]
         for concerned, first, last, why in changed:
             if concerned and first <= layout <= last and self._has_state():

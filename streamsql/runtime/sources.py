@@ -26,9 +26,10 @@ MALFORMED_MARK = "streamsql-malformed-row"
 
 GENERATED = {"nexmark": "events.num", "datagen": "number-of-rows"}  # connector -> option that bounds it
 _BARRIERS = itertools.count(1)  # observe() names are unique per query
-# A stream takes a directory's files oldest first, ties by name (_in_name_order): its read
-# order across micro-batches. (A batch read orders files by name.)
-_FILE_ORDER = "_metadata.file_modification_time, "
+# A stream's read order: its micro-batches in turn (a file that comes late with an older
+# time is read after the rows before it), and in each the files oldest first, ties by name,
+# as Spark takes them (_in_name_order). (A batch read orders files by name.)
+_FILE_ORDER = "current_timestamp(), _metadata.file_modification_time, "
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 

@@ -115,10 +115,21 @@ def _collected(self, e: FlinkCall, value: str | None = None) -> str:
     if order:  # in the rows' read order (spark.arrival_order)
         pair = f"NAMED_STRUCT('s', {order}, 'v', {value or inner})"
         pair = pair if value else f"IF({inner} IS NULL, NULL, {pair})"
-        collected = f"TRANSFORM(ARRAY_SORT(COLLECT_LIST({pair})), __o -> __o.v)"
+        # a MAP has no order, nor a struct holding one: those pairs are sorted by their order alone
+        by = "" if _orderable(argument) else ", (l, r) -> CASE WHEN l.s < r.s THEN -1 WHEN l.s > r.s THEN 1 ELSE 0 END"
+        collected = f"TRANSFORM(ARRAY_SORT(COLLECT_LIST({pair}){by}), __o -> __o.v)"
     else:
         collected = f"COLLECT_LIST({value or inner})"
     return f"ARRAY_DISTINCT({collected})" if distinct else collected
+
+
+def _orderable(argument: exp.Expression) -> bool:
+    """Whether Spark can order the values of ``argument`` (its planned type has no MAP in it)."""
+    argument = argument.expressions[0] if isinstance(argument, exp.Distinct) else argument
+    kind = argument.type
+    if kind is None or kind.this == exp.DType.UNKNOWN:
+        return False
+    return not any(t.this in (exp.DType.MAP, exp.DType.UNKNOWN) for t in kind.find_all(exp.DataType))
 
 
 def _counted(self, e: FlinkCall) -> str:
