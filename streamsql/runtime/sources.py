@@ -29,7 +29,9 @@ _BARRIERS = itertools.count(1)  # observe() names are unique per query
 # A stream's read order: its micro-batches in turn (a file that comes late with an older
 # time is read after the rows before it), and in each the files oldest first, ties by name,
 # as Spark takes them (_in_name_order). (A batch read orders files by name.)
-_FILE_ORDER = "current_timestamp(), _metadata.file_modification_time, "
+_STREAM_ORDER = ("current_timestamp()", "_metadata.file_modification_time")
+_FILE_ORDER = ("_metadata.file_path", "_metadata.file_block_start")
+_POSITION = "__streamsql_position"  # a row's place in its task's rows (_numbered)
 DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monitor-interval' (a generated one)
 
 
@@ -121,8 +123,8 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_o
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
     from_files = (in_order or not streaming) and table.watermark is not None and "path" in table.options
     if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)
-        columns.append(f"struct({_FILE_ORDER if streaming else ''}_metadata.file_path, _metadata.file_block_start)"
-                       f" AS `{SEQ_COLUMN}`")
+        order = (*_STREAM_ORDER, *_FILE_ORDER) if streaming else _FILE_ORDER
+        columns.append(f"struct({', '.join(order)}) AS `{SEQ_COLUMN}`")
     frame = frame.selectExpr(*columns)
     if table.watermark is not None:
         if streaming:
@@ -164,8 +166,6 @@ def _numbered(frame):
     numbered = frame.mapInArrow(number, schema)
     return numbered.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), F.col(_POSITION))).drop(_POSITION)
 
-
-_POSITION = "__streamsql_position"
 
 
 def drain_rows(frame, table: TableDef, directory):

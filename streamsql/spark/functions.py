@@ -126,10 +126,8 @@ def _collected(self, e: FlinkCall, value: str | None = None) -> str:
 def _orderable(argument: exp.Expression) -> bool:
     """Whether Spark can order the values of ``argument`` (its planned type has no MAP in it)."""
     argument = argument.expressions[0] if isinstance(argument, exp.Distinct) else argument
-    kind = argument.type
-    if kind is None or kind.this == exp.DType.UNKNOWN:
-        return False
-    return not any(t.this in (exp.DType.MAP, exp.DType.UNKNOWN) for t in kind.find_all(exp.DataType))
+    kind = argument.type  # (find_all yields the type itself first)
+    return kind is not None and not any(t.this in (exp.DType.MAP, exp.DType.UNKNOWN) for t in kind.find_all(exp.DataType))
 
 
 def _counted(self, e: FlinkCall) -> str:

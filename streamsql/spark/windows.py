@@ -67,12 +67,17 @@ def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int) -> str
 def window_sql(window: WindowRelation, input_view: str, keep_order: bool = False) -> str:
     """The TVF's output: the input's columns, window_start, window_end, window_time (and the
     input's read order, ``SEQ_COLUMN``, when ``keep_order``: spark.arrival_order)."""
-    columns = ", ".join(_q(c.name) for c in window.input_columns) + (f", {_q(SEQ_COLUMN)}" if keep_order else "")
+    columns = _input_columns(window, keep_order)
     bounds = (
         "timestamp_millis(__ws) AS window_start, timestamp_millis(__we) AS window_end,"
         " timestamp_millis(__we - 1) AS window_time"
     )
     return f"SELECT {columns}, {bounds} FROM ({_assign(window, input_view)})"
+
+
+def _input_columns(window: WindowRelation, keep_order: bool) -> str:
+    """The TVF input's columns, and its read order (``SEQ_COLUMN``) when ``keep_order``."""
+    return ", ".join(_q(c.name) for c in window.input_columns) + (f", {_q(SEQ_COLUMN)}" if keep_order else "")
 
 
 def _assign(window: WindowRelation, source: str) -> str:
@@ -123,7 +128,7 @@ def streaming_window_sql(window: WindowRelation, input_view: str, keep_order: bo
     if window.kind == "CUMULATE":  # one row per window, for streamsql's window operator
         return window_sql(window, input_view, keep_order)
     p = window.parameters
-    columns = ", ".join(_q(c.name) for c in window.input_columns) + (f", {_q(SEQ_COLUMN)}" if keep_order else "")
+    columns = _input_columns(window, keep_order)
     if window.kind == "SESSION":
         # Flink merges sessions that touch (a row exactly GAP after the last joins it); Spark's
         # session_window only those that overlap: a GAP + 1 ms session, its end 1 ms earlier.
