@@ -3,6 +3,10 @@ port, trust authentication; always stopped (pg_ctl stop -m immediate) and remove
 
 initdb refuses to run as root, so as root (CI, containers) the server runs as the
 'postgres' user Debian's package creates (else 'nobody'), owning its temporary directory.
+
+Where PostgreSQL is missing, ``require_postgres`` installs Debian's ``postgresql`` package
+(as root, with apt-get: CI's machines come without it); elsewhere the tests that need it
+are skipped, or fail under CI (CI=true), where a skipped database test would hide a gap.
 """
 
 from __future__ import annotations
@@ -26,6 +30,41 @@ def postgres_bin() -> str | None:
         return os.path.dirname(os.path.realpath(found))
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
     return os.path.dirname(candidates[-1]) if candidates else None
+
+
+def require_postgres() -> str:
+    """The directory of initdb and pg_ctl, installing Debian's postgresql where it is missing
+    (as root); skips the calling test where it cannot be had, fails it under CI."""
+    import pytest
+
+    found = postgres_bin()
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        import fcntl
+
+        with open(os.path.join(tempfile.gettempdir(), "streamsql-apt.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one test process installs, the others wait for it
+            found = postgres_bin() or _install_postgres()
+    if found is None:
+        message = "PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    return found
+
+
+def _install_postgres() -> str | None:
+    """apt-get install postgresql; the directory of its initdb, or None (and why, in the test's
+    skip or failure)."""
+    import pytest
+
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
+             "env": {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}}
+    update = subprocess.run(["apt-get", "update", "-qq"], **quiet)
+    install = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "postgresql"], **quiet)
+    found = postgres_bin()
+    if found is None:
+        detail = (install.stderr or update.stderr).decode(errors="replace").strip().splitlines()[-1:]
+        message = f"apt-get install postgresql did not provide initdb: {' '.join(detail)}"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    return found
 
 
 def _run_as() -> dict:

@@ -270,13 +270,11 @@ def test_bi_server_on_the_cluster(cluster, tmp_path):
 
 def test_stateful_group_by_into_postgresql_on_the_cluster(cluster, tmp_path):
     """The updating result upserted into PostgreSQL by the executors' writers (streamsql's code, shipped)."""
-    from tests.postgres import postgres_bin, postgres_server
+    from tests.postgres import postgres_server, require_postgres
 
-    if postgres_bin() is None:
-        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
     write(tmp_path / "in" / "0.csv", "a,1\nb,2\na,3\n")
     write(tmp_path / "in" / "1.csv", "b,5\nc,7\na,-4\n")
-    with postgres_server(postgres_bin()) as postgres:
+    with postgres_server(require_postgres()) as postgres:
         postgres.create_database("shop")
         with postgres.connect("shop") as connection:
             connection.execute("CREATE TABLE totals (k TEXT PRIMARY KEY, n BIGINT, total BIGINT)")

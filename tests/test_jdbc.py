@@ -16,7 +16,7 @@ from streamsql.changelog import UPDATE_AFTER
 from streamsql.plan.changelog_checks import accepted_kinds
 from streamsql.plan.define import define
 from tests.conftest import write
-from tests.postgres import postgres_bin, postgres_server
+from tests.postgres import postgres_server, require_postgres
 
 KV = "k BIGINT, v BIGINT, name STRING"
 
@@ -81,10 +81,7 @@ def test_connection_parameters_from_the_url():
 
 @pytest.fixture(scope="module")
 def postgres():
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
-    with postgres_server(bin_dir) as server:
+    with postgres_server(require_postgres()) as server:
         yield server
 
 
@@ -235,6 +232,64 @@ def test_streaming_insert_into_jdbc_is_exactly_once_across_reruns(run, tmp_path,
     assert rows_of(connection, "SELECT * FROM totals") == [*expected, (4, "DELTA", 80, datetime.datetime(2026, 1, 1, 0, 0, 4))]
     jobs = {row[0] for row in connection.execute("SELECT job FROM streamsql_commits")}
     assert len(jobs) == 1 and re.fullmatch(r"insert-into-totals-\w{12}/[0-9a-f-]{36} -> public\.totals", jobs.pop())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("updating", [False, True], ids=["append", "upsert"])
+def test_a_jdbc_sink_repointed_at_another_table_is_a_new_job(run, tmp_path, db, updating):
+    """CREATE OR REPLACE TABLE sink ... 'table-name' = 'xb' over the same input: the new
+    table gets every row (it is another job: its own checkpoint and commit records), and
+    the old one keeps what it had; pointed back, the old job resumes with nothing to add."""
+    url, connection = db
+    for name in ("t", "xb"):
+        connection.execute(f"CREATE TABLE {name} (k bigint PRIMARY KEY, n bigint)")
+    write(tmp_path / "in" / "a.csv", "".join(f"{i % 7},{i}\n" for i in range(50)))
+    source = (f"CREATE TABLE IF NOT EXISTS src (k BIGINT, v BIGINT) WITH ('connector' = 'filesystem',"
+              f" 'path' = '{tmp_path / 'in'}', 'format' = 'csv');\n")
+    query = ("INSERT INTO sink SELECT k, COUNT(*) FROM src GROUP BY k;\n" if updating
+             else "INSERT INTO sink SELECT k, v FROM src WHERE k = v;\n")
+    bounded = "SET 'execution.bounded-input' = 'stream';\n" if updating else ""
+
+    def script(target: str) -> str:
+        return (bounded + source + jdbc_ddl("sink", url, "k BIGINT, n BIGINT", key="k", extra="").replace(
+            "'table-name' = 'sink'", f"'table-name' = '{target}'").replace("CREATE TABLE", "CREATE OR REPLACE TABLE")
+            + ";\n" + query)
+
+    expected = [(k, 50 // 7 + (k < 50 % 7)) for k in range(7)] if updating else [(k, k) for k in range(7)]
+    run.output(script("t"))
+    assert rows_of(connection, "SELECT * FROM t") == expected
+    run.output(script("xb"))
+    assert rows_of(connection, "SELECT * FROM xb") == expected
+    assert rows_of(connection, "SELECT * FROM t") == expected
+    connection.execute("DELETE FROM xb")
+    run.output(script("t"))  # the first job again: nothing new to read, nothing written
+    assert rows_of(connection, "SELECT * FROM xb") == [] and rows_of(connection, "SELECT * FROM t") == expected
+    states = {p.name for p in (run.catalog_dir / "_checkpoints").iterdir()}
+    assert len(states) == 2 and all(s.startswith("insert-into-sink-") for s in states)
+
+
+@pytest.mark.spark
+def test_a_source_repointed_at_other_data_is_refused(run, tmp_path, db):
+    from streamsql.errors import JobStateError
+
+    url, connection = db
+    connection.execute("CREATE TABLE copied (k bigint, n bigint)")
+    write(tmp_path / "in" / "a.csv", "1,1\n2,2\n")
+    write(tmp_path / "other" / "a.csv", "3,3\n")
+
+    def script(directory: str) -> str:
+        return (f"CREATE OR REPLACE TABLE src (k BIGINT, v BIGINT) WITH ('connector' = 'filesystem',"
+                f" 'path' = '{tmp_path / directory}', 'format' = 'csv');\n"
+                + jdbc_ddl("copied", url, "k BIGINT, n BIGINT").replace("CREATE TABLE", "CREATE OR REPLACE TABLE")
+                + ";\nINSERT INTO copied SELECT k, v FROM src;\n")
+
+    run.output(script("in"))
+    with pytest.raises(JobStateError) as error:
+        run.output(script("other"))
+    assert f"'path' was '{tmp_path / 'in'}' and is now '{tmp_path / 'other'}'" in error.value.message
+    assert rows_of(connection, "SELECT * FROM copied") == [(1, 1), (2, 2)]
+    run.output(script("other").replace("INSERT INTO", "SET 'pipeline.name' = 'copy-other';\nINSERT INTO"))
+    assert rows_of(connection, "SELECT * FROM copied") == [(1, 1), (2, 2), (3, 3)]
 
 
 TYPED = "id BIGINT, s STRING, e STRING, d DECIMAL(10, 2), dt DATE, ts TIMESTAMP(3), b BOOLEAN, f DOUBLE"

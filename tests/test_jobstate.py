@@ -99,3 +99,120 @@ def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     saved_as(state, STATE_LAYOUT + 1)
     with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
         state.check()
+
+
+# -- identity: where a job's rows come from and go to (runtime.locations) -----------------------
+
+
+def table(name: str, **options) -> TableDef:
+    return TableDef(ObjectName("default_database", name), [], {k.replace("_", "-"): v for k, v in options.items()})
+
+
+def jdbc(table_name: str, url: str = "jdbc:postgresql://127.0.0.1:5432/shop") -> TableDef:
+    return table("totals", connector="jdbc", url=url, table_name=table_name)
+
+
+def kafka(topic: str, servers: str = "127.0.0.1:9092", name: str = "out") -> TableDef:
+    return TableDef(ObjectName("default_database", name), [],
+                    {"connector": "kafka", "topic": topic, "properties.bootstrap.servers": servers})
+
+
+def directory_of(tmp_path, target: TableDef, sources=()) -> str:
+    return JobState.of(tmp_path / "state", "job", target, "f00d", STREAMING, list(sources)).directory.name
+
+
+@pytest.mark.parametrize("before, after", [
+    (jdbc("t"), jdbc("xb")),
+    (jdbc("t"), jdbc("t", "jdbc:postgresql://127.0.0.1:5432/other")),
+    (jdbc("t"), jdbc("t", "jdbc:postgresql://127.0.0.1:5433/shop")),
+    (jdbc("t"), jdbc("t", "jdbc:postgresql://127.0.0.1:5432/shop?currentSchema=sales")),
+    (jdbc("t"), jdbc('"T"')),
+    (kafka("a"), kafka("b")),
+    (kafka("a"), kafka("a", "127.0.0.2:9092")),
+    (table("f", connector="filesystem", path="/data/a", format="csv"),
+     table("f", connector="filesystem", path="/data/b", format="csv")),
+])
+def test_a_sink_pointed_elsewhere_is_another_job(tmp_path, before, after):
+    assert directory_of(tmp_path, before) != directory_of(tmp_path, after)
+
+
+@pytest.mark.parametrize("before, after", [
+    (jdbc("t"), jdbc("T")),  # PostgreSQL folds an unquoted name
+    (jdbc("sales.t"), jdbc("Sales.T")),
+    (jdbc("t"), jdbc("t", "jdbc:postgresql://127.0.0.1/shop")),  # the default port
+    (jdbc("t"), jdbc("t", "jdbc:PostgreSQL://127.0.0.1:5432/shop?sslmode=require&connectTimeout=5")),
+    (kafka("a;b"), kafka("b; a")),
+    (kafka("a", "h1:9092,H2"), kafka("a", "h2:9092, h1")),
+    (table("f", connector="filesystem", path="s3://Bucket/a/", format="csv"),
+     table("f", connector="filesystem", path="s3://bucket/a", format="csv")),
+])
+def test_two_spellings_of_one_place_are_one_job(tmp_path, before, after):
+    assert directory_of(tmp_path, before) == directory_of(tmp_path, after)
+
+
+def test_options_that_name_no_data_keep_the_job(tmp_path):
+    tuned = table("totals", connector="jdbc", url="jdbc:postgresql://127.0.0.1:5432/shop", table_name="t",
+                  sink_buffer_flush_max_rows="500", password="secret")
+    assert directory_of(tmp_path, jdbc("t")) == directory_of(tmp_path, tuned)
+
+
+def test_a_file_sinks_job_keeps_the_directory_an_earlier_streamsql_gave_it(tmp_path):
+    """The key of a file sink is as before (name, table, connector, path): its jobs resume."""
+    import hashlib
+
+    target = table("f", connector="filesystem", path="/data/a", format="csv")
+    key = hashlib.sha1(b"job|default_catalog.default_database.f|filesystem|/data/a").hexdigest()[:12]
+    assert directory_of(tmp_path, target) == f"job-{key}"
+
+
+def test_a_jdbc_job_an_earlier_streamsql_started_resumes_and_is_then_known_by_its_table(tmp_path):
+    """A state directory under the old key (no location recorded) is taken as the job's,
+    records its location, and is no longer taken once the sink names another table."""
+    import hashlib
+
+    old_key = hashlib.sha1(b"job|default_catalog.default_database.totals|jdbc|").hexdigest()[:12]
+    legacy = tmp_path / "state" / f"job-{old_key}"
+    legacy.mkdir(parents=True)
+    (legacy / "job.json").write_text(json.dumps({"name": "job", "fingerprint": "f00d", "mode": STREAMING,
+                                                 "state_layout": STATE_LAYOUT}))
+    state = JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING)
+    assert state.directory == legacy and state.key == old_key
+    state.check()
+    state.save()
+    assert json.loads((legacy / "job.json").read_text())["location"] == [
+        ["url", "jdbc:postgresql://127.0.0.1:5432/shop"], ["table-name", "t"]]
+    assert JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING).directory == legacy
+    moved = JobState.of(tmp_path / "state", "job", jdbc("xb"), "f00d", STREAMING)
+    assert moved.directory != legacy and moved.key != old_key
+
+
+def test_a_source_pointed_at_other_data_is_refused_with_what_changed(tmp_path):
+    source = table("bids", connector="filesystem", path="/data/bids", format="csv")
+    state = JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING, [source])
+    state.save()
+    JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING, [source]).check()
+    moved = table("bids", connector="filesystem", path="/data/bids-2", format="csv")
+    with pytest.raises(JobStateError) as error:
+        JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING, [moved]).check()
+    message = error.value.message
+    assert "read table 'bids' from other data" in message
+    assert "'path' was '/data/bids' and is now '/data/bids-2'" in message and "pipeline.name" in message
+    topic = kafka("bids", name="bids")
+    JobState.of(tmp_path / "s2", "job", jdbc("t"), "f00d", STREAMING, [topic]).save()
+    with pytest.raises(JobStateError, match="'topic' was 'bids' and is now 'bids-v2'"):
+        JobState.of(tmp_path / "s2", "job", jdbc("t"), "f00d", STREAMING, [kafka("bids-v2", name="bids")]).check()
+
+
+def test_a_job_recorded_without_its_sources_resumes_and_records_them(tmp_path):
+    source = table("bids", connector="filesystem", path="/data/bids", format="csv")
+    state = JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING, [source])
+    state.save()
+    record = json.loads((state.directory / "job.json").read_text())
+    del record["sources"], record["location"]
+    (state.directory / "job.json").write_text(json.dumps(record))
+    moved = JobState.of(tmp_path / "state", "job", jdbc("t"), "f00d", STREAMING,
+                        [table("bids", connector="filesystem", path="/data/other", format="csv")])
+    moved.check()  # nothing recorded to compare with
+    moved.save()
+    assert json.loads((state.directory / "job.json").read_text())["sources"] == {
+        "default_catalog.default_database.bids": [["path", "/data/other"]]}

@@ -25,6 +25,7 @@ from pathlib import Path
 from streamsql.errors import JobStateError, ValidationError
 from streamsql.plan.objects import TableDef
 from streamsql.plan.planner import InsertStep
+from streamsql.plan.steps import spark_name
 from streamsql.runtime.jobstate import BOUNDED, STREAMING, JobState
 from streamsql.spark.dialect import spark_type
 from streamsql.runtime.execution import streams, trigger
@@ -63,7 +64,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
         raise ValidationError(f"INSERT OVERWRITE {table.name.name}: overwriting needs batch mode, as in Flink"
                               " (SET 'execution.runtime-mode' = 'batch')")
     if streams(engine, step):
-        state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING)
+        state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING, read_tables(step))
         state.check(*layout_concerns(engine, step))
         state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
@@ -82,6 +83,12 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
     return None, observed
+
+
+def read_tables(step: InsertStep) -> list[TableDef]:
+    """The tables whose rows the job's offsets and state follow: all it reads but the ones
+    only looked up (a lookup join's right side is read afresh, and keeps no state)."""
+    return [t for t in step.plan.tables if spark_name(t.name) not in step.plan.lookups]
 
 
 def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool]:
@@ -125,7 +132,7 @@ def shuffle_partitions(spark, partitions: str | None):
 
 def run_bounded(engine, step: InsertStep, name: str) -> dict:
     """A bounded INSERT into files, exactly once across reruns (see the module docstring)."""
-    state = JobState.of(state_root(engine), name, step.table, step.fingerprint, BOUNDED)
+    state = JobState.of(state_root(engine), name, step.table, step.fingerprint, BOUNDED, read_tables(step))
     state.check()
     committer = state.committer()
     committer.recover()

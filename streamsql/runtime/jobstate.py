@@ -1,8 +1,11 @@
 """A job's identity and its state directory.
 
 An INSERT's job is identified by its name (``pipeline.name``, else ``insert-into-<table>``)
-and its target (the table and, for files, its path) — not by the query text, and not
-by the Spark SQL streamsql generates for it. Its state directory,
+and its target: the table, its connector and where its rows go (runtime.locations: a
+path, a PostgreSQL URL and table name, Kafka servers and topic) — not by the query text,
+and not by the Spark SQL streamsql generates for it. A sink re-pointed elsewhere is a new
+job, with a state of its own; a source re-pointed elsewhere is refused (the job's offsets
+and state belong to the data it read). Its state directory,
 ``<checkpoints>/<name>-<key>/``, holds ``job.json`` (the plan fingerprint and how it
 runs), Spark's checkpoint (``checkpoint/``), the commit records of what it wrote
 (``commits/``) and, for bounded runs, the result it last committed (``results/``).
@@ -10,7 +13,8 @@ runs), Spark's checkpoint (``checkpoint/``), the commit records of what it wrote
 Resuming is refused, with what to do, when the state cannot be resumed honestly: the
 query changed (another fingerprint), the job ran another way before (streaming vs.
 bounded), its operators' state was written in a layout this streamsql no longer reads
-(``STATE_LAYOUT``), or the state is gone while the sink still holds the job's output.
+(``STATE_LAYOUT``), a source now names other data, or the state is gone while the sink
+still holds the job's output.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from streamsql.errors import JobStateError
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import SinkCommitter, write_atomically
+from streamsql.runtime.locations import changes, described, location
 
 STREAMING, BOUNDED = "streaming", "bounded"
 # How streamsql's stateful operators lay out their state in Spark's checkpoint; a job whose
@@ -68,13 +73,33 @@ class JobState:
     mode: str
     directory: Path
     key: str
+    sources: tuple = ()  # (table name, its location) of each table the query reads
 
     @classmethod
-    def of(cls, root: Path, name: str, table: TableDef, fingerprint: str, mode: str) -> JobState:
-        target = f"{table.name}|{table.options['connector']}|{table.options.get('path', '')}"
-        key = hashlib.sha1(f"{name}|{target}".encode()).hexdigest()[:12]
+    def of(cls, root: Path, name: str, table: TableDef, fingerprint: str, mode: str,
+           sources: list[TableDef] = ()) -> JobState:
+        """The job of ``name`` writing ``table``: its key follows the sink's location, so a
+        sink re-pointed elsewhere is another job. A state directory an earlier streamsql
+        made (its key from the table's name, connector and path alone, its record without
+        a location) is taken as this job's while it records no other location."""
+        where = location(table)
+        path = dict(where).get("path", table.options.get("path", ""))
+        extra = [pair for pair in where if pair[0] != "path"]
+        target = f"{table.name}|{table.options['connector']}|{path}" + (f"|{described(extra)}" if extra else "")
+        legacy = f"{table.name}|{table.options['connector']}|{table.options.get('path', '')}"
+        keys = [cls._key(name, target), cls._key(name, legacy)]
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
-        return cls(name, table, fingerprint, mode, Path(root) / f"{safe}-{key}", key)
+        read = tuple(sorted((str(t.name), [list(p) for p in location(t)]) for t in sources if location(t)))
+        chosen = keys[0]
+        if not (Path(root) / f"{safe}-{keys[0]}").exists() and keys[1] != keys[0]:
+            record = Path(root) / f"{safe}-{keys[1]}" / "job.json"
+            if record.exists() and json.loads(record.read_text()).get("location") in (None, [list(p) for p in where]):
+                chosen = keys[1]
+        return cls(name, table, fingerprint, mode, Path(root) / f"{safe}-{chosen}", chosen, read)
+
+    @staticmethod
+    def _key(name: str, target: str) -> str:
+        return hashlib.sha1(f"{name}|{target}".encode()).hexdigest()[:12]
 
     @property
     def checkpoint(self) -> str:
@@ -113,6 +138,7 @@ class JobState:
         if saved is None:
             self._check_fresh_sink(label)
             return
+        self._check_sources(label, saved)
         if saved.get("fingerprint") != self.fingerprint:
             raise JobStateError(
                 f"{label}: the query differs from the one job '{self.name}' ran before, and resuming its"
@@ -190,13 +216,35 @@ class JobState:
         return None
 
     def save(self) -> None:
-        """Record the job (first run): its fingerprint and how it runs."""
-        if self._saved() is not None:
+        """Record the job (first run): its fingerprint, how it runs, and where its rows come
+        from and go to (added to the record of a job an earlier streamsql started)."""
+        saved = self._saved()
+        where = {"location": [list(p) for p in location(self.table)],
+                 "sources": {t: p for t, p in self.sources}}
+        if saved is not None:
+            if "location" not in saved:
+                write_atomically(self.directory / "job.json", json.dumps({**saved, **where}, indent=1))
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         record = {"name": self.name, "target": str(self.table.name), "path": self.table.options.get("path"),
-                  "fingerprint": self.fingerprint, "mode": self.mode, "state_layout": STATE_LAYOUT}
+                  "fingerprint": self.fingerprint, "mode": self.mode, "state_layout": STATE_LAYOUT, **where}
         write_atomically(self.directory / "job.json", json.dumps(record, indent=1))
+
+    def _check_sources(self, label: str, saved: dict) -> None:
+        """Refuse a job whose source tables now name other data than they did when it ran."""
+        before = saved.get("sources")
+        if before is None:  # recorded by an earlier streamsql: nothing to compare
+            return
+        now = {t: p for t, p in self.sources}
+        for table in sorted(before.keys() & now.keys()):
+            if before[table] != now[table]:
+                raise JobStateError(
+                    f"{label}: job '{self.name}' read table '{table.rsplit('.', 1)[-1]}' from other data: "
+                    f"{'; '.join(changes(before[table], now[table]))}. Its offsets and state belong to the data it"
+                    " read, and resuming them over other data would mix the two. Restore the table's options, or"
+                    " run the query as a new job (SET 'pipeline.name' = '...'), or start afresh: delete its state"
+                    f" directory ({self.directory}) and the files it wrote ({self._output_pattern()})."
+                )
 
     def _finish_or_start_afresh(self) -> str:
         return (f"Finish it with the streamsql that started it (STOP JOB ... WITH DRAIN), or start afresh: delete"
