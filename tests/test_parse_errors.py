@@ -22,6 +22,53 @@ def error_of(sql: str) -> SqlSyntaxError:
     return caught.value
 
 
+RESERVED = "is a reserved word (quote it to use it as a name: `{}`)"
+
+
+@pytest.mark.parametrize("sql, message, position", [
+    # a reserved word where an expression or a name must be: Flink's "Encountered", at the word
+    ("SELECT as * FROM t", 'Encountered "as"', (1, 8)),
+    ("SELECT AS STRUCT a FROM t", 'Encountered "AS"', (1, 8)),
+    ("SELECT a, as b FROM t", 'Encountered "as"', (1, 11)),
+    ("SELECT f(as) FROM t", 'Encountered "as"', (1, 10)),
+    ("SELECT a FROM t WHERE and x = 1", 'Encountered "and"', (1, 23)),
+    ("SELECT a FROM t\nWHERE or x = 1", 'Encountered "or"', (2, 7)),
+    ("SELECT a FROM t ORDER BY as", 'Encountered "as"', (1, 26)),
+    ("SELECT a FROM t on", 'Encountered "on"', (1, 17)),
+    ("SELECT a AS FROM t", f'Encountered "FROM": FROM {RESERVED.format("from")}', (1, 13)),
+    ("SELECT group FROM t", f'Encountered "group": GROUP {RESERVED.format("group")}', (1, 8)),
+    ("SELECT a, order FROM t", f'Encountered "order": ORDER {RESERVED.format("order")}', (1, 11)),
+    ("SELECT t.end FROM t", f'Encountered "end": END {RESERVED.format("end")}', (1, 10)),
+    ("SELECT a all FROM t", f'Encountered "all": ALL {RESERVED.format("all")}', (1, 10)),
+    ("SELECT a FROM t AS as", f'Encountered "as": AS {RESERVED.format("as")}', (1, 20)),
+    ("SELECT a FROM t WHERE in = 1", f'Encountered "in": IN {RESERVED.format("in")}', (1, 23)),
+    ("SELECT values FROM t", f'Encountered "values": VALUES {RESERVED.format("values")}', (1, 8)),
+    ("CREATE TABLE t (end INT) WITH ('connector' = 'datagen')", f'Encountered "end": END {RESERVED.format("end")}',
+     (1, 17)),
+    ("SELECT a FROM t WHERE a = 1 GROUP BY", "Expected an expression after GROUP BY at the end of the statement",
+     (1, 37)),
+])
+def test_reserved_words_where_an_expression_or_a_name_must_be(sql, message, position):
+    """sqlglot read each (``SELECT as * FROM t`` ran as ``SELECT *``); Flink refuses each."""
+    error = error_of(sql)
+    assert (error.message, (error.position.line, error.position.col)) == (message, position)
+
+
+def test_reserved_words_quoted_and_keywords_in_their_places_still_parse():
+    for sql in ("SELECT a AS x, a x, `group`, `as` AS `end`, t.`order` FROM t AS `on`",
+                "SELECT TIMESTAMP '2024-01-01 00:00:00', DATE '2024-01-01', INTERVAL '1' SECOND FROM t",
+                "SELECT CASE WHEN a > 1 THEN 1 ELSE 2 END, CAST(a AS INT), a IS NOT NULL, a NOT LIKE 'x' FROM t",
+                "SELECT * FROM o JOIN r FOR SYSTEM_TIME AS OF o.ts AS r2 ON o.k = r2.k",
+                "SELECT a FROM t WHERE a IN (1, 2) AND a BETWEEN 1 AND 2 OR a = 3 GROUP BY a HAVING COUNT(*) > 1",
+                "SELECT ALL a FROM t UNION ALL SELECT DISTINCT b FROM u ORDER BY a LIMIT 3",
+                "SELECT COUNT(DISTINCT a) FILTER (WHERE a > 1) OVER (PARTITION BY b ORDER BY ts"
+                " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM t",
+                "SELECT user, value, `date`, year, CURRENT_TIMESTAMP FROM t",
+                "CREATE TABLE t (`end` INT, `value` STRING) WITH ('connector' = 'datagen')",
+                "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND))"):
+        assert parse_script(sql)
+
+
 @pytest.mark.parametrize("sql, message, position", [
     ("SELEC x FROM t", "Unknown statement 'SELEC'; did you mean SELECT?", (1, 1)),
     ("SELECT 1;\n  SELEC 2", "Unknown statement 'SELEC'; did you mean SELECT?", (2, 3)),
@@ -41,7 +88,8 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT SPLIT_INDEX(a, ) FROM t", "SPLIT_INDEX(...) is missing an argument, found ')'", (1, 23)),
     ("SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, , INTERVAL '10' SECOND))",
      "HOP: argument 4 is empty", (1, 71)),
-    ("SELECT a AS FROM t", "Unexpected 't'", (1, 18)),
+    ("SELECT a AS FROM t", 'Encountered "FROM": FROM is a reserved word (quote it to use it as a name: `from`)',
+     (1, 13)),
     # an AS that no name follows is no alias left out
     ("SELECT a, b AS , c FROM t", "Expected a name after AS, found ','", (1, 16)),
     ("SELECT a AS", "Expected a name after AS at the end of the statement", (1, 12)),
@@ -53,7 +101,7 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT", "Expected an expression after SELECT at the end of the statement", (1, 7)),
     ("SELECT a FROM t AS", "Expected a name after AS at the end of the statement", (1, 19)),
     ("SELECT CAST(a AS) FROM t", "Expected TYPE after CAST, found ')'", (1, 17)),
-    ("CREATE VIEW v AS SELECT 1 FROM t SELECT", "Unexpected 'SELECT'", (1, 34)),
+    ("CREATE VIEW v AS SELECT 1 FROM t SELECT", 'Encountered "SELECT"', (1, 34)),
     # what sqlglot forgives and Flink does not
     ("SELECT a FROM t JOIN u", "INNER JOIN requires a condition: ON ... or USING (...)"
                                " (CROSS JOIN is the join of every pair of rows)", (1, 23)),
@@ -63,8 +111,10 @@ def error_of(sql: str) -> SqlSyntaxError:
     ("SELECT a FROM t , JOIN u ON t.a = u.a", "Expected a table after ',', found 'JOIN'", (1, 19)),
     ("SELECT a FROM . t", "Expected a table name, found '.'", (1, 15)),
     ("SELECT a FROM c..t", "Expected a table name, found '.'", (1, 17)),
-    ("SELECT a TABLE FROM t", "'TABLE' is a reserved word: quote it to use it as a name (`table`)", (1, 10)),
-    ("SELECT a FROM t AS TABLE", "'TABLE' is a reserved word: quote it to use it as a name (`table`)", (1, 20)),
+    ("SELECT a TABLE FROM t", 'Encountered "TABLE": TABLE is a reserved word (quote it to use it as a name: `table`)',
+     (1, 10)),
+    ("SELECT a FROM t AS TABLE",
+     'Encountered "TABLE": TABLE is a reserved word (quote it to use it as a name: `table`)', (1, 20)),
     ("SELECT a + INTERVAL b FROM t", "INTERVAL takes a quoted value and a unit, e.g. INTERVAL '10' SECOND", (1, 21)),
     ("SELECT a + INTERVAL 10 SECOND FROM t", "INTERVAL takes a quoted value and a unit, e.g. INTERVAL '10' SECOND",
      (1, 21)),

@@ -23,13 +23,14 @@ from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
 from streamsql.dialect import windows as W
+from streamsql.dialect.reserved import ReservedWordsParser
 from streamsql.dialect.strict import StrictParser, closed
 
 
 # sqlglot warns on stderr when it falls back to a raw command; streamsql reports those itself.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
-SHOW_LISTS = ("CATALOGS", "DATABASES", "TABLES", "VIEWS", "FUNCTIONS", "JOBS", "CURRENT DATABASE", "CURRENT CATALOG")
+SHOW_LISTS = ("CATALOGS", "DATABASES", "TABLES", "VIEWS", "FUNCTIONS", "CURRENT DATABASE", "CURRENT CATALOG")
 
 
 # Listings that take Flink's [FROM|IN db] and [NOT] LIKE|ILIKE 'pattern'.
@@ -148,7 +149,7 @@ class Flink(Dialect):
         # Flink has no '#'/'$' parameters or '{' placeholders; keep them as errors.
         COMMENTS = ["--", ("/*", "*/")]
 
-    class Parser(StrictParser, Parser):
+    class Parser(ReservedWordsParser, StrictParser, Parser):
         FUNC_TOKENS = {*Parser.FUNC_TOKENS, TokenType.SESSION}
 
         FUNCTIONS = {
@@ -200,6 +201,8 @@ class Flink(Dialect):
         SHOW_PARSERS = {
             **{kind: (lambda k: lambda self: self.expression(Show(this=exp.var(k))))(kind) for kind in SHOW_LISTS},
             **{kind: (lambda k: lambda self: parse_show_listing(self, k))(kind) for kind in SHOW_FILTERED},
+            # SHOW JOBS [ALL]: each job's latest run, or every run (the trie stops at JOBS)
+            "JOBS": lambda self: self.expression(Show(this=exp.var("JOBS ALL" if self._match_text_seq("ALL") else "JOBS"))),
             "CREATE TABLE": lambda self: self.expression(Show(this=exp.var("CREATE TABLE"), target=self._parse_table_parts())),
             "CREATE VIEW": lambda self: self.expression(Show(this=exp.var("CREATE VIEW"), target=self._parse_table_parts())),
         }

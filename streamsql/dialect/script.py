@@ -18,6 +18,7 @@ from sqlglot.tokens import TokenType
 
 from streamsql.dialect.flink import Flink
 from streamsql.dialect.messages import describe
+from streamsql.dialect.reserved import encountered, is_reserved
 from streamsql.errors import Position, SqlSyntaxError
 
 _DIALECT = Flink()
@@ -156,6 +157,10 @@ def _check_statement_start(tokens: list, script: str) -> None:
     raise SqlSyntaxError(f"Unknown statement '{first.text}'{hint}", _token_position(first, script), script)
 
 
+# sqlglot's messages that say no more than Flink's ``Encountered "x"``.
+_VAGUE = "Incomplete SQL"
+
+
 def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
     """sqlglot's error said about the SQL, at the token the parser stopped at (or just after
     the last one when the statement ended too early)."""
@@ -165,6 +170,8 @@ def _syntax_error(error: ParseError, parser, script: str) -> SqlSyntaxError:
     found = None if at_end else current.text
     before = previous.text if previous is not None else None
     message = describe(detail.get("description") or str(error), found, before)
+    if not at_end and is_reserved(current) and (message == f"Unexpected '{found}'" or message.startswith(_VAGUE)):
+        message = encountered(current)  # Flink's words for a reserved word out of place
     if at_end and previous is not None:
         position = _position(script, previous.end + 1)
     elif not at_end:

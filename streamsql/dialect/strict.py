@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from streamsql.dialect.messages import missing_argument
+from streamsql.dialect.reserved import encountered
 
 # Flink's reserved words that sqlglot takes as names: ``SELECT price TABLE FROM bid`` is
 # an alias named TABLE to sqlglot, a syntax error to Flink (quote it: `table`).
@@ -108,8 +109,7 @@ class StrictParser:
         index = self._index + 1 if self._curr and self._curr.token_type == TokenType.ALIAS else self._index
         named = self._tokens[index] if index < len(self._tokens) else None
         if named and named.token_type in RESERVED_NAMES:
-            self._fail_at(index, f"'{named.text}' is a reserved word: quote it to use it as a name"
-                                 f" (`{named.text.lower()}`)")
+            self._fail_at(index, encountered(named, as_name=True))
 
     def _fail_at(self, index: int, message: str) -> None:
         """A syntax error at token ``index`` (the error's position is the parser's)."""

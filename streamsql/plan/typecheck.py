@@ -7,8 +7,13 @@ sqlglot's inferred types are not always Flink's, and a false error is worse than
 - Comparing values of families that Calcite never compares: a datetime or TIME with a
   number or a BOOLEAN, a BOOLEAN with a number, an INTERVAL with anything but an
   INTERVAL or a string. A character string compares with
-  anything (Calcite casts it, e.g. `ts > '2024-01-01 00:00:00'`, literal or column), so
-  string comparisons pass.
+  any scalar (Calcite casts it, e.g. `ts > '2024-01-01 00:00:00'`, literal or column), so
+  string comparisons with scalars pass.
+- Comparing a row, an ARRAY or a MAP with anything but its own kind: a row constructor
+  `(auction, 123)` or `ROW(...)` with a scalar or a row of another arity, in any comparison,
+  IN list or BETWEEN (Calcite compares rows field by field, so the fields are checked
+  too). Spark would fail on them at run time, in its words (`named_struct(...) = 0`).
+- Arithmetic on a row, an ARRAY or a MAP, and a row as a condition.
 - A condition that is not a BOOLEAN: WHERE, HAVING, a join's ON, CASE's WHEN, and the
   operands of AND, OR and NOT ("WHERE clause must be a condition"); Flink has no truthiness
   of numbers or strings.
@@ -26,14 +31,11 @@ from sqlglot import exp
 
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
-from streamsql.plan.typefamilies import family
-from streamsql.plan.types import type_name
+from streamsql.plan.composites import comparable, flink_type_name, kind_of, type_of
 
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 COMPARISON = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
-_NOT_ARITHMETIC = {"character string", "boolean"}
-_NOT_COMPARABLE = [({"datetime", "time"}, {"numeric", "boolean"}), ({"boolean"}, {"numeric"}),
-                   ({"interval"}, {"numeric", "boolean", "datetime", "time"})]
+_NOT_ARITHMETIC = {"character string", "boolean", "row", "array", "map"}
 MAX_INTERVAL_PRECISION = 10
 _LEADING = re.compile(r"^\s*[+-]?\s*(\d+)")
 
@@ -45,6 +47,10 @@ def check_types(query: exp.Expression) -> None:
             _check_arithmetic(node)
         elif type(node) in COMPARISON:
             _check_comparison(node)
+        elif isinstance(node, exp.In):
+            _check_in(node)
+        elif isinstance(node, exp.Between):
+            _check_between(node)
         elif isinstance(node, exp.Interval):
             _check_interval(node)
         for clause, condition in _conditions(node):
@@ -74,7 +80,7 @@ def _conditions(node: exp.Expression):
 
 
 def _check_condition(holder: str, condition: exp.Expression) -> None:
-    found = family(condition.type)
+    found = kind_of(type_of(condition))
     if found is None or found == "boolean":
         return
     kind = _flink_type(condition)
@@ -89,27 +95,53 @@ def _check_condition(holder: str, condition: exp.Expression) -> None:
 
 
 def _check_arithmetic(node: exp.Binary) -> None:
-    families = {family(node.left.type), family(node.right.type)}
+    families = {kind_of(type_of(node.left)), kind_of(type_of(node.right))}
     if families & _NOT_ARITHMETIC:
         symbol = ARITHMETIC[type(node)]
+        hint = "; CAST a character string to a number first" if "character string" in families else ""
         raise ValidationError(
             f"Cannot apply '{symbol}' to arguments of type '<{_flink_type(node.left)}> {symbol} <{_flink_type(node.right)}>'."
-            f" Supported form(s): '<NUMERIC> {symbol} <NUMERIC>' (and datetime/interval arithmetic);"
-            " CAST a character string to a number first",
+            f" Supported form(s): '<NUMERIC> {symbol} <NUMERIC>' (and datetime/interval arithmetic){hint}",
             start_position(node),
         )
 
 
 def _check_comparison(node: exp.Binary) -> None:
-    left, right = family(node.left.type), family(node.right.type)
-    for one, other in _NOT_COMPARABLE:
-        if (left in one and right in other) or (left in other and right in one):
-            symbol = COMPARISON[type(node)]
-            raise ValidationError(
-                f"Cannot apply '{symbol}' to arguments of type '<{_flink_type(node.left)}> {symbol} <{_flink_type(node.right)}>'."
-                f" Supported form(s): '<COMPARABLE_TYPE> {symbol} <COMPARABLE_TYPE>'",
-                start_position(node),
-            )
+    if not comparable(type_of(node.left), type_of(node.right)):
+        symbol = COMPARISON[type(node)]
+        raise ValidationError(
+            f"Cannot apply '{symbol}' to arguments of type '<{_flink_type(node.left)}> {symbol} <{_flink_type(node.right)}>'."
+            f" Supported form(s): '<COMPARABLE_TYPE> {symbol} <COMPARABLE_TYPE>'",
+            start_position(node),
+        )
+
+
+def _check_in(node: exp.In) -> None:
+    """Calcite checks the list's values against each other, then the left side against them."""
+    values = node.expressions
+    name = "NOT IN" if isinstance(node.parent, exp.Not) else "IN"
+    for value in values[1:]:
+        if not comparable(type_of(values[0]), type_of(value)):
+            raise ValidationError(f"Values in expression list must have compatible types: <{_flink_type(values[0])}>"
+                                  f" and <{_flink_type(value)}>", start_position(value) or start_position(node))
+    for value in values:
+        if not comparable(type_of(node.this), type_of(value)):
+            raise ValidationError(f"Values passed to {name} operator must have compatible types:"
+                                  f" <{_flink_type(node.this)}> {name} <{_flink_type(value)}>", start_position(node))
+
+
+def _check_between(node: exp.Between) -> None:
+    value, low, high = node.this, node.args.get("low"), node.args.get("high")
+    if all(comparable(type_of(value), type_of(bound)) for bound in (low, high) if bound is not None):
+        return
+    name = ("NOT " if isinstance(node.parent, exp.Not) else "") + "BETWEEN " + \
+        ("SYMMETRIC" if node.args.get("symmetric") else "ASYMMETRIC")
+    raise ValidationError(
+        f"Cannot apply '{name}' to arguments of type '<{_flink_type(value)}> {name} <{_flink_type(low)}>"
+        f" AND <{_flink_type(high)}>'. Supported form(s):"
+        " '<COMPARABLE_TYPE> BETWEEN <COMPARABLE_TYPE> AND <COMPARABLE_TYPE>'",
+        start_position(node),
+    )
 
 
 def _check_interval(node: exp.Interval) -> None:
@@ -135,8 +167,10 @@ def _check_interval(node: exp.Interval) -> None:
 
 
 def _flink_type(node: exp.Expression) -> str:
-    """A type as Flink's messages show it: a string literal is CHAR(n), INT is INTEGER."""
+    """A type as Flink's messages show it: a string literal is CHAR(n), INT is INTEGER,
+    a row constructor RecordType(BIGINT EXPR$0, INTEGER EXPR$1)."""
     if isinstance(node, exp.Literal) and node.is_string:
         return f"CHAR({len(node.this)})"
-    name = type_name(node.type)
-    return {"INT": "INTEGER", "TEXT": "STRING"}.get(name, name)
+    if isinstance(node, exp.Tuple):
+        return f"RecordType({', '.join(f'{_flink_type(e)} EXPR${i}' for i, e in enumerate(node.expressions))})"
+    return flink_type_name(type_of(node))
