@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.verbose:  # Spark's start-up log too (runtime/lifetime.py)
         os.environ["STREAMSQL_VERBOSE"] = "1"
+    else:  # py4j logs each call a dead JVM refuses, with its traceback: the error says it once
+        import logging
+
+        logging.getLogger("py4j").addHandler(logging.NullHandler())
+        logging.getLogger("py4j").propagate = False
     try:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
+        if _jvm_died(args):
+            return 1
         _print_error(error.render())
         if args.verbose:
             _print_trace(error)
@@ -110,10 +117,26 @@ def main(argv: list[str] | None = None) -> int:
         print("Job stopped.", file=sys.stderr)
         return 0
     except Exception as error:  # a bug in streamsql: say so plainly
+        if _jvm_died(args):
+            if args.verbose:
+                traceback.print_exc()
+            return 1
         _print_error(f"Internal error: {type(error).__name__}: {error}" + ("" if args.verbose else " (run with --verbose for details)"))
         if args.verbose:
             traceback.print_exc()
         return 2
+
+
+def _jvm_died(args) -> bool:
+    """Whether Spark's JVM exited under the command; if so, say it in one paragraph."""
+    if "pyspark" not in sys.modules:
+        return False
+    from streamsql.runtime.lifetime import driver_jvm_exit, jvm_exit_message
+
+    died = driver_jvm_exit()
+    if died is not None:
+        _print_error(jvm_exit_message(*died, resumable=args.command == "run"))
+    return died is not None
 
 
 def _print_trace(error: BaseException) -> None:

@@ -89,6 +89,21 @@ def test_detach_show_and_stop_job(run, tmp_path):
     assert wait_for(lambda: status()[2] == "CANCELED", 60)
     log = tmp_path / "catalog" / "_jobs" / f"{job_id}.log"
     assert wait_for(lambda: "Job stopped." in log.read_text(), 60)
+    # rows out: the rows the file sink committed (Spark reports none for it); rows in: read
+    written = sum(len(f.read_text().splitlines()) for f in (tmp_path / "out").glob("part-*.csv"))
+    row = status()
+    assert int(row[4]) == written > 0 and int(row[3]) == written, (row, written)
+    assert row[8] == "0" and row[9], row  # no restarts yet; the time of its last commit
+    # run again, and killed: SHOW JOBS keeps one row per job (its latest run), SHOW JOBS ALL each run
+    again = start(tmp_path, "run", str(script))
+    assert wait_for(lambda: committed_batches(tmp_path) >= FILES, 180)
+    os.killpg(again.pid, signal.SIGKILL)
+    again.wait(60)
+    shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0].splitlines()
+    rows = [line.split(",") for line in shown[1:]]
+    assert len(rows) == 1 and rows[0][1] == "insert-into-dst" and rows[0][2] == "FAILED" and rows[0][8] == "1", shown
+    every = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS ALL").communicate(120)[0].splitlines()
+    assert [line.split(",")[2] for line in every[1:]] == ["CANCELED", "FAILED"], every
 
 
 def test_stop_with_drain_fires_open_windows(run, tmp_path):

@@ -52,6 +52,34 @@ def test_jvm_ends_with_its_streamsql_process(tmp_path, sig, group):
         assert job.returncode == 0 and "Job stopped." in err and "Traceback" not in err, err
 
 
+@pytest.mark.spark
+def test_a_killed_jvm_is_one_paragraph_and_the_job_resumes(tmp_path):
+    """kill -9 of Spark's JVM under a running job: the CLI says so in one paragraph (no
+    traceback, none from the job registry's thread), exits 1, and records the job as FAILED with it."""
+    write(tmp_path / "in" / "0.csv", "".join(f"{i},{i % 3}\n" for i in range(300)))
+    script = (f"CREATE TABLE src (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'in'}',"
+              " 'format' = 'csv', 'source.monitor-interval' = '1s');"
+              f"CREATE TABLE out (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'out'}',"
+              " 'format' = 'csv');"
+              "INSERT INTO out SELECT a, b FROM src WHERE b = 1")
+    mark = uuid.uuid4().hex
+    job = start_cli(tmp_path, mark, "run", "-e", script)
+    try:
+        assert wait_for(lambda: jvm_children(job.pid) and list((tmp_path / "out").glob("part-*")), 180), (
+            job.communicate(timeout=60) if job.poll() is not None else "the job wrote nothing")
+        jvm = jvm_children(job.pid)[0]
+        os.kill(jvm.pid, signal.SIGKILL)
+        out, err = job.communicate(timeout=60)
+    finally:
+        for p in marked(mark):
+            os.kill(p.pid, signal.SIGKILL)
+    assert job.returncode == 1, err
+    assert err.strip() == (f"Execution error: Spark's JVM (pid {jvm.pid}) exited unexpectedly (killed by signal 9,"
+                           " SIGKILL): the job stopped; run the same command to resume from its last checkpoint."), err
+    (record,) = (tmp_path / "catalog" / "_jobs").glob("*.json")
+    assert '"status": "FAILED"' in record.read_text() and "exited unexpectedly" in record.read_text()
+
+
 def test_an_accumulator_update_connection_broken_as_processes_stop_prints_nothing(capfd):
     """PySpark's accumulator server (the driver's thread the JVM sends task updates to)
     printed a traceback for a connection closed before its token came in, as a job's

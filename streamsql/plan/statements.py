@@ -18,8 +18,8 @@ def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
 
     if isinstance(node, Show):
         kind = node.this.name
-        if kind == "JOBS":
-            return JobsStep()
+        if kind in ("JOBS", "JOBS ALL"):
+            return JobsStep(every_run=kind == "JOBS ALL")
         if kind.startswith("CREATE"):
             obj = relation(node.args["target"], catalog)
             return ResultStep(["result"], [(to_flink_sql(obj.ddl) + ";",)])

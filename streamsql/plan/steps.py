@@ -82,7 +82,7 @@ class ExplainStep:
 
 @dataclass
 class JobsStep:
-    pass
+    every_run: bool = False  # SHOW JOBS ALL: each run of each job, not only its latest
 
 
 @dataclass

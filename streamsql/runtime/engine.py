@@ -17,7 +17,7 @@ from pathlib import Path
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
-from streamsql.errors import StreamsqlError
+from streamsql.errors import ExecutionError, StreamsqlError
 from streamsql.plan.planner import (
     DefineStep,
     DropStep,
@@ -142,7 +142,9 @@ class Engine:
         elif isinstance(step, JobsStep):
             from streamsql.runtime.jobs import COLUMNS
 
-            writer.table(COLUMNS, [record.row() for record in self.jobs_registry.all()])
+            registry = self.jobs_registry
+            runs = [(r, 0) for r in registry.all()] if step.every_run else registry.latest()
+            writer.table(COLUMNS, [record.row(restarts) for record, restarts in runs])
         elif isinstance(step, QueryStep):
             self._run_query(step, writer)
         elif isinstance(step, (InsertStep, StatementSetStep)):
@@ -188,7 +190,12 @@ class Engine:
         if self.warm_up is not None:
             self.warm_up.settle(wait=0)
         if self._spark is not None and self._owns_spark:
-            self._spark.stop()
+            from streamsql.runtime.lifetime import driver_jvm_exit, forget_dead_gateway
+
+            if driver_jvm_exit(wait=0) is None:
+                self._spark.stop()
+            else:  # Spark's JVM died under us: nothing to stop, and nothing to ask
+                forget_dead_gateway()
         self._spark = None
         self.drain.discard()
 
@@ -434,6 +441,14 @@ class Engine:
             monitor and monitor.finish(CANCELED)
             raise
         except BaseException as error:
+            from streamsql.runtime.lifetime import driver_jvm_exit, jvm_exit_message
+
+            died = driver_jvm_exit(wait=0 if isinstance(error, (StreamsqlError, KeyboardInterrupt)) else 2)
+            if died is not None:  # nothing left to stop: record and say it, in one paragraph
+                started.clear()
+                message = jvm_exit_message(*died)
+                monitor and monitor.finish(FAILED, message)
+                raise ExecutionError(message) from None
             self._stop_all(started)
             failure = error if isinstance(error, (StreamsqlError, KeyboardInterrupt)) else translate(error)
             if monitor:

@@ -327,6 +327,7 @@ class JdbcMicroBatch:
 
     table: TableDef
     checkpoint: str  # the job's Spark checkpoint directory, inside its state directory
+    query: str = ""  # the streaming query's name, under which its rows are counted
 
     def checked(self, columns: list[str]) -> JdbcMicroBatch:
         """This, once the PostgreSQL table is found fit (before the stream starts, so that a
@@ -335,7 +336,11 @@ class JdbcMicroBatch:
         return self
 
     def __call__(self, frame, batch_id: int) -> None:
-        write_changelog_batch(frame, self.table, self.job_key(), batch_id)
+        from streamsql.runtime.sink_counts import committed
+
+        counts = write_changelog_batch(frame, self.table, self.job_key(), batch_id)
+        if counts["written"]:
+            committed(self.query, counts["rows"])
 
     def job_key(self) -> str:
         """The job's state directory name, and its checkpoint's query id (kept across restarts,

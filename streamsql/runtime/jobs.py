@@ -43,13 +43,18 @@ class JobRecord:
     late_rows: int = 0
     log: str | None = None
     error: str | None = None
+    last_commit: float | None = None  # when its sinks last committed a micro-batch (epoch seconds)
 
-    def row(self) -> tuple:
+    def row(self, restarts: int = 0) -> tuple:
+        committed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_commit)) if self.last_commit else None
         return (self.id, self.name, self.status, self.rows_in, self.rows_out, self.watermark, self.state_bytes,
-                self.late_rows)
+                self.late_rows, restarts, committed)
 
 
-COLUMNS = ["job id", "name", "status", "rows in", "rows out", "watermark", "state bytes", "late rows dropped"]
+COLUMNS = ["job id", "name", "status", "rows in", "rows out", "watermark", "state bytes", "late rows dropped",
+           "restarts", "last commit"]
+# A watermark Spark reports before any row set it: no watermark at all, to a person.
+NO_WATERMARK = ("1970-01-01T00:00:00.000Z", "1970-01-01T00:00:00Z")
 
 
 class JobRegistry:
@@ -79,6 +84,14 @@ class JobRegistry:
         records = [self.get(p.stem) for p in sorted(self.directory.glob("*.json"))]
         return sorted((r for r in records if r), key=lambda r: r.started)
 
+    def latest(self) -> list[tuple[JobRecord, int]]:
+        """Each job's latest run, with how many runs came before it (its restarts): SHOW JOBS.
+        A job is its name; SHOW JOBS ALL lists every run (``all``)."""
+        runs: dict[str, list[JobRecord]] = {}
+        for record in self.all():
+            runs.setdefault(record.name, []).append(record)
+        return sorted(((r[-1], len(r) - 1) for r in runs.values()), key=lambda pair: pair[0].started)
+
     def stop(self, job_id: str, drain: bool = False) -> JobRecord:
         record = self.get(job_id)
         if record is None:
@@ -98,6 +111,9 @@ class JobMonitor:
         self.spark = spark
         self.record = JobRecord(id=registry.new_id(), name=name, pid=os.getpid(), log=log)
         self._done = threading.Event()
+        self._counted: dict[str, int] = {}  # each query run's last micro-batch counted
+        self._rows_in = self._late = self._spark_rows_out = 0
+        self._queries: dict = {}  # the job's streaming queries seen running, by id
         self._thread = threading.Thread(target=self._refresh_until_done, daemon=True)
 
     def start(self) -> JobRecord:
@@ -106,33 +122,67 @@ class JobMonitor:
         return self.record
 
     def finish(self, status: str, error: str | None = None) -> None:
+        from streamsql.runtime.lifetime import driver_jvm_exit
+
         self._done.set()
         self._thread.join(5)
-        self._refresh()
+        if driver_jvm_exit(wait=0) is None:
+            self._refresh()
         self.record.status, self.record.error = status, error
         self.registry.save(self.record)
 
     def _refresh_until_done(self) -> None:
+        from streamsql.runtime.lifetime import driver_jvm_exit
+
         while not self._done.wait(2):
-            self._refresh()
+            try:
+                self._refresh()
+            except Exception:  # Spark is stopping or its JVM died: the query's own error says so
+                if driver_jvm_exit(wait=0) is not None:
+                    return
+                continue
             self.registry.save(self.record)
 
     def _refresh(self) -> None:
-        rows_in = rows_out = state = late = 0
-        watermark = None
+        from streamsql.runtime import sink_counts
+
+        rows_out = state = 0
+        watermark = last_commit = None
         for query in self.spark.streams.active:
-            for progress in query.recentProgress:
-                rows_in += progress.numInputRows
-                rows_out += max(0, (progress.sink or {}).get("numOutputRows", 0) if isinstance(progress.sink, dict) else 0)
-                late += late_rows_dropped(progress)
+            self._queries[query.id] = query
+        for query in self._queries.values():  # stopped ones too: finish() counts after they end
+            counted = sink_counts.rows_out(query.name)
+            for progress in query.recentProgress:  # Spark keeps the last 100: count each batch once
+                if progress.batchId <= self._counted.get(progress.runId, -1):
+                    continue
+                self._counted[progress.runId] = progress.batchId
+                self._rows_in += input_rows(progress)
+                self._late += late_rows_dropped(progress)
+                if counted is None:  # a sink Spark counts (blackhole)
+                    sink = progress.sink if isinstance(progress.sink, dict) else {}
+                    self._spark_rows_out += max(0, sink.get("numOutputRows", 0) or 0)
             last = query.lastProgress
             if last:
-                watermark = (last.get("eventTime") or {}).get("watermark") or watermark
+                seen = (last.get("eventTime") or {}).get("watermark")
+                watermark = seen if seen and seen not in NO_WATERMARK else watermark
                 state += sum(op.get("memoryUsedBytes", 0) for op in last.get("stateOperators") or [])
-        if rows_in or watermark:
-            self.record.rows_in, self.record.rows_out = rows_in, rows_out
+            rows_out += counted or 0
+            last_commit = max(filter(None, (last_commit, sink_counts.last_commit(query.name))), default=None)
+        rows_out += self._spark_rows_out
+        if self._rows_in or rows_out or watermark:
+            self.record.rows_in, self.record.rows_out = self._rows_in, rows_out
             self.record.watermark, self.record.state_bytes = watermark, state
-            self.record.late_rows = late
+            self.record.late_rows = self._late
+        self.record.last_commit = last_commit or self.record.last_commit
+
+
+def input_rows(progress) -> int:
+    """A micro-batch's rows from the job's own sources: not the drain's or end of input's
+    sentinel (runtime.drain), read from a private directory of its own."""
+    sources = progress.get("sources") or []
+    if not sources:
+        return progress.numInputRows
+    return sum(s.get("numInputRows", 0) or 0 for s in sources if "streamsql-drain-" not in (s.get("description") or ""))
 
 
 def late_rows_dropped(progress) -> int:

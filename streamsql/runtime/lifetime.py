@@ -206,6 +206,45 @@ def stop_driver_gateway(seconds: float = _JVM_EXIT_SECONDS) -> None:
     end_process(proc, close_stdin=True, seconds=seconds)
 
 
+def driver_jvm_exit(wait: float = 2.0) -> tuple[int, int] | None:
+    """(pid, exit status) of this process's driver JVM if it has exited under us, else None.
+    A JVM killed under a running query first shows as a refused py4j connection, an instant
+    before the kernel reports its exit: wait up to ``wait`` seconds for that."""
+    from pyspark.core.context import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        code = proc.wait(wait) if wait else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+    return None if code is None else (proc.pid, code)
+
+
+def jvm_exit_message(pid: int, code: int, resumable: bool = True) -> str:
+    """The one paragraph a user reads when Spark's JVM died under streamsql."""
+    if code < 0:
+        try:
+            how = f"killed by signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exit status {code}" + (", out of memory?" if code == 137 else "")
+    then = ("the job stopped; run the same command to resume from its last checkpoint" if resumable
+            else "the session's queries stopped; start streamsql again")
+    return f"Spark's JVM (pid {pid}) exited unexpectedly ({how}): {then}."
+
+
+def forget_dead_gateway() -> None:
+    """Drop a gateway whose JVM has exited, so that stopping Spark does not talk to it."""
+    from pyspark.core.context import SparkContext
+
+    with SparkContext._lock:
+        SparkContext._gateway = SparkContext._jvm = None
+        SparkContext._active_spark_context = None
+
+
 def end_process(proc: subprocess.Popen, close_stdin: bool = False, seconds: float = _JVM_EXIT_SECONDS) -> None:
     """Ask a child to stop (EOF on stdin, or SIGTERM) and wait; SIGKILL if it does not."""
     if proc.poll() is not None:

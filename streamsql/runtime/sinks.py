@@ -70,13 +70,18 @@ class CommitMicroBatch:
 
     table: TableDef
     committer: SinkCommitter
+    query: str = ""  # the streaming query's name, under which its rows are counted
 
     def __call__(self, frame, batch_id: int) -> None:
+        from streamsql.runtime.sink_counts import committed, observed
+
         if self.committer.is_committed(batch_id):
             compute_only(frame)
             return
+        frame, rows = observed(frame)
         write_files(frame, self.table, self.committer.stage(batch_id))
         self.committer.commit(batch_id)
+        committed(self.query, rows.get["rows"])
 
 
 def compute_only(frame) -> None:
@@ -97,13 +102,13 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
         writer = writer.format("noop")
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import JdbcMicroBatch
-        writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint).checked(frame.columns))
+        writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint, name).checked(frame.columns))
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
         check_sink(table, overwrite=False)
         writer = writer.foreachBatch(KafkaMicroBatch(table, checkpoint))
     else:
-        writer = writer.foreachBatch(CommitMicroBatch(table, committer))
+        writer = writer.foreachBatch(CommitMicroBatch(table, committer, name))
     from streamsql.runtime.session import start_streaming
 
     return start_streaming(writer.outputMode("append"), frame.sparkSession)
