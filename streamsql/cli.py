@@ -55,8 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=15002, help="port to listen on (default 15002)")
     serve.add_argument("--thrift", type=int, nargs="?", const=10000, metavar="PORT",
                        help="also serve JDBC/ODBC (Spark's Thrift server, HiveServer2 protocol) on PORT (default 10000)")
+    serve.add_argument("--bind", default="127.0.0.1", metavar="HOST",
+                       help="address to listen on (default 127.0.0.1; any other needs authentication)")
+    serve.add_argument("--token-file", metavar="FILE",
+                       help="Spark Connect's client token (else $STREAMSQL_CONNECT_TOKEN); required beyond loopback")
+    serve.add_argument("--users", metavar="FILE", help="JDBC/ODBC users and password hashes (streamsql user add);"
+                       " default ~/.streamsql/users when it exists, required beyond loopback")
+    serve.add_argument("--thrift-keystore", metavar="FILE",
+                       help="JDBC/ODBC over TLS with this Java keystore (password in $STREAMSQL_KEYSTORE_PASSWORD)")
     for flag in ("--catalog", "--master", "--verbose"):
         _share(serve, parser, flag)
+    user = commands.add_parser("user", help="manage the users of `streamsql serve --thrift`")
+    user_commands = user.add_subparsers(dest="user_command", required=True)
+    add = user_commands.add_parser("add", help="add a user, or set a user's password (read from the terminal or stdin)")
+    add.add_argument("name")
+    add.add_argument("--users", metavar="FILE", help="the users file (default ~/.streamsql/users)")
     return parser
 
 
@@ -98,10 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)
         if args.command == "serve":
-            from streamsql.catalog import Catalog
-            from streamsql.runtime.serve import serve
-
-            return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift)
+            return _serve(args)
+        if args.command == "user":
+            return _add_user(args)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         if _jvm_died(args):
@@ -125,6 +137,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         return 2
+
+
+def _serve(args) -> int:
+    from streamsql.catalog import Catalog
+    from streamsql.runtime.serve import Access, serve
+    from streamsql.runtime.server_auth import default_users_file, read_token
+
+    users = Path(args.users) if args.users else default_users_file()
+    if args.users and not users.is_file():
+        raise StreamsqlError(f"The users file '{users}' does not exist (streamsql user add NAME --users {users})")
+    access = Access(args.bind, read_token(args.token_file), users if users.is_file() else None, args.thrift_keystore)
+    return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift, access)
+
+
+def _add_user(args) -> int:
+    """`streamsql user add NAME`: the password twice from a terminal, else one line of stdin."""
+    import getpass
+
+    from streamsql.runtime.server_auth import add_user, default_users_file
+
+    path = Path(args.users) if args.users else default_users_file()
+    if sys.stdin.isatty():
+        password = getpass.getpass(f"Password for {args.name}: ")
+        if getpass.getpass("Again: ") != password:
+            raise StreamsqlError("The two passwords differ; nothing was changed")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    new = add_user(path, args.name, password)
+    print(f"{'Added user' if new else 'Changed the password of'} '{args.name}' in {path}")
+    return 0
 
 
 def _jvm_died(args) -> bool:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from streamsql.catalog import Catalog
@@ -28,15 +30,32 @@ from streamsql.runtime.local_files import with_local_files
 from streamsql.runtime.process_dir import with_process_dir
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.runtime.spark_home import compiled_spark_home
-from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_arguments, thrift_conf
+from streamsql.runtime.server_auth import (SERVER_TOKEN_ENV, authenticator_jar, check_exposure, hive_site,
+                                           is_loopback)
+from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_conf
 from streamsql.spark.dialect import spark_string, spark_type
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SYNC_SECONDS = 2  # how often the catalog directory is checked for changed tables
 
 
+@dataclass(frozen=True)
+class Access:
+    """Where the servers listen and who may use them (runtime.server_auth)."""
+
+    bind: str = "127.0.0.1"
+    token: str | None = None  # Spark Connect's pre-shared token
+    users: Path | None = None  # HiveServer2's users file (CUSTOM authentication)
+    keystore: str | None = None  # HiveServer2's TLS keystore
+
+    @property
+    def host(self) -> str:
+        """Where a client on this machine reaches the servers."""
+        return "localhost" if self.bind in ("0.0.0.0", "::") or is_loopback(self.bind) else self.bind
+
+
 def start_server(port: int, master: str | None = None, log=None, thrift_port: int | None = None,
-                 scratch: str | None = None) -> subprocess.Popen:
+                 scratch: str | None = None, access: Access = Access()) -> subprocess.Popen:
     """Launch the Connect server (with ``thrift_port``: the Thrift server too, in the same
     application) as a child process and wait until it accepts connections. It runs in
     ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
@@ -44,24 +63,29 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
 
     if thrift_port == port:
         raise StreamsqlError(f"The Connect port and the Thrift port must differ (both are {port})")
+    check_exposure(access.bind, access.token, thrift_port is not None, access.users, access.keystore)
     for taken in (port, thrift_port):
-        if taken is not None and _listening(taken):  # else the wait below would take it for ours
+        if taken is not None and _listening(taken, access.host):  # else the wait below would take it for ours
             raise StreamsqlError(f"Port {taken} is already in use: choose another (--port, --thrift PORT)")
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port),
+            "spark.connect.grpc.binding.address": access.bind,
             # A catalog table's file listing is not kept between queries: files that running
             # jobs publish show up in the next query, with no REFRESH TABLE.
             "spark.sql.filesourceTableRelationCacheSize": "0"}
+    env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
+    env.pop(SERVER_TOKEN_ENV, None)
+    if access.token:  # in its environment: a command line shows in ps
+        env[SERVER_TOKEN_ENV] = access.token
     if thrift_port is not None:
         conf.update(thrift_conf())
+        env.update(_thrift_settings(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")), thrift_port,
+                                    access))
     conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
     command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
-    if thrift_port is not None:
-        command += thrift_arguments(thrift_port)
-    env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
     home = compiled_spark_home(env, master=master)
     if home is not None:
         env["SPARK_HOME"] = home
@@ -82,21 +106,42 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     try:
         for listening in (port, thrift_port):
             if listening is not None:
-                _wait_until_listening(server, listening, 120, log_path)
+                _wait_until_listening(server, listening, 120, log_path, access.host)
     except BaseException:  # including Ctrl-C and SIGTERM while it starts
         end_process(server)
         raise
     return server
 
 
-def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float, log: Path | None = None) -> None:
+def _thrift_settings(conf: dict, scratch: Path, port: int, access: Access) -> dict[str, str]:
+    """The Thrift server's settings in a private conf directory's hive-site.xml (its keystore
+    password stays off the command line); the authenticator's jar on the driver's class
+    path. Returns the environment the server needs for them."""
+    directory = scratch / "conf"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    for shipped in SPARK_CONF_DIR.iterdir():
+        if shipped.is_file():
+            shutil.copy(shipped, directory / shipped.name)
+    env = hive_site(directory, access.bind, port, access.users, access.keystore)
+    if access.users is not None:
+        jar = authenticator_jar()
+        if jar is None:
+            raise StreamsqlError("Password authentication for JDBC/ODBC needs a JDK (javac) to build its check: none"
+                                 " was found (set JAVA_HOME to a JDK)")
+        paths = [p for p in (conf.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
+        conf["spark.driver.extraClassPath"] = os.pathsep.join([*paths, str(jar)])
+    return {**env, "SPARK_CONF_DIR": str(directory)}
+
+
+def _wait_until_listening(server: subprocess.Popen, port: int, seconds: float, log: Path | None = None,
+                          host: str = "127.0.0.1") -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         if server.poll() is not None:
             reason = exit_reason(log)
             raise StreamsqlError(f"The Spark server exited at start (status {server.returncode})"
                                  + (f": {reason}" if reason else ""))
-        if _listening(port):
+        if _listening(port, host):
             return
         time.sleep(0.5)
     raise StreamsqlError(f"The Spark server did not listen on port {port} within {seconds:.0f} s")
@@ -126,24 +171,59 @@ def exit_reason(log: Path | str | None, limit: int = 400) -> str:
     return reason if len(reason) <= limit else reason[:limit] + "..."
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+def _listening(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        infos = socket.getaddrinfo("127.0.0.1" if host == "localhost" else host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        return probe.connect_ex(address) == 0
 
 
-def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None) -> dict[str, str]:
+def connect_session(remote: str, token: str | None = None):
+    """A Spark Connect client session of ``remote``, with the server's token when it has one
+    (sent as a bearer token; on loopback without TLS, as the server has none)."""
+    from pyspark.sql import SparkSession
+
+    if token is None:
+        return SparkSession.builder.remote(remote).getOrCreate()
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    class TokenChannel(DefaultChannelBuilder):
+        def toChannel(self):  # noqa: N802 (PySpark's name)
+            import grpc
+
+            class Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+                def _with_token(self, details):
+                    metadata = [*(details.metadata or ()), ("authorization", f"Bearer {token}")]
+                    return details._replace(metadata=metadata)
+
+                def intercept_unary_unary(self, continuation, details, request):
+                    return continuation(self._with_token(details), request)
+
+                def intercept_unary_stream(self, continuation, details, request):
+                    return continuation(self._with_token(details), request)
+
+            return grpc.intercept_channel(self._insecure_channel(self.endpoint), Bearer())
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    return ConnectSession.builder.channelBuilder(TokenChannel(remote)).getOrCreate()
+
+
+def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None,
+                     token: str | None = None) -> dict[str, str]:
     """Give the server a Spark table for every filesystem table in the catalog: new ones are
     created, changed ones created again, dropped ones dropped. ``registered`` is what the
     previous call returned: each table's name and the statement that created it."""
-    from pyspark.sql import SparkSession
-
     registered = dict(registered or {})
     wanted = {}
     for database in catalog.databases():
         for obj in catalog.objects(database):
             if isinstance(obj, TableDef) and obj.options.get("connector") == "filesystem":
                 wanted[f"`{database}`.`{obj.name.name}`"] = _create_table(obj)
-    spark = SparkSession.builder.remote(remote).getOrCreate()
+    spark = connect_session(remote, token)
     try:
         for database in catalog.databases():
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
@@ -185,28 +265,38 @@ def _create_table(table: TableDef) -> str:
     return f"CREATE TABLE {name} ({columns}) USING {fmt} OPTIONS ({rendered})"
 
 
-def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None) -> int:
+def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None,
+          access: Access = Access()) -> int:
     """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
+    check_exposure(access.bind, access.token, thrift_port is not None, access.users, access.keystore)
     stop = StopRequest()
     signal.signal(signal.SIGTERM, stop.on_signal)
     signal.signal(signal.SIGINT, stop.on_signal)
     with tempfile.TemporaryDirectory(prefix="streamsql-serve-", ignore_cleanup_errors=True) as scratch:
-        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch)
-        remote = f"sc://localhost:{port}"
+        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch, access=access)
+        remote = f"sc://{access.host}:{port}"
         try:
             stop.defer()
             state = _catalog_state(catalog)
-            registered = register_catalog(remote, catalog) if not stop.requested() else {}
+            registered = register_catalog(remote, catalog, token=access.token) if not stop.requested() else {}
             names = [name.replace("`", "") for name in registered]
-            print(f"Spark Connect on {remote} with {len(names)} catalog table(s): {', '.join(names) or 'none'}")
+            where = f"sc://{access.bind}:{port}"
+            print(f"Spark Connect on {where} with {len(names)} catalog table(s): {', '.join(names) or 'none'}"
+                  + (" (token required)" if access.token else ""))
             if thrift_port is not None:
-                print(f"JDBC/ODBC (HiveServer2, no auth) on {jdbc_url('localhost', thrift_port)}")
-            print(f"Connect with: streamsql --remote {remote}   (or any Spark Connect client). Ctrl-C stops it.")
+                auth = ("password" if access.users else "no auth") + (", TLS" if access.keystore else "")
+                print(f"JDBC/ODBC (HiveServer2, {auth}) on {jdbc_url(access.bind, thrift_port)}"
+                      + (";ssl=true" if access.keystore else ""))
+            client = f"sc://{access.host}:{port}" + ("/;token=<token>" if access.token else "")
+            print(f"Connect with: streamsql --remote {client}   (or any Spark Connect client). Ctrl-C stops it.")
             sys.stdout.flush()
+            refusals = LogTail(Path(scratch) / "server.log", REFUSAL)
             while server.poll() is None and not stop.wait(SYNC_SECONDS):
+                for line in refusals.new_lines():  # the server's log goes with its scratch directory
+                    print(line, file=sys.stderr, flush=True)
                 if _catalog_state(catalog) != state:  # tables created, altered or dropped meanwhile follow
                     state = _catalog_state(catalog)
-                    registered = _update(remote, catalog, registered, server)
+                    registered = _update(remote, catalog, registered, server, access.token)
         except KeyboardInterrupt:  # (one that came before defer())
             pass
         finally:
@@ -214,6 +304,27 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             end_process(server, seconds=30)
     return 0
+
+
+REFUSAL = "streamsql: refused "  # hive_auth/PasswordFile.java's log line
+
+
+class LogTail:
+    """The lines of a growing log that start with ``prefix``, each once."""
+
+    def __init__(self, path: Path, prefix: str):
+        self.path, self.prefix, self.offset = path, prefix, 0
+
+    def new_lines(self) -> list[str]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except OSError:
+            return []
+        complete = chunk[:chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        return [line for line in complete.decode(errors="replace").splitlines() if line.startswith(self.prefix)]
 
 
 class StopRequest:
@@ -246,11 +357,12 @@ class StopRequest:
         return self._requested
 
 
-def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen) -> dict[str, str]:
+def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen,
+            token: str | None = None) -> dict[str, str]:
     """register_catalog over the catalog as it is now; a failure is reported, and retried at
     the next change, never ends the server."""
     try:
-        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered)
+        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered, token)
     except Exception as error:  # the server's tables stay as they were
         if server.poll() is None:
             print(f"Warning: the served tables were not updated ({type(error).__name__}: {error})", file=sys.stderr)

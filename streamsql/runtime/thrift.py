@@ -5,7 +5,8 @@ PySpark's wheel carries Spark's Thrift server (`spark-hive-thriftserver`, `hive-
 instead of the Connect server's, with Spark Connect started in the same application as a
 driver plugin: one Spark application, one shared catalog, so the tables serve registers
 (through Connect) are the tables every JDBC/ODBC session sees. The catalog is Spark's
-in-memory one (no Hive metastore, no Derby files).
+in-memory one (no Hive metastore, no Derby files). Its own settings (port, address,
+authentication, TLS) are a private hive-site.xml (runtime.server_auth.hive_site).
 """
 
 from __future__ import annotations
@@ -22,11 +23,6 @@ def thrift_conf() -> dict[str, str]:
         "spark.plugins": CONNECT_PLUGIN,
         "spark.sql.catalogImplementation": "in-memory",
     }
-
-
-def thrift_arguments(port: int) -> list[str]:
-    """The Thrift server's own arguments: its port (HiveServer2's binary transport, no auth)."""
-    return ["--hiveconf", f"hive.server2.thrift.port={port}", "--hiveconf", "hive.server2.transport.mode=binary"]
 
 
 def jdbc_url(host: str, port: int, database: str = DEFAULT_DATABASE) -> str:
