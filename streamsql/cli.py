@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                        " default ~/.streamsql/users when it exists, required beyond loopback")
     serve.add_argument("--thrift-keystore", metavar="FILE",
                        help="JDBC/ODBC over TLS with this Java keystore (password in $STREAMSQL_KEYSTORE_PASSWORD)")
+    serve.add_argument("--gateway", type=int, nargs="?", const=8083, metavar="PORT",
+                       help="serve Flink's SQL Gateway REST API on PORT (default 8083) instead of Spark Connect")
     for flag in ("--catalog", "--master", "--verbose"):
         _share(serve, parser, flag)
     user = commands.add_parser("user", help="manage the users of `streamsql serve --thrift`")
@@ -144,6 +146,13 @@ def _serve(args) -> int:
     from streamsql.runtime.serve import Access, serve
     from streamsql.runtime.server_auth import default_users_file, read_token
 
+    if args.gateway is not None:  # Flink's SQL Gateway alone: its sessions run on a local Spark of its own
+        from streamsql.runtime.gateway import serve_gateway
+
+        if args.thrift is not None:
+            raise StreamsqlError("--gateway serves alone: run a second `streamsql serve --thrift` for JDBC/ODBC")
+        return serve_gateway(args.catalog or default_catalog_dir(), args.gateway, args.bind, args.master,
+                             read_token(args.token_file))
     users = Path(args.users) if args.users else default_users_file()
     if args.users and not users.is_file():
         raise StreamsqlError(f"The users file '{users}' does not exist (streamsql user add NAME --users {users})")
