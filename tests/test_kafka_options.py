@@ -3,6 +3,8 @@ capabilities, and the records the formats make (Spark SQL expressions, checked a
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from streamsql.changelog import INSERT, UPDATE_AFTER
@@ -200,3 +202,89 @@ def test_csv_records_quote_as_flink_s_csv_format():
     assert "'quote', '\\'', 'escape', '\\\\'" in _parse("value", "csv", e.physical_columns, e, "value.")[0]
     with pytest.raises(ConnectorError, match="'value.csv.escape-character' must be a single character"):
         table(f"CREATE TABLE b (id BIGINT) WITH ({BASE}, 'value.format' = 'csv', 'value.csv.escape-character' = '\\\\')")
+
+
+def _jars_cache(tmp_path, monkeypatch, cached: bool, wanted: bool):
+    """runtime.kafka.jars with its cache in tmp_path (the connector's folder filled or not),
+    a Kafka table defined or not, and a Maven that only records that it was asked."""
+    from streamsql.plan import kafka_options
+    from streamsql.runtime import maven
+    from streamsql.runtime.kafka import jars
+
+    monkeypatch.setenv("STREAMSQL_JARS_CACHE", str(tmp_path))
+    monkeypatch.setattr(kafka_options, "_DEFINED", [True] if wanted else [])
+    monkeypatch.setattr(jars, "_failure", [])
+    asked = []
+
+    def no_maven(coordinates, exclude, staging):
+        asked.append(coordinates)
+        raise maven.MavenError(f"cannot resolve {', '.join(coordinates)}: Maven (mvn) is not on the PATH")
+
+    monkeypatch.setattr(maven, "_copy_dependencies", no_maven)
+    if cached:
+        _, _, _, folder = maven._folder([jars.CONNECTOR], maven.SPARK_SHIPPED, None)
+        folder.mkdir(parents=True)
+        for name in ("org.apache.spark.spark-sql-kafka-0-10_2.13-4.2.0.jar", "org.apache.kafka.kafka-clients-3.9.2.jar"):
+            (folder / name).write_bytes(b"")
+        (folder / maven.DONE).write_text(jars.CONNECTOR + "\n")
+    return jars, asked
+
+
+def test_cached_kafka_jars_go_on_spark_jars_after_the_user_s_own(tmp_path, monkeypatch):
+    """On a cluster, spark.jars (shipped to the executors); locally, the driver's class path
+    (the executors are in its JVM: nothing fetched, no chmod process per jar)."""
+    jars, asked = _jars_cache(tmp_path, monkeypatch, cached=True, wanted=False)
+    names = ["org.apache.kafka.kafka-clients-3.9.2.jar", "org.apache.spark.spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+    conf = jars.with_kafka_jars({"spark.jars": "/mine.jar", "spark.master": "spark://host:7077"})
+    listed = conf["spark.jars"].split(",")
+    assert listed[0] == "/mine.jar" and [p.rsplit("/", 1)[1] for p in listed[1:]] == names
+    local = jars.with_kafka_jars({"spark.jars": "/mine.jar", "spark.master": "local[2]",
+                                  "spark.driver.extraClassPath": "/fs.jar"})
+    assert local["spark.jars"] == "/mine.jar"
+    paths = local["spark.driver.extraClassPath"].split(os.pathsep)
+    assert paths[0] == "/fs.jar" and [p.rsplit("/", 1)[1] for p in paths[1:]] == names
+    assert jars.with_kafka_jars(local) == local  # already there: not added twice
+    assert asked == []
+    own = {"spark.jars": "/opt/spark-sql-kafka-0-10_2.13-4.3.0.jar"}
+    assert jars.with_kafka_jars(own) == own  # the user's own connector: nothing added
+
+
+def test_a_session_without_kafka_tables_never_starts_maven(tmp_path, monkeypatch):
+    jars, asked = _jars_cache(tmp_path, monkeypatch, cached=False, wanted=False)
+    assert jars.with_kafka_jars({"spark.master": "local[2]"}) == {"spark.master": "local[2]"}
+    assert asked == []
+
+
+def test_without_maven_spark_starts_and_a_kafka_table_fails_in_one_paragraph(tmp_path, monkeypatch):
+    jars, asked = _jars_cache(tmp_path, monkeypatch, cached=False, wanted=True)
+    assert jars.with_kafka_jars({"spark.master": "local[2]"}) == {"spark.master": "local[2]"}
+    assert asked == [[jars.CONNECTOR]]  # tried, failed, Spark starts all the same
+    error = jars.missing_connector("orders")
+    assert isinstance(error, ConnectorError) and "\n" not in str(error)
+    assert str(error).startswith("Table 'orders' is read and written with Spark's Kafka connector"
+                                 " (org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0), which is not on this Spark"
+                                 " session's classpath: cannot resolve")
+    assert "Maven (mvn) is not on the PATH" in str(error) and "'spark.jars'" in str(error)
+
+
+def test_a_kafka_table_defined_before_spark_starts_asks_for_the_jars():
+    from streamsql.plan import kafka_options
+
+    table(f"CREATE TABLE k (id BIGINT) WITH ({BASE}, 'format' = 'json')")
+    assert kafka_options.kafka_defined()
+
+
+def test_properties_pass_to_spark_s_connector_less_what_flink_and_spark_set():
+    from streamsql.runtime.kafka.reader import spark_options
+    from streamsql.runtime.kafka.sink import sink_options
+
+    options = {"connector": "kafka", "topic": "t", "properties.bootstrap.servers": "h:9092",
+               "properties.group.id": "g", "properties.auto.offset.reset": "earliest",
+               "properties.security.protocol": "SASL_SSL", "properties.sasl.mechanism": "PLAIN",
+               "properties.key.deserializer": "x", "sink.partitioner": "round-robin"}
+    assert spark_options(options) == {"kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SASL_SSL",
+                                      "kafka.sasl.mechanism": "PLAIN", "kafka.isolation.level": "read_committed"}
+    t = table(f"CREATE TABLE k (id BIGINT) WITH ({BASE}, 'format' = 'json', 'properties.group.id' = 'g',"
+              " 'properties.linger.ms' = '5', 'sink.partitioner' = 'round-robin')")
+    assert sink_options(t) == {"kafka.bootstrap.servers": "h:9092", "kafka.linger.ms": "5", "topic": "t",
+                               "kafka.partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}

@@ -1,7 +1,9 @@
 """The 'kafka' and 'upsert-kafka' connectors' options (Flink's names), checked at definition
 time, and what the runtime derives from them: topics, key and value columns, boundedness.
 
-No Kafka client here: everything is decided from the table's definition.
+No Kafka client here: everything is decided from the table's definition. (That a Kafka
+table was defined in this process is noted, ``kafka_defined``: a Spark session started
+afterwards gets the Kafka connector's jars, runtime.kafka.jars.)
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ UPSERT_KAFKA_OPTIONS = COMMON | {"topic", "scan.bounded.mode", "scan.bounded.tim
                                  "scan.bounded.specific-offsets", "source.max-rows-per-batch",
                                  "sink.buffer-flush.max-rows", "sink.buffer-flush.interval"}
 _SPECIFIC = re.compile(r"^partition:(\d+),offset:(\d+)$")
+_DEFINED: list[bool] = []  # a Kafka table was checked (defined) in this process
+
+
+def kafka_defined() -> bool:
+    """Whether this process has defined a 'kafka' or 'upsert-kafka' table."""
+    return bool(_DEFINED)
 
 
 def allowed_options(table: TableDef) -> set[str]:
@@ -104,6 +112,7 @@ def source_changelog(table: TableDef) -> ChangelogMode:
 def check_kafka(table: TableDef) -> None:
     """Flink's checks of the kafka connectors' options, with its messages' substance."""
     options, upserting = table.options, table.options["connector"] == "upsert-kafka"
+    _DEFINED[:] = [True]
     if upserting:
         _check_upsert(table)
     elif ("topic" in options) == ("topic-pattern" in options):

@@ -74,19 +74,12 @@ def resolve(coordinates: Sequence[str], exclude: Sequence[str] = SPARK_SHIPPED,
     """The jars of ``coordinates`` (``group:artifact:version``) and of their runtime
     dependencies, less ``exclude`` (``group:artifact``, either may be ``*``) and what only
     those pull in; sorted absolute paths. Resolved by Maven once, then from the cache."""
-    wanted = sorted(set(coordinates))
+    wanted, excluded, root, folder = _folder(coordinates, exclude, cache)
     if not wanted:
         return []
-    bad = [c for c in wanted if not COORDINATE.match(c)] + [e for e in exclude if not EXCLUSION.match(e)]
-    if bad:
-        raise MavenError(f"cannot resolve {', '.join(wanted)}: {bad[0]!r} is not group:artifact:version "
-                         "(nor, as an exclusion, group:artifact)")
-    excluded = sorted(set(exclude))
-    key = hashlib.sha256("\n".join([*wanted, "--", *excluded]).encode()).hexdigest()[:16]
-    root = Path(cache) if cache is not None else cache_root()
-    folder = root / key
     if (folder / DONE).exists():
         return _jars(folder)
+    key = folder.name
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     staging.chmod(0o755)
@@ -101,6 +94,28 @@ def resolve(coordinates: Sequence[str], exclude: Sequence[str] = SPARK_SHIPPED,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return _jars(folder)
+
+
+def cached(coordinates: Sequence[str], exclude: Sequence[str] = SPARK_SHIPPED,
+           cache: Path | None = None) -> list[str] | None:
+    """``resolve``'s jars if they were resolved before (no Maven started), else None."""
+    wanted, _, _, folder = _folder(coordinates, exclude, cache)
+    if not wanted:
+        return []
+    return _jars(folder) if (folder / DONE).exists() else None
+
+
+def _folder(coordinates: Sequence[str], exclude: Sequence[str], cache: Path | None):
+    """The sorted coordinates and exclusions, the cache's root and their folder in it."""
+    wanted = sorted(set(coordinates))
+    bad = [c for c in wanted if not COORDINATE.match(c)] + [e for e in exclude if not EXCLUSION.match(e)]
+    if bad:
+        raise MavenError(f"cannot resolve {', '.join(wanted)}: {bad[0]!r} is not group:artifact:version "
+                         "(nor, as an exclusion, group:artifact)")
+    excluded = sorted(set(exclude))
+    key = hashlib.sha256("\n".join([*wanted, "--", *excluded]).encode()).hexdigest()[:16]
+    root = Path(cache) if cache is not None else cache_root()
+    return wanted, excluded, root, root / key
 
 
 def classpath(coordinates: Sequence[str], exclude: Sequence[str] = SPARK_SHIPPED) -> str:
@@ -138,6 +153,9 @@ def _first_error(output: str) -> str:
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in output.splitlines()]
     errors = [line.removeprefix("[ERROR]").strip() for line in lines if line.startswith("[ERROR]")]
     found = next((line for line in errors if line), None) or next((line for line in reversed(lines) if line), "")
+    # (what names the throwaway pom says nothing to the reader)
+    found = re.sub(r"^Failed to execute goal on project jars: | for project streamsql\.resolve:jars:pom:0| -> \[Help 1\]$",
+                   "", found)
     return found or "Maven failed and printed nothing"
 
 

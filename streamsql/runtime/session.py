@@ -70,6 +70,9 @@ def start_session(conf: dict[str, str], remote: str | None = None):
         from streamsql.runtime.local_files import with_local_files
 
         conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
+        from streamsql.runtime.kafka.jars import with_kafka_jars
+
+        conf = with_kafka_jars(conf)  # Spark's Kafka connector on spark.jars, when cached or wanted
         launch_driver_gateway(conf)  # a JVM that cannot outlive this process
     builder = SparkSession.builder
     if remote:

@@ -1,9 +1,10 @@
 """Kafka clients (confluent-kafka, i.e. librdkafka) configured from a table's options, and
-the offsets Flink's startup and bounded modes name, resolved per partition.
+the offsets Flink's startup and bounded modes name, resolved per partition on the driver
+(runtime.kafka.reader hands them to Spark's connector).
 
-Offsets are always explicit: a reader ``assign()``s each partition at the offset Spark's
-checkpoint holds, so no consumer group membership is needed (the group is only where
-'group-offsets' are read from and where consumed offsets are committed, as Flink does).
+Offsets are always explicit, so no consumer group membership is needed: the group is only
+where 'group-offsets' are read from and where a stream's consumed offsets are committed,
+as Flink does (runtime.kafka.commits). The exactly-once sink produces with these clients too.
 """
 
 from __future__ import annotations

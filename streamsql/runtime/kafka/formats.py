@@ -61,7 +61,7 @@ def key_struct(table: TableDef) -> str:
 
 
 def decoded_columns(table: TableDef, tombstones: bool = False) -> tuple[list[str], str | None]:
-    """Expressions over the raw record (runtime.kafka.datasource.RAW_SCHEMA) giving the
+    """Expressions over the raw record (runtime.kafka.reader.RAW_SCHEMA) giving the
     table's physical and metadata columns, and a filter dropping records to skip (tombstones
     unless ``tombstones``, records the format could not parse under ignore-parse-errors), or
     None."""

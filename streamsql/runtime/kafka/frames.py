@@ -20,16 +20,13 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 
 
 def kafka_frame(spark, table: TableDef, streaming: bool):
-    from streamsql.runtime.kafka.datasource import check_readable, register
+    from streamsql.runtime.kafka.reader import raw_records
 
     if streaming and is_bounded_kafka(table) and not source_changelog(table).insert_only:
         raise ConnectorError(
             f"Table '{table.name.name}' is a bounded changelog topic: it is read as its final table, in one batch."
             " Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream its changes.")
-    register(spark)
-    options = {**table.options, "streamsql.table": table.name.name}
-    check_readable(options)
-    raw = (spark.readStream if streaming else spark.read).format("streamsql_kafka").options(**options).load()
+    raw = raw_records(spark, table, streaming)  # Spark's Kafka connector (runtime.kafka.reader)
     if table.options["connector"] == "upsert-kafka":
         return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":

@@ -1,20 +1,22 @@
-"""Writing into 'kafka' (append-only) and 'upsert-kafka' (by key) from the executors.
+"""Writing into 'kafka' (append-only) and 'upsert-kafka' (by key).
 
-Each Spark task encodes its rows' keys and values in the JVM (runtime.kafka.formats), then
-produces them with confluent-kafka and waits for every delivery report before it ends:
+The rows' keys and values are encoded in the JVM (runtime.kafka.formats), then:
 
-- 'sink.delivery-guarantee' = 'at-least-once' (Flink's default): a failed delivery fails the
-  task, Spark retries it (and replays an unfinished micro-batch after a crash), so every
-  row reaches the topic at least once; a retry may write some twice.
-- 'none': delivery errors are ignored (each task still flushes before it ends).
+- 'sink.delivery-guarantee' = 'at-least-once' (Flink's default) and 'none': Spark's own Kafka
+  sink (``format("kafka")``, the Java producer): each task waits for its records' delivery,
+  a failed one fails the task, Spark retries it (and replays an unfinished micro-batch
+  after a crash), so every row reaches the topic at least once; a retry may write some
+  twice. ('none' is written the same way: Flink's 'none' merely does not wait on
+  checkpoints, waiting costs nothing here.) The key picks the partition with Kafka's own
+  hash (murmur2), 'sink.partitioner' = 'round-robin' Kafka's RoundRobinPartitioner.
 - 'exactly-once': Kafka transactions that also record the micro-batch, so a replayed batch
-  is not written again (runtime.kafka.transactions).
+  is not written again (runtime.kafka.transactions, with confluent-kafka: Spark's Kafka
+  sink has no transactions).
 
 upsert-kafka writes Flink's changelog by key: +I and +U as the row, -D as a tombstone (the
 key with a null value), -U not at all. Rows of one key stay in order: they are produced from
 the one task that holds the key (the stateful operator's bucket), and the key picks the
-partition with Kafka's own hash (murmur2, as Java producers do), so readers see a key's
-changes in order.
+partition, so readers see a key's changes in order.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from streamsql.errors import ConnectorError
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.kafka.formats import encoded_value
-
-FLUSH_TIMEOUT_S = 120
 
 
 def records(frame, table: TableDef):
@@ -55,10 +55,10 @@ def check_sink(table: TableDef, overwrite: bool) -> None:
                              " (write json, or use 'upsert-kafka' for a changelog by key)")
 
 
-def write_records(frame, table: TableDef, batch_id: int | None = None, query: str | None = None) -> int:
-    """Produce the frame's rows into the table's topic; the number of records written. With
-    'exactly-once', in transactions recording (query, batch_id); a batch write (no batch id)
-    is one run of its own."""
+def write_records(frame, table: TableDef, batch_id: int | None = None, query: str | None = None) -> int | None:
+    """Produce the frame's rows into the table's topic. With 'exactly-once', in transactions
+    recording (query, batch_id) — a batch write (no batch id) is one run of its own — and the
+    number of records written now; else with Spark's Kafka sink (None)."""
     if table.options.get("sink.delivery-guarantee") == "exactly-once":
         import uuid
 
@@ -70,51 +70,35 @@ def write_records(frame, table: TableDef, batch_id: int | None = None, query: st
     produced = records(frame, table)
     if "sink.parallelism" in table.options:  # by key: a key's rows come from one task, in order
         produced = produced.repartition(int(table.options["sink.parallelism"]), "key")
-    counts = produced.mapInArrow(PartitionProducer(table), "written BIGINT").collect()
-    return sum(row.written for row in counts)
+    try:
+        produced.write.format("kafka").options(**sink_options(table)).save()
+    except Exception as error:  # noqa: BLE001 (Py4J's and Spark Connect's errors alike)
+        from streamsql.runtime.kafka.reader import _not_found
+
+        if _not_found(error):
+            from streamsql.runtime.kafka.jars import missing_connector
+
+            raise missing_connector(table.name.name, frame.sparkSession) from None
+        raise
+    return None
 
 
-@dataclass(frozen=True)
-class PartitionProducer:
-    """mapInArrow: produce one task's records; yields how many were delivered."""
+# Consumer-side or set by Spark: not passed to the producer.
+_NOT_PRODUCER = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
+                           "partition.discovery.interval.ms", "key.serializer", "value.serializer",
+                           "key.deserializer", "value.deserializer", "bootstrap.servers"})
 
-    table: TableDef
 
-    def __call__(self, batches):
-        import pyarrow as pa
-
-        from streamsql.runtime.kafka.client import client_config, producer
-
-        options = self.table.options
-        topic = options["topic"].split(";")[0].strip()
-        strict = options.get("sink.delivery-guarantee", "at-least-once") != "none"
-        partitioner = "random" if options.get("sink.partitioner") == "round-robin" else "murmur2_random"
-        client = producer(client_config(options, self.table.name.name), {"partitioner": partitioner})
-        failures: list = []
-
-        def delivered(error, message):
-            if error is not None:
-                failures.append(error)
-
-        written = 0
-        for batch in batches:
-            keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-            for key, value in zip(keys, values):
-                while True:
-                    try:
-                        client.produce(topic, value=value, key=key, on_delivery=delivered)
-                        break
-                    except BufferError:  # the local queue is full: let deliveries drain it
-                        client.poll(0.1)
-                client.poll(0)
-            written += len(keys)
-            if strict and failures:
-                break
-        left = client.flush(FLUSH_TIMEOUT_S)
-        if strict and (failures or left):
-            reason = failures[0].str() if failures else f"{left} record(s) undelivered after {FLUSH_TIMEOUT_S} s"
-            raise RuntimeError(f"Kafka sink '{self.table.name.name}' (topic {topic}): {reason}")
-        yield pa.RecordBatch.from_arrays([pa.array([written - len(failures)], pa.int64())], names=["written"])
+def sink_options(table: TableDef) -> dict[str, str]:
+    """Spark's Kafka sink options: the topic, 'properties.*' as the producer's ``kafka.*``."""
+    options = table.options
+    settings = {f"kafka.{key[len('properties.'):]}": value for key, value in options.items()
+                if key.startswith("properties.") and key[len("properties."):] not in _NOT_PRODUCER}
+    settings["kafka.bootstrap.servers"] = options["properties.bootstrap.servers"]
+    if options.get("sink.partitioner") == "round-robin":
+        settings["kafka.partitioner.class"] = "org.apache.kafka.clients.producer.RoundRobinPartitioner"
+    settings["topic"] = options["topic"].split(";")[0].strip()
+    return settings
 
 
 @dataclass(frozen=True)

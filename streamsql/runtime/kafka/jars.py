@@ -1,0 +1,83 @@
+"""Spark's own Kafka connector on a session's ``spark.jars``.
+
+'kafka' and 'upsert-kafka' tables are read (and, at least once, written) by
+``org.apache.spark:spark-sql-kafka-0-10_2.13``, which PySpark does not ship. Its jars (the
+connector, spark-token-provider-kafka, kafka-clients, commons-pool2: about 10 MB) come from
+Maven through runtime.maven, once per machine, then from its cache.
+
+When a local session starts (runtime.session) the jars go on the driver's class path
+(``local[*]``: the executors are in its JVM) or on ``spark.jars`` (which ships them to a
+cluster's executors) if they are cached already (listing a folder, no
+Maven), or else if a Kafka table was defined in this process before Spark started (then
+Maven resolves them, a few seconds the first time). A session that never sees a Kafka table
+on a machine where nothing is cached never starts Maven, and a Maven that is missing or
+fails never keeps Spark from starting: reading a Kafka table then fails with one paragraph
+(``missing_connector``) naming the table and how to get the jars.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The newest spark-sql-kafka-0-10 this machine's Maven serves (4.3.0, PySpark's own version,
+# is not); 4.2.0 reads and writes batches and streams on Spark 4.3. Move it with Spark once
+# 4.3.x is served.
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+CONNECTOR_JAR = "spark-sql-kafka-0-10_"  # in the jar's file name
+PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+CLASS_PATH_KEY = "spark.driver.extraClassPath"
+
+_failure: list[str] = []  # why the last attempt to resolve the jars failed (Maven's words)
+
+
+def with_kafka_jars(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with the connector's jars added to ``spark.jars`` (see the module); as it is
+    when they are there already, or are neither cached nor wanted yet, or Maven fails."""
+    from streamsql.plan.kafka_options import kafka_defined
+    from streamsql.runtime.maven import MavenError, cached, resolve
+
+    given = [j for j in conf.get("spark.jars", "").split(",") if j.strip()]
+    on_class_path = conf.get(CLASS_PATH_KEY, "").split(os.pathsep)
+    if any(CONNECTOR_JAR in j.rsplit("/", 1)[-1] for j in [*given, *on_class_path]):
+        return conf  # the user's own
+    jars = cached([CONNECTOR])
+    if jars is None and kafka_defined():
+        try:
+            jars = resolve([CONNECTOR])
+        except MavenError as error:
+            _failure[:] = [str(error)]
+    if not jars:
+        return conf
+    from streamsql.runtime.shipping import runs_in_driver
+
+    if runs_in_driver(conf.get("spark.master")):
+        # Executors in the driver's JVM: on its class path, not fetched into each executor's
+        # work directory as spark.jars would be (with a chmod process per jar).
+        paths = [p for p in conf.get(CLASS_PATH_KEY, "").split(os.pathsep) if p]
+        return {**conf, CLASS_PATH_KEY: os.pathsep.join([*paths, *jars])}
+    return {**conf, "spark.jars": ",".join([*given, *jars])}
+
+
+def missing_connector(table: str, spark=None):
+    """The error for a Kafka table read in a session without the connector: why it is
+    missing and how to fix it. Resolves the jars now if it can, for the next session."""
+    from streamsql.errors import ConnectorError
+    from streamsql.runtime.maven import MavenError, cached, resolve
+
+    head = (f"Table '{table}' is read and written with Spark's Kafka connector ({CONNECTOR}), which is not on"
+            " this Spark session's classpath")
+    if spark is not None and type(spark).__module__.startswith("pyspark.sql.connect"):
+        return ConnectorError(f"{head}: the Spark Connect server needs it on its own spark.jars (or --packages)")
+    if cached([CONNECTOR]) is None:
+        try:
+            resolve([CONNECTOR])
+        except MavenError as error:
+            _failure[:] = [str(error)]
+            return ConnectorError(
+                f"{head}: {error}. streamsql fetches it with Maven once per machine and keeps it"
+                " (~/.cache/streamsql/jars, or $STREAMSQL_JARS_CACHE); the jars to put on 'spark.jars' otherwise are"
+                " the connector's with kafka-clients, spark-token-provider-kafka-0-10 and commons-pool2"
+                " (--conf spark.jars=a.jar,b.jar)")
+    return ConnectorError(
+        f"{head}: Spark started before the connector's jars were resolved (they are now, and cached):"
+        " start streamsql again and rerun the statement")
