@@ -311,16 +311,18 @@ class Engine:
 
         from streamsql.plan.windows import watermark_delay_ms
         from streamsql.runtime.sinks import write_batch
-        from streamsql.spark.windows import LATE_COLUMN, SEQ_COLUMN, late_flag_sql, streaming_window_sql, window_sql
+        from streamsql.spark.windows import (LATE_COLUMN, SEQ_COLUMN, SPLIT_COLUMN, late_flag_sql, streaming_window_sql,
+                                             window_sql)
 
         source = window.input_name
-        keep_order = SEQ_COLUMN in self.spark.table(f"`{source}`").columns
+        input_columns = self.spark.table(f"`{source}`").columns
+        keep_order = SEQ_COLUMN in input_columns
         if streaming:
             self.spark.sql(streaming_window_sql(window, source, keep_order)).createOrReplaceTempView(window.name)
             return
         if window.late_source is not None:
             delay = watermark_delay_ms(window.late_source)
-            flagged = self.spark.sql(late_flag_sql(window, source, delay))
+            flagged = self.spark.sql(late_flag_sql(window, source, delay, SPLIT_COLUMN in input_columns))
             late = F.col(LATE_COLUMN)
             if window.late_table is not None:
                 rows = flagged.filter(late).select(*[F.col(f"`{c.name}`") for c in window.late_source.physical_columns])

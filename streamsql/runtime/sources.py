@@ -18,7 +18,8 @@ from streamsql.plan.objects import TableDef
 from streamsql.plan.windows import watermark_delay_ms
 from streamsql.spark.dialect import spark_type, to_spark_sql
 from streamsql.runtime.drain import SENTINEL
-from streamsql.spark.windows import SEQ_COLUMN
+from streamsql.runtime.kafka.frames import OFFSET_COLUMN
+from streamsql.spark.windows import SEQ_COLUMN, SPLIT_COLUMN
 
 CORRUPT_COLUMN = "_streamsql_corrupt_record"
 MALFORMED_MARK = "streamsql-malformed-row"
@@ -94,7 +95,7 @@ def lookup_frame(spark, table: TableDef):
     LookupJoin. Its malformed rows fail or are skipped as a stream's are; skipped ones are
     not counted (the table is read again every micro-batch)."""
     frame = source_frame(spark, table, False, None)
-    return frame.drop(SEQ_COLUMN) if SEQ_COLUMN in frame.columns else frame
+    return frame.drop(SEQ_COLUMN, SPLIT_COLUMN)
 
 
 def _in_name_order(directory: Path) -> str:
@@ -121,6 +122,9 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_o
     if ROWKIND_COLUMN in frame.columns:  # a changelog source read as a stream: each row's kind first
         columns.insert(0, f"`{ROWKIND_COLUMN}`")
     columns += [f"{to_spark_sql(c.expression)} AS `{c.name}`" for c in table.columns if c.is_computed]
+    per_split = not streaming and SPLIT_COLUMN in frame.columns  # (a Kafka partition: kafka.frames)
+    if per_split:
+        columns += [f"`{SPLIT_COLUMN}`", f"`{OFFSET_COLUMN}`"]
     from_files = (in_order or not streaming) and table.watermark is not None and "path" in table.options
     if from_files:  # which file, and where in it (Spark orders a directory's splits by size, not name)
         order = (*_STREAM_ORDER, *_FILE_ORDER) if streaming else _FILE_ORDER
@@ -140,6 +144,8 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_o
                 frame = frame.observe(f"streamsql_drain_{next(_BARRIERS)}", F.count(F.lit(1)))
                 time_column = F.col(f"`{table.watermark.column}`")
                 frame = frame.filter(time_column.isNull() | (time_column < F.lit(SENTINEL).cast("timestamp")))
+        elif per_split:  # the read order per partition: its offsets (the watermark is per partition)
+            frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SPLIT_COLUMN), F.col(OFFSET_COLUMN))).drop(OFFSET_COLUMN)
         else:  # the read order, for telling late rows apart (spark.windows): files by name, rows in order
             position = F.monotonically_increasing_id()
             frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SEQ_COLUMN), position) if from_files else position)

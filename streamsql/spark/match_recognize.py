@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING
 
 from streamsql.spark.dialect import spark_type
-from streamsql.spark.windows import SEQ_COLUMN
+from streamsql.spark.windows import SEQ_COLUMN, SPLIT_COLUMN
 
 if TYPE_CHECKING:
     from streamsql.plan.match_recognize import MatchRelation
@@ -36,7 +36,8 @@ def match_frame(spark, relation: MatchRelation, streaming: bool = False):
     if SEQ_COLUMN in frame.columns:  # a source with a watermark: the order it was read in
         if relation.late_delay_ms is not None:
             frame = _on_time(frame, relation.spec.time_column, relation.late_delay_ms)
-        frame = frame.withColumn(READ_ORDER, F.row_number().over(Window.orderBy(SEQ_COLUMN))).drop(SEQ_COLUMN)
+        frame = frame.withColumn(READ_ORDER, F.row_number().over(Window.orderBy(SEQ_COLUMN))).drop(SEQ_COLUMN,
+                                                                                                   SPLIT_COLUMN)
     else:
         frame = frame.withColumn(READ_ORDER, F.monotonically_increasing_id())
     grouped = frame.groupBy(*[f"`{k}`" for k in relation.spec.partition_by])
@@ -55,7 +56,8 @@ def _on_time(frame, time_column: str, delay_ms: int):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    before = Window.orderBy(SEQ_COLUMN).rowsBetween(Window.unboundedPreceding, -1)
+    order = Window.partitionBy(SPLIT_COLUMN) if SPLIT_COLUMN in frame.columns else Window  # (spark.windows)
+    before = order.orderBy(SEQ_COLUMN).rowsBetween(Window.unboundedPreceding, -1)
     seen = F.max(F.col(f"`{time_column}`")).over(before)
     watermark = seen - F.expr(f"INTERVAL {delay_ms + 1} MILLISECONDS")
     late = "__match_late"

@@ -16,6 +16,10 @@ from streamsql.plan.windows import WindowRelation
 
 LATE_COLUMN = "__streamsql_late"
 SEQ_COLUMN = "__streamsql_seq"
+# A bounded read of a source whose watermark is per split (a Kafka partition, as Flink's
+# Kafka source generates one per partition) carries each row's split: a row is late when
+# its own split's watermark has passed its window (runtime.sources, kafka.frames).
+SPLIT_COLUMN = "__streamsql_split"
 
 
 def _q(name: str) -> str:
@@ -49,15 +53,19 @@ def slice_end_sql(window: WindowRelation) -> str:
     return f"({_ts(window)} + {p['GAP']})"
 
 
-def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int) -> str:
+def late_flag_sql(window: WindowRelation, input_view: str, delay_ms: int, per_split: bool = False) -> str:
     """The input with a flag for rows Flink's window operator would drop as late.
 
     Flink's bounded-out-of-orderness watermark after a row is max(ts seen) - delay - 1 ms,
     and a row is late once the earliest window it belongs to has fired, i.e. when that
     window's end <= max(ts of the rows before it) - delay. Rows are taken in the order
-    the source read them.
+    the source read them. ``per_split`` (the input has ``SPLIT_COLUMN``): each split's
+    watermark is its own rows' — Flink's Kafka source keeps one per partition and takes the
+    smallest, so a partition read ahead of another makes none of the other's rows late.
     """
-    seen = f"max({_ts(window)}) OVER (ORDER BY {_q(SEQ_COLUMN)} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    split = f"PARTITION BY {_q(SPLIT_COLUMN)} " if per_split else ""
+    seen = (f"max({_ts(window)}) OVER ({split}ORDER BY {_q(SEQ_COLUMN)} ROWS BETWEEN UNBOUNDED PRECEDING"
+            " AND 1 PRECEDING)")
     return (
         f"SELECT *, coalesce({slice_end_sql(window)} <= {seen} - {delay_ms}, false) AS {_q(LATE_COLUMN)}"
         f" FROM {_q(input_view)}"

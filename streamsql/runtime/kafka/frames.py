@@ -18,6 +18,8 @@ from streamsql.plan.kafka_options import is_bounded_kafka, source_changelog, val
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, decoded_columns, key_struct
 
+OFFSET_COLUMN = "__streamsql_offset"  # a record's offset in its partition (a bounded read's order)
+
 
 def kafka_frame(spark, table: TableDef, streaming: bool):
     from streamsql.runtime.kafka.reader import raw_records
@@ -31,15 +33,21 @@ def kafka_frame(spark, table: TableDef, streaming: bool):
         return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":
         return _debezium_changes(raw, table) if streaming else _debezium_final(raw, table)
-    return _decoded(raw, table)
+    return _decoded(raw, table, in_order=not streaming and table.watermark is not None)
 
 
-def _decoded(raw, table: TableDef, keep_tombstones: bool = False):
+def _decoded(raw, table: TableDef, keep_tombstones: bool = False, in_order: bool = False):
+    """The records as the table's columns; ``in_order``: with each record's partition
+    (``SPLIT_COLUMN``) and offset, a bounded read's order for telling late rows apart per
+    partition, as Flink's per-partition watermarks do (spark.windows)."""
+    from streamsql.spark.windows import SPLIT_COLUMN
+
     selects, keep = decoded_columns(table)
     frame = raw.selectExpr("*", *selects)
     if not keep_tombstones:
         frame = frame.filter(keep)
-    return frame.selectExpr(*column_expressions(table))
+    order = [f"struct(topic, `partition`) AS `{SPLIT_COLUMN}`", f"`offset` AS `{OFFSET_COLUMN}`"] if in_order else []
+    return frame.selectExpr(*column_expressions(table), *order)
 
 
 def _normalized(raw, table: TableDef):
