@@ -188,3 +188,10 @@ def apache_kafka(classpath: str | None = None):
     finally:
         broker.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def new_topic(broker: Broker, partitions: int = 1) -> str:
+    """A topic of its own for one test, on the module's broker."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions)
+    return name

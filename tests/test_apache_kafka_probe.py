@@ -17,7 +17,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 if shutil.which("mvn") is None or shutil.which("java") is None:
     pytest.skip("Maven and Java are needed to run Apache Kafka from its jars", allow_module_level=True)
 
-from tests.apache_kafka import apache_kafka  # noqa: E402
+from tests.apache_kafka import apache_kafka, new_topic  # noqa: E402
 
 
 def group_of(pid: int) -> list[str]:
@@ -45,9 +45,7 @@ def broker():
 
 
 def topic(broker, partitions: int = 1) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(name, partitions)
-    return name
+    return new_topic(broker, partitions)
 
 
 def test_a_batch_of_records_gets_distinct_offsets(broker):

@@ -24,7 +24,7 @@ if shutil.which("mvn") is None or shutil.which("java") is None:
 
 from streamsql.runtime.kafka.jars import CONNECTOR  # noqa: E402
 from streamsql.runtime.maven import MavenError, resolve  # noqa: E402
-from tests.apache_kafka import apache_kafka  # noqa: E402
+from tests.apache_kafka import apache_kafka, new_topic  # noqa: E402
 
 try:  # now, at collection: the tests' Spark session starts later and finds them cached (runtime.kafka.jars)
     resolve([CONNECTOR])
@@ -39,9 +39,7 @@ def broker():
 
 
 def topic(broker, partitions: int = 2) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(name, partitions)
-    return name
+    return new_topic(broker, partitions)
 
 
 def kafka(name: str, columns: str, broker, topic_name: str, extra: str = "", fmt: str = "'format' = 'json'") -> str:
