@@ -177,7 +177,9 @@ def apache_kafka(classpath: str | None = None):
     try:
         (directory / "log4j2.properties").write_text(LOG4J)
         (directory / "server.properties").write_text(server_properties(port, controller_port, directory / "logs"))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # (an id starting with '-' reads as an option: the format fails)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         formatted = subprocess.run(broker.java("kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
                                                "--config", str(directory / "server.properties"), "--standalone"),
                                    capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)

@@ -231,8 +231,9 @@ def _jars_cache(tmp_path, monkeypatch, cached: bool, wanted: bool):
 
 
 def test_cached_kafka_jars_go_on_spark_jars_after_the_user_s_own(tmp_path, monkeypatch):
-    """On a cluster, spark.jars (shipped to the executors); locally, the driver's class path
-    (the executors are in its JVM: nothing fetched, no chmod process per jar)."""
+    """On a cluster, spark.jars (shipped to the executors); locally, the end of the driver's
+    class path (the executors are in its JVM: nothing fetched, no chmod process per jar, and
+    the class archive made without them still maps)."""
     jars, asked = _jars_cache(tmp_path, monkeypatch, cached=True, wanted=False)
     names = ["org.apache.kafka.kafka-clients-3.9.2.jar", "org.apache.spark.spark-sql-kafka-0-10_2.13-4.2.0.jar"]
     conf = jars.with_kafka_jars({"spark.jars": "/mine.jar", "spark.master": "spark://host:7077"})
@@ -240,9 +241,10 @@ def test_cached_kafka_jars_go_on_spark_jars_after_the_user_s_own(tmp_path, monke
     assert listed[0] == "/mine.jar" and [p.rsplit("/", 1)[1] for p in listed[1:]] == names
     local = jars.with_kafka_jars({"spark.jars": "/mine.jar", "spark.master": "local[2]",
                                   "spark.driver.extraClassPath": "/fs.jar"})
-    assert local["spark.jars"] == "/mine.jar"
-    paths = local["spark.driver.extraClassPath"].split(os.pathsep)
-    assert paths[0] == "/fs.jar" and [p.rsplit("/", 1)[1] for p in paths[1:]] == names
+    assert local["spark.jars"] == "/mine.jar" and local["spark.driver.extraClassPath"] == "/fs.jar"
+    monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/dist.jar")
+    paths = jars.appended_class_path(local)["SPARK_DIST_CLASSPATH"].split(os.pathsep)
+    assert paths[0] == "/dist.jar" and [p.rsplit("/", 1)[1] for p in paths[1:]] == names
     assert jars.with_kafka_jars(local) == local  # already there: not added twice
     assert asked == []
     own = {"spark.jars": "/opt/spark-sql-kafka-0-10_2.13-4.3.0.jar"}

@@ -101,7 +101,9 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
             if home is not None:  # launch_gateway reads these (under SparkContext._lock); runtime.class_archive
                 env = {"SPARK_HOME": home, **launch_env(home, os.environ.get("SPARK_CONF_DIR"),
                                                          conf.get("spark.driver.extraClassPath"))}
-            env = with_process_dir(env)
+            from streamsql.runtime.kafka.jars import appended_class_path
+
+            env = with_process_dir({**env, **appended_class_path(conf)})
             before = {key: os.environ.get(key) for key in env}
             os.environ.update(env)
             try:

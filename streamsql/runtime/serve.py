@@ -82,9 +82,10 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
         env.update(_thrift_settings(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")), thrift_port,
                                     access))
     conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
-    from streamsql.runtime.kafka.jars import with_kafka_jars
+    from streamsql.runtime.kafka.jars import appended_class_path, with_kafka_jars
 
     conf = with_kafka_jars(conf)  # Spark's Kafka connector, when cached: clients may read topics
+    env.update(appended_class_path(conf))
     command = [str(spark_submit), "--class", SERVER_CLASS if thrift_port is None else THRIFT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

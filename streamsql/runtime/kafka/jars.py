@@ -5,8 +5,8 @@
 connector, spark-token-provider-kafka, kafka-clients, commons-pool2: about 10 MB) come from
 Maven through runtime.maven, once per machine, then from its cache.
 
-When a local session starts (runtime.session) the jars go on the driver's class path
-(``local[*]``: the executors are in its JVM) or on ``spark.jars`` (which ships them to a
+When a local session starts (runtime.session) the jars go at the end of the driver's class
+path (``local[*]``: the executors are in its JVM) or on ``spark.jars`` (which ships them to a
 cluster's executors) if they are cached already (listing a folder, no
 Maven), or else if a Kafka table was defined in this process before Spark started (then
 Maven resolves them, a few seconds the first time). A session that never sees a Kafka table
@@ -25,7 +25,7 @@ import os
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 CONNECTOR_JAR = "spark-sql-kafka-0-10_"  # in the jar's file name
 PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-CLASS_PATH_KEY = "spark.driver.extraClassPath"
+APPENDED_KEY = "spark.streamsql.driver.appendedClassPath"  # streamsql's own: see with_kafka_jars
 
 _failure: list[str] = []  # why the last attempt to resolve the jars failed (Maven's words)
 
@@ -37,7 +37,8 @@ def with_kafka_jars(conf: dict[str, str]) -> dict[str, str]:
     from streamsql.runtime.maven import MavenError, cached, resolve
 
     given = [j for j in conf.get("spark.jars", "").split(",") if j.strip()]
-    on_class_path = conf.get(CLASS_PATH_KEY, "").split(os.pathsep)
+    on_class_path = [*conf.get("spark.driver.extraClassPath", "").split(os.pathsep),
+                     *conf.get(APPENDED_KEY, "").split(os.pathsep)]
     if any(CONNECTOR_JAR in j.rsplit("/", 1)[-1] for j in [*given, *on_class_path]):
         return conf  # the user's own
     jars = cached([CONNECTOR])
@@ -51,10 +52,13 @@ def with_kafka_jars(conf: dict[str, str]) -> dict[str, str]:
     from streamsql.runtime.shipping import runs_in_driver
 
     if runs_in_driver(conf.get("spark.master")):
-        # Executors in the driver's JVM: on its class path, not fetched into each executor's
-        # work directory as spark.jars would be (with a chmod process per jar).
-        paths = [p for p in conf.get(CLASS_PATH_KEY, "").split(os.pathsep) if p]
-        return {**conf, CLASS_PATH_KEY: os.pathsep.join([*paths, *jars])}
+        # Executors in the driver's JVM: at the end of its class path (SPARK_DIST_CLASSPATH,
+        # set from APPENDED_KEY where the JVM is launched), not fetched into each executor's
+        # work directory as spark.jars would be (a chmod process per jar), nor before Spark's
+        # jars as spark.driver.extraClassPath would be (the JVM's class archive, made for the
+        # class path without them, would no longer map: runtime.class_archive).
+        paths = [p for p in conf.get(APPENDED_KEY, "").split(os.pathsep) if p]
+        return {**conf, APPENDED_KEY: os.pathsep.join([*paths, *jars])}
     return {**conf, "spark.jars": ",".join([*given, *jars])}
 
 
@@ -81,3 +85,13 @@ def missing_connector(table: str, spark=None):
     return ConnectorError(
         f"{head}: Spark started before the connector's jars were resolved (they are now, and cached):"
         " start streamsql again and rerun the statement")
+
+
+def appended_class_path(conf: dict[str, str]) -> dict[str, str]:
+    """The launch environment that puts ``with_kafka_jars``' local jars at the end of the JVM's
+    class path (Spark's launcher appends SPARK_DIST_CLASSPATH after its own jars)."""
+    jars = [p for p in conf.get(APPENDED_KEY, "").split(os.pathsep) if p]
+    if not jars:
+        return {}
+    given = [p for p in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if p]
+    return {"SPARK_DIST_CLASSPATH": os.pathsep.join([*given, *jars])}
