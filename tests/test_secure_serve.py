@@ -171,18 +171,15 @@ def test_beeline_over_tls_with_a_password_and_wrong_ones_refused_logged_and_slow
     right = beeline(tmp, thrift, PASSWORD)
     assert right.returncode == 0, right.stderr[-2000:]
     assert [re.sub(r"^\d+: jdbc:hive2://\S+> ", "", line) for line in right.stdout.splitlines() if line] == ["n", "3"]
-    times = []
     for _ in range(5):
-        started = time.monotonic()
         wrong = beeline(tmp, thrift, "not-the-password")
-        times.append(time.monotonic() - started)
         assert "Error validating the login" in wrong.stdout + wrong.stderr, wrong.stderr[-2000:]
-    # the fourth in a row waited a second first, the fifth two (beeline's own JVM start,
-    # some 6 s, varies by half a second from one to the next)
-    assert times[4] - max(times[:3]) > 1.2, times
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and sum("refused HiveServer2 login of user 'alice'" in e for e in errors) < 5:
         time.sleep(0.5)
     refused = [e.strip() for e in errors if "refused HiveServer2 login" in e]
-    assert len(refused) == 5 and refused[-1].endswith("(wrong password), 5 in a row"), errors
+    # the server's own account (beeline's JVM start varies more than a second under load):
+    # the fourth in a row waited a second before it was refused, the fifth two
+    assert [r.split("(wrong password), ")[1] for r in refused] == [
+        "1 in a row", "2 in a row", "3 in a row", "4 in a row, after waiting 1 s", "5 in a row, after waiting 2 s"], errors
     assert beeline(tmp, thrift, PASSWORD).returncode == 0  # the right password resets the count

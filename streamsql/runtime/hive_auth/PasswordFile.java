@@ -36,9 +36,10 @@ public class PasswordFile implements PasswdAuthenticationProvider {
   public void Authenticate(String user, String password) throws AuthenticationException {
     String client = user == null ? "" : user;
     int failures = FAILURES.getOrDefault(client, 0);
-    if (failures >= 3) {
+    long waited = failures >= 3 ? Math.min(30_000L, 1000L << Math.min(failures - 3, 5)) : 0;
+    if (waited > 0) {
       try {
-        Thread.sleep(Math.min(30_000L, 1000L << Math.min(failures - 3, 5)));
+        Thread.sleep(waited);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
@@ -50,7 +51,8 @@ public class PasswordFile implements PasswdAuthenticationProvider {
     }
     FAILURES.merge(client, 1, Integer::sum);
     System.err.println("streamsql: refused HiveServer2 login of user '" + user + "'"
-        + (stored == null ? " (no such user)" : " (wrong password)") + ", " + (failures + 1) + " in a row");
+        + (stored == null ? " (no such user)" : " (wrong password)") + ", " + (failures + 1) + " in a row"
+        + (waited > 0 ? ", after waiting " + waited / 1000 + " s" : ""));
     throw new AuthenticationException("Invalid user name or password");
   }
 
