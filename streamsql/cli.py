@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return _add_user(args)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
-        if _jvm_died(args):
+        if _jvm_died(args, error):
             return 1
         _print_error(error.render())
         if args.verbose:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Job stopped.", file=sys.stderr)
         return 0
     except Exception as error:  # a bug in streamsql: say so plainly
-        if _jvm_died(args):
+        if _jvm_died(args, error):
             if args.verbose:
                 traceback.print_exc()
             return 1
@@ -180,13 +180,15 @@ def _add_user(args) -> int:
     return 0
 
 
-def _jvm_died(args) -> bool:
-    """Whether Spark's JVM exited under the command; if so, say it in one paragraph."""
+def _jvm_died(args, error: Exception) -> bool:
+    """Whether Spark's JVM exited under the command; if so, say it in one paragraph. A
+    streamsql error was raised after the JVM answered (or its death was seen and said
+    already): no waiting for an exit then, only for an error from a call the JVM dropped."""
     if "pyspark" not in sys.modules:
         return False
     from streamsql.runtime.lifetime import driver_jvm_exit, jvm_exit_message
 
-    died = driver_jvm_exit()
+    died = driver_jvm_exit(wait=0 if isinstance(error, StreamsqlError) else 2)
     if died is not None:
         _print_error(jvm_exit_message(*died, resumable=args.command == "run"))
     return died is not None
