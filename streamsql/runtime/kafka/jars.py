@@ -18,6 +18,7 @@ fails never keeps Spark from starting: reading a Kafka table then fails with one
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 # The newest spark-sql-kafka-0-10 this machine's Maven serves (4.3.0, PySpark's own version,
 # is not); 4.2.0 reads and writes batches and streams on Spark 4.3. Move it with Spark once
@@ -28,6 +29,27 @@ PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 APPENDED_KEY = "spark.streamsql.driver.appendedClassPath"  # streamsql's own: see with_kafka_jars
 
 _failure: list[str] = []  # why the last attempt to resolve the jars failed (Maven's words)
+
+
+@contextmanager
+def connector_needed(table: str, spark):
+    """Around a read or write through ``format("kafka")``: Spark's 'no such data source' becomes
+    ``missing_connector``'s paragraph; any other error passes as it is."""
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 (Py4J's and Spark Connect's errors alike)
+        text = str(error)
+        if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source: kafka" in text:
+            raise missing_connector(table, spark) from None
+        raise
+
+
+def client_options(options: dict[str, str], held_back: frozenset[str]) -> dict[str, str]:
+    """A table's 'properties.*' as the Kafka client options of Spark's connector (``kafka.*``),
+    but for the ``held_back`` ones Flink or Spark set themselves; its bootstrap servers."""
+    passed = {f"kafka.{key[len('properties.'):]}": value for key, value in options.items()
+              if key.startswith("properties.") and key[len("properties."):] not in held_back}
+    return {**passed, "kafka.bootstrap.servers": options["properties.bootstrap.servers"]}
 
 
 def with_kafka_jars(conf: dict[str, str]) -> dict[str, str]:

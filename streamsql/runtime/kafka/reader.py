@@ -112,10 +112,10 @@ def bounded_input(table: TableDef) -> dict:
 
 
 def spark_options(options: dict[str, str]) -> dict[str, str]:
-    """The table's 'properties.*' as the Kafka client options of Spark's connector."""
-    passed = {f"kafka.{key[len('properties.'):]}": value for key, value in options.items()
-              if key.startswith("properties.") and key[len("properties."):] not in NOT_PASSED}
-    return {**passed, "kafka.bootstrap.servers": options["properties.bootstrap.servers"],
+    """The table's 'properties.*' as the Kafka consumer options of Spark's connector."""
+    from streamsql.runtime.kafka.jars import client_options
+
+    return {**client_options(options, NOT_PASSED),
             "kafka.isolation.level": options.get("properties.isolation.level", "read_committed")}
 
 
@@ -146,14 +146,10 @@ def raw_records(spark, table: TableDef, streaming: bool):
         if not any(layout.values()):  # a pattern that matches no topic
             return spark.createDataFrame([], RAW_SCHEMA)
         settings.update(assign=json.dumps(layout), startingOffsets=json.dumps(start), endingOffsets=json.dumps(end))
-    try:
-        raw = (spark.readStream if streaming else spark.read).format("kafka").options(**settings).load()
-    except Exception as error:  # noqa: BLE001 (Py4J's and Spark Connect's errors alike)
-        if _not_found(error):
-            from streamsql.runtime.kafka.jars import missing_connector
+    from streamsql.runtime.kafka.jars import connector_needed
 
-            raise missing_connector(name, spark) from None
-        raise
+    with connector_needed(name, spark):
+        raw = (spark.readStream if streaming else spark.read).format("kafka").options(**settings).load()
     if streaming and end is not None:
         raw = raw.filter(_within(end))
     if streaming and "properties.group.id" in options:
@@ -164,11 +160,6 @@ def raw_records(spark, table: TableDef, streaming: bool):
                           f"{TIMESTAMP_TYPE} AS timestamp_type",
                           f"{HEADERS} AS headers" if headers else "CAST(NULL AS MAP<STRING, BINARY>) AS headers",
                           "CAST(NULL AS INT) AS leader_epoch")
-
-
-def _not_found(error: Exception) -> bool:
-    text = str(error)
-    return "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source: kafka" in text
 
 
 def _within(end: dict) -> str:

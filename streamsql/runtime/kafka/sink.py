@@ -70,31 +70,25 @@ def write_records(frame, table: TableDef, batch_id: int | None = None, query: st
     produced = records(frame, table)
     if "sink.parallelism" in table.options:  # by key: a key's rows come from one task, in order
         produced = produced.repartition(int(table.options["sink.parallelism"]), "key")
-    try:
+    from streamsql.runtime.kafka.jars import connector_needed
+
+    with connector_needed(table.name.name, frame.sparkSession):
         produced.write.format("kafka").options(**sink_options(table)).save()
-    except Exception as error:  # noqa: BLE001 (Py4J's and Spark Connect's errors alike)
-        from streamsql.runtime.kafka.reader import _not_found
-
-        if _not_found(error):
-            from streamsql.runtime.kafka.jars import missing_connector
-
-            raise missing_connector(table.name.name, frame.sparkSession) from None
-        raise
     return None
 
 
 # Consumer-side or set by Spark: not passed to the producer.
 _NOT_PRODUCER = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
                            "partition.discovery.interval.ms", "key.serializer", "value.serializer",
-                           "key.deserializer", "value.deserializer", "bootstrap.servers"})
+                           "key.deserializer", "value.deserializer"})
 
 
 def sink_options(table: TableDef) -> dict[str, str]:
     """Spark's Kafka sink options: the topic, 'properties.*' as the producer's ``kafka.*``."""
+    from streamsql.runtime.kafka.jars import client_options
+
     options = table.options
-    settings = {f"kafka.{key[len('properties.'):]}": value for key, value in options.items()
-                if key.startswith("properties.") and key[len("properties."):] not in _NOT_PRODUCER}
-    settings["kafka.bootstrap.servers"] = options["properties.bootstrap.servers"]
+    settings = client_options(options, _NOT_PRODUCER)
     if options.get("sink.partitioner") == "round-robin":
         settings["kafka.partitioner.class"] = "org.apache.kafka.clients.producer.RoundRobinPartitioner"
     settings["topic"] = options["topic"].split(";")[0].strip()
