@@ -15,18 +15,28 @@ from streamsql.plan.durations import parse_duration
 from streamsql.plan.objects import TableDef
 
 COMMITS_TABLE = "streamsql_commits"
+POSTGRES_PORT = 5432
 DEFAULT_MAX_ROWS = 100  # Flink's sink.buffer-flush.max-rows
 DEFAULT_MAX_RETRIES = 3  # Flink's sink.max-retries
+
+
+def jdbc_address(url: str) -> tuple[str, str, int, str, list[tuple[str, str]]]:
+    """A ``jdbc:postgresql://host[:port]/database?k=v`` URL's scheme, host (lower case;
+    localhost when none), port (PostgreSQL's 5432 when none), database and parameters.
+    ValueError for a port that is no number."""
+    parts = urlsplit(url[len("jdbc:"):] if url.lower().startswith("jdbc:") else url)
+    return (parts.scheme.lower(), parts.hostname or "localhost", parts.port or POSTGRES_PORT, parts.path.lstrip("/"),
+            parse_qsl(parts.query))
 
 
 def connection_parameters(table: TableDef) -> dict:
     """psycopg.connect keyword arguments for the table's 'url', 'username', 'password'."""
     options = table.options
-    url = urlsplit(options["url"][len("jdbc:"):])
-    params = {"host": url.hostname or "localhost", "port": url.port or 5432, "dbname": url.path.lstrip("/") or None}
+    _, host, port, database, parameters = jdbc_address(options["url"])
+    params = {"host": host, "port": port, "dbname": database or None}
     # TIMESTAMP values are UTC wall-clock times (streamsql's session zone)
     settings = ["-c TimeZone=UTC"]
-    for key, value in parse_qsl(url.query):  # the names were checked when the table was defined
+    for key, value in parameters:  # the names were checked when the table was defined
         if key == "currentSchema":
             settings.append(f"-c search_path={value}")
         elif key == "options":

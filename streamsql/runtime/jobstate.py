@@ -89,11 +89,11 @@ class JobState:
         legacy = f"{table.name}|{table.options['connector']}|{table.options.get('path', '')}"
         keys = [cls._key(name, target), cls._key(name, legacy)]
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
-        read = tuple(sorted((str(t.name), [list(p) for p in location(t)]) for t in sources if location(t)))
+        read = tuple(sorted((str(t.name), recorded) for t in sources if (recorded := _recorded(location(t)))))
         chosen = keys[0]
         if not (Path(root) / f"{safe}-{keys[0]}").exists() and keys[1] != keys[0]:
             record = Path(root) / f"{safe}-{keys[1]}" / "job.json"
-            if record.exists() and json.loads(record.read_text()).get("location") in (None, [list(p) for p in where]):
+            if record.exists() and json.loads(record.read_text()).get("location") in (None, _recorded(where)):
                 chosen = keys[1]
         return cls(name, table, fingerprint, mode, Path(root) / f"{safe}-{chosen}", chosen, read)
 
@@ -219,8 +219,7 @@ class JobState:
         """Record the job (first run): its fingerprint, how it runs, and where its rows come
         from and go to (added to the record of a job an earlier streamsql started)."""
         saved = self._saved()
-        where = {"location": [list(p) for p in location(self.table)],
-                 "sources": {t: p for t, p in self.sources}}
+        where = {"location": _recorded(location(self.table)), "sources": dict(self.sources)}
         if saved is not None:
             if "location" not in saved:
                 write_atomically(self.directory / "job.json", json.dumps({**saved, **where}, indent=1))
@@ -235,7 +234,7 @@ class JobState:
         before = saved.get("sources")
         if before is None:  # recorded by an earlier streamsql: nothing to compare
             return
-        now = {t: p for t, p in self.sources}
+        now = dict(self.sources)
         for table in sorted(before.keys() & now.keys()):
             if before[table] != now[table]:
                 raise JobStateError(
@@ -281,3 +280,8 @@ class JobState:
 
     def _output_pattern(self) -> str:
         return f"{self.table.options['path']}/part-{self.key}-*" if self.is_file_sink else "none"
+
+
+def _recorded(pairs) -> list[list[str]]:
+    """A location as job.json keeps it (JSON has lists, not tuples), to compare with what it read."""
+    return [list(pair) for pair in pairs]

@@ -8,8 +8,9 @@ staging directories and ``_SUCCESS``): a streamed window aggregate into files ra
 ``chmod`` processes a micro-batch, 5 ms each on an idle machine, more on a busy one.
 
 ``hadoop/*.java`` is Hadoop's local file system setting permissions through Java instead.
-It is compiled once per Hadoop (runtime.java_build: ``javac``, about a second) into a jar, and a local Spark (its executors in the driver's JVM) gets it on the driver's class
-path as ``fs.file.impl``. Nothing changes when there is no ``javac`` (a JRE), the build
+It is compiled once per Hadoop (runtime.java_build: ``javac``, about a second) into a jar,
+and a local Spark (its executors in the driver's JVM) gets it on the driver's class path
+as ``fs.file.impl``. Nothing changes when there is no ``javac`` (a JRE), the build
 fails, the executors are processes of their own (a cluster, ``local-cluster``: they would
 not have the jar), or ``fs.file.impl`` is the user's own.
 """

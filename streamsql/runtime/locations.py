@@ -16,11 +16,11 @@ whose rows are not anywhere (print, blackhole) or follow from all their options
 from __future__ import annotations
 
 import posixpath
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from streamsql.plan.objects import TableDef
+from streamsql.runtime.jdbc_target import jdbc_address
 
-POSTGRES_PORT = 5432
 KAFKA_PORT = 9092
 
 
@@ -56,16 +56,12 @@ def _path(value: str) -> str:
 def _jdbc_url(value: str) -> str:
     """jdbc:postgresql://host[:port]/database, and the schema the URL selects (currentSchema):
     the rest of the query (ssl, timeouts, credentials) names no other data."""
-    rest = value[len("jdbc:"):] if value.lower().startswith("jdbc:") else value
-    parts = urlsplit(rest)
     try:
-        port = parts.port or POSTGRES_PORT
+        scheme, host, port, database, parameters = jdbc_address(value)
     except ValueError:  # the connector checks reject such a URL before a job starts
         return value
-    host = (parts.hostname or "localhost").lower()
-    database = parts.path.lstrip("/")
-    schema = dict(parse_qsl(parts.query)).get("currentSchema")
-    return f"jdbc:{parts.scheme.lower()}://{host}:{port}/{database}" + (f"?currentSchema={schema}" if schema else "")
+    schema = dict(parameters).get("currentSchema")
+    return f"jdbc:{scheme}://{host}:{port}/{database}" + (f"?currentSchema={schema}" if schema else "")
 
 
 def _postgres_name(value: str) -> str:

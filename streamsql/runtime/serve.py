@@ -271,8 +271,8 @@ def _create_table(table: TableDef) -> str:
 
 def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None,
           access: Access = Access()) -> int:
-    """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit."""
-    check_exposure(access.bind, access.token, thrift_port is not None, access.users, access.keystore)
+    """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit (start_server
+    refuses first to listen beyond loopback without authentication)."""
     stop = StopRequest()
     signal.signal(signal.SIGTERM, stop.on_signal)
     signal.signal(signal.SIGINT, stop.on_signal)
