@@ -320,23 +320,14 @@ class Gateway:
             self._spark = None
 
 
-def check_gateway_exposure(bind: str, token: str | None) -> None:
-    from streamsql.runtime.server_auth import TOKEN_ENV, is_loopback
-
-    if not is_loopback(bind) and token is None:
-        raise StreamsqlError(
-            f"Refusing to serve the SQL Gateway on {bind} without authentication: anyone who reaches the port"
-            " could run any SQL as this user. Give the clients' bearer token with --token-file FILE (or"
-            f" ${TOKEN_ENV}), and put a TLS proxy in front (the gateway speaks plain HTTP); or serve on"
-            " loopback (the default, --bind 127.0.0.1).")
-
-
 def serve_gateway(catalog_dir, port: int = DEFAULT_PORT, bind: str = "127.0.0.1", master: str | None = None,
                   token: str | None = None) -> int:
     """Run the gateway until Ctrl-C or SIGTERM; then close its sessions and stop its Spark."""
     import signal
 
-    check_gateway_exposure(bind, token)
+    from streamsql.runtime.server_auth import check_exposure
+
+    check_exposure(bind, token, server="the SQL Gateway")
     gateway = Gateway(catalog_dir, master=master, token=token)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

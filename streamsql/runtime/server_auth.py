@@ -60,7 +60,8 @@ def read_token(token_file: str | None) -> str | None:
     """The Connect token: the file's first line, else $STREAMSQL_CONNECT_TOKEN, else None."""
     if token_file:
         try:
-            token = Path(token_file).read_text().strip().splitlines()[0].strip() if Path(token_file).read_text().strip() else ""
+            lines = Path(token_file).read_text().strip().splitlines()
+            token = lines[0].strip() if lines else ""
         except OSError as error:
             raise StreamsqlError(f"The token file '{token_file}' cannot be read: {error.strerror}") from None
         if len(token) < 16:
@@ -70,15 +71,17 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def check_exposure(bind: str, token: str | None, thrift: bool, users: Path | None, keystore: str | None) -> None:
-    """Refuse to listen beyond loopback without authentication (see the module)."""
+def check_exposure(bind: str, token: str | None, thrift: bool = False, users: Path | None = None,
+                   keystore: str | None = None, server: str = "Spark Connect") -> None:
+    """Refuse to listen beyond loopback without authentication (see the module). ``server``:
+    what listens with the token alone (Spark Connect, or the SQL Gateway: runtime.gateway)."""
     if is_loopback(bind):
         return
     if token is None:
         raise StreamsqlError(
-            f"Refusing to serve Spark Connect on {bind} without authentication: anyone who reaches the port"
+            f"Refusing to serve {server} on {bind} without authentication: anyone who reaches the port"
             " could run any SQL as this user. Give the clients' token with --token-file FILE (or"
-            f" ${TOKEN_ENV}), and put a TLS proxy in front (Spark Connect has no TLS of its own); or serve on"
+            f" ${TOKEN_ENV}), and put a TLS proxy in front ({server} has no TLS of its own); or serve on"
             " loopback (the default, --bind 127.0.0.1).")
     if thrift and (users is None or not has_users(users)):
         raise StreamsqlError(
