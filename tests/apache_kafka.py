@@ -80,6 +80,10 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
+        # Tests stamp records in 2023-2024: Kafka's time retention (7 days by the records' own
+        # timestamps, checked every 5 minutes) deleted a topic's records between a test's
+        # produce and its read now and then (Spark's reader: offset 0 out of range).
+        "log.retention.ms": "-1",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -627,9 +627,10 @@ def test_timestamp_startup_and_bound_with_the_records_own_timestamps(run, broker
 
 
 def test_an_aborted_transaction_is_hidden_from_read_committed_and_headers_are_a_map(run, broker):
-    """Records of an aborted transaction are in the log but not read (read_committed, the
-    default); 'properties.isolation.level' = 'read_uncommitted' reads them. A record's
-    headers are Flink's MAP<STRING, BYTES> (a later header of a name wins)."""
+    """Records of an aborted transaction are in the log: read by default (read_uncommitted,
+    Kafka's and Flink's default), not read with 'properties.isolation.level' =
+    'read_committed'. A record's headers are Flink's MAP<STRING, BYTES> (a later header of a
+    name wins)."""
     from confluent_kafka import Producer
 
     t = topic(broker, 1)
@@ -643,8 +644,8 @@ def test_an_aborted_transaction_is_hidden_from_read_committed_and_headers_are_a_
         producer.flush(30)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
     columns = "id BIGINT, hs MAP<STRING, BYTES> METADATA FROM 'headers'"
-    rows = run.rows(kafka("rc", columns, broker, t, BOUNDED)
-                    + kafka("ru", "id BIGINT", broker, t, BOUNDED + ", 'properties.isolation.level' = 'read_uncommitted'")
+    rows = run.rows(kafka("rc", columns, broker, t, BOUNDED + ", 'properties.isolation.level' = 'read_committed'")
+                    + kafka("ru", "id BIGINT", broker, t, BOUNDED)
                     + "SELECT id, CAST(hs['h'] AS STRING), hs['x'] IS NULL, cardinality(hs) FROM rc ORDER BY id")
     assert rows == [["1", "v1", "true", "2"], ["2", "v2", "true", "2"], ["6", "v6", "true", "2"]]
     assert run.rows("SELECT id FROM ru ORDER BY id") == [[str(i)] for i in range(1, 7)]

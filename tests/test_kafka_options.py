@@ -285,7 +285,7 @@ def test_properties_pass_to_spark_s_connector_less_what_flink_and_spark_set():
                "properties.security.protocol": "SASL_SSL", "properties.sasl.mechanism": "PLAIN",
                "properties.key.deserializer": "x", "sink.partitioner": "round-robin"}
     assert spark_options(options) == {"kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SASL_SSL",
-                                      "kafka.sasl.mechanism": "PLAIN", "kafka.isolation.level": "read_committed"}
+                                      "kafka.sasl.mechanism": "PLAIN", "kafka.isolation.level": "read_uncommitted"}
     t = table(f"CREATE TABLE k (id BIGINT) WITH ({BASE}, 'format' = 'json', 'properties.group.id' = 'g',"
               " 'properties.linger.ms' = '5', 'sink.partitioner' = 'round-robin')")
     assert sink_options(t) == {"kafka.bootstrap.servers": "h:9092", "kafka.linger.ms": "5", "topic": "t",

@@ -13,6 +13,8 @@ import re
 
 from streamsql.errors import ConnectorError
 
+ISOLATION = "read_uncommitted"  # the Java consumer's default, so Flink's (librdkafka's is read_committed)
+
 TIMEOUT_S = 30
 Offsets = dict  # {topic: {partition (str): offset}}: Spark's offset JSON for a Kafka stream
 
@@ -37,7 +39,7 @@ def consumer(config: dict, group: bool = False):
 
     # An assigned offset below the partition's start (deleted by retention) reads from its start.
     settings = {**_librdkafka(config), "enable.auto.commit": "false", "enable.auto.offset.store": "false",
-                "auto.offset.reset": "earliest"}
+                "auto.offset.reset": "earliest", "isolation.level": config.get("isolation.level", ISOLATION)}
     if not group or "group.id" not in settings:
         settings["group.id"] = settings.get("group.id", "streamsql-reader")
     try:

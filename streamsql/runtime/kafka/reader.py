@@ -13,8 +13,11 @@ past its bound per partition.
 
 As Flink's KafkaSource: 'properties.*' are the consumer's (``kafka.*``) but for the ones
 Flink or Spark set themselves (deserializers, 'group.id', 'auto.offset.reset',
-'enable.auto.commit'); records are read 'read_committed' unless 'properties.isolation.level'
-says otherwise (streamsql's exactly-once sink writes in transactions). A record Spark
+'enable.auto.commit'); records are read 'read_uncommitted', the Kafka client's default and
+so Flink's, unless 'properties.isolation.level' says otherwise (a reader of streamsql's
+exactly-once sink, which writes in transactions, sets 'read_committed', as in Flink). The
+driver resolves offsets with the same level: 'latest' is the high watermark, or under
+'read_committed' the last stable offset. A record Spark
 cannot fetch fails the query (Spark's ``failOnDataLoss``, kept on): with it off, Spark skips
 what a poll did not return in time as if retention had deleted it, and a loaded test run
 read 0 of 7 records with no error. Flink reads on past records retention deleted; here the
@@ -30,6 +33,7 @@ from __future__ import annotations
 import json
 
 from streamsql.plan.kafka_options import is_bounded_kafka
+from streamsql.runtime.kafka.client import ISOLATION
 from streamsql.plan.objects import TableDef
 
 RAW_SCHEMA = ("key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, `timestamp` TIMESTAMP,"
@@ -116,7 +120,7 @@ def spark_options(options: dict[str, str]) -> dict[str, str]:
     from streamsql.runtime.kafka.jars import client_options
 
     return {**client_options(options, NOT_PASSED),
-            "kafka.isolation.level": options.get("properties.isolation.level", "read_committed")}
+            "kafka.isolation.level": options.get("properties.isolation.level", ISOLATION)}
 
 
 def raw_records(spark, table: TableDef, streaming: bool):

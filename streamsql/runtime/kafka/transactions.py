@@ -15,8 +15,8 @@ transactions that also record it, so a batch Spark replays after a crash is not 
    (checkpoint deleted) writes again, as Flink's would with a new prefix.
 
 Readers see the records once the transaction commits when they read with
-``isolation.level`` = ``read_committed`` (streamsql's own reads do unless the table says
-otherwise, runtime.kafka.reader).
+``isolation.level`` = ``read_committed`` (a streamsql table reading it says so in
+'properties.isolation.level': reads default to Kafka's and Flink's 'read_uncommitted').
 """
 
 from __future__ import annotations
