@@ -73,6 +73,7 @@ def start_session(conf: dict[str, str], remote: str | None = None):
         from streamsql.runtime.kafka.jars import with_kafka_jars
 
         conf = with_kafka_jars(conf)  # Spark's Kafka connector on spark.jars, when cached or wanted
+        conf = with_preloading_workers(conf)
         launch_driver_gateway(conf)  # a JVM that cannot outlive this process
     builder = SparkSession.builder
     if remote:
@@ -89,6 +90,22 @@ def start_session(conf: dict[str, str], remote: str | None = None):
         if not runs_in_driver(conf.get("spark.master")):  # a cluster: its executors import this streamsql
             ship_package(session.sparkContext)
     return session
+
+
+def with_preloading_workers(conf: dict[str, str]) -> dict[str, str]:
+    """For a local master, Spark's Python daemon is streamsql.spark.worker_daemon: its
+    workers fork with pandas, pyarrow and streamsql's operators imported. The daemon and
+    its workers import this streamsql (its folder goes first on the PYTHONPATH the JVM and
+    its Python processes inherit). A SET 'spark.python.daemon.module' wins."""
+    from streamsql.runtime.shipping import runs_in_driver
+
+    if not runs_in_driver(conf.get("spark.master")):
+        return conf
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    return {"spark.python.daemon.module": "streamsql.spark.worker_daemon", **conf}
 
 
 def quiet_broken_updates(server) -> None:
