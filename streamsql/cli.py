@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="JDBC/ODBC over TLS with this Java keystore (password in $STREAMSQL_KEYSTORE_PASSWORD)")
     serve.add_argument("--gateway", type=int, nargs="?", const=8083, metavar="PORT",
                        help="serve Flink's SQL Gateway REST API on PORT (default 8083) instead of Spark Connect")
+    serve.add_argument("--read-only", action="store_true",
+                       help="answer queries over the catalog's tables only: refuse DDL, INSERT, jars, functions, paths")
     for flag in ("--catalog", "--master", "--verbose"):
         _share(serve, parser, flag)
     user = commands.add_parser("user", help="manage the users of `streamsql serve --thrift`")
@@ -154,11 +156,12 @@ def _serve(args) -> int:
         if args.thrift is not None:
             raise StreamsqlError("--gateway serves alone: run a second `streamsql serve --thrift` for JDBC/ODBC")
         return serve_gateway(args.catalog or default_catalog_dir(), args.gateway, args.bind, args.master,
-                             read_token(args.token_file))
+                             read_token(args.token_file), read_only=args.read_only)
     users = Path(args.users) if args.users else default_users_file()
     if args.users and not users.is_file():
         raise StreamsqlError(f"The users file '{users}' does not exist (streamsql user add NAME --users {users})")
-    access = Access(args.bind, read_token(args.token_file), users if users.is_file() else None, args.thrift_keystore)
+    access = Access(args.bind, read_token(args.token_file), users if users.is_file() else None, args.thrift_keystore,
+                    read_only=args.read_only)
     return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift, access)
 
 

@@ -292,31 +292,3 @@ def test_an_insert_answers_with_its_job_id(gateway):
     assert first["results"]["columns"][0]["name"] == "job id" and rows == [("INSERT", [first["jobID"]])]
     assert call(gateway, "GET", f"/v1/sessions/{session}/operations/{operation}/status") == (200, {"status": "FINISHED"})
 
-
-FLINK_CLIENT = os.environ.get("STREAMSQL_FLINK_CLIENT_CLASSPATH")
-
-
-@pytest.mark.spark
-@pytest.mark.skipif(not FLINK_CLIENT, reason="set STREAMSQL_FLINK_CLIENT_CLASSPATH to Flink's lib/*, the"
-                    " flink-sql-client and flink-sql-gateway jars to run Flink's own SQL client against the gateway")
-def test_flinks_sql_client(spark, gateway, tmp_path):
-    """Flink's SQL client, in gateway mode, runs a script on streamsql (it sends no token: a gateway of its own)."""
-    import subprocess
-
-    plain = Gateway(gateway.catalog_dir, spark=spark, base_dir=gateway.base_dir)
-    port = plain.listen("127.0.0.1", 0).server_address[1]
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "config.yaml").write_text("")
-    script = write(tmp_path / "script.sql", "SET 'sql-client.execution.result-mode' = 'tableau';\n"
-                   f"CREATE TEMPORARY TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', 'path' ="
-                   f" '{gateway.folder}', 'format' = 'csv');\nSELECT k, SUM(v) AS total FROM t GROUP BY k;\n"
-                   "SELECT nope FROM t;\n")
-    try:
-        done = subprocess.run(["java", "-cp", FLINK_CLIENT, "org.apache.flink.table.client.SqlClient", "gateway",
-                               "--endpoint", f"127.0.0.1:{port}", "-f", str(script)], capture_output=True, text=True,
-                              timeout=300, env=dict(os.environ, FLINK_CONF_DIR=str(tmp_path / "conf")), cwd=tmp_path)
-    finally:
-        plain.close()
-    out = done.stdout
-    assert "Received a total of 3 rows" in out and "| +I |" in out, out + done.stderr
-    assert "Column 'nope' could not be resolved (line 1, column 8)" in out

@@ -98,6 +98,10 @@ class Operation:
         self.buffer = ResultBuffer()
         self.cancelled = threading.Event()
         settings = session.settings
+        if session.gateway.read_only:
+            from streamsql.runtime.read_only import check_settings
+
+            check_settings(config, "statement setting")
         if config:  # this statement's own configuration (Flink's executionConfig)
             settings = settings.copy()
             for key, value in config.items():
@@ -114,6 +118,10 @@ class Operation:
 
     def _run(self) -> None:
         try:
+            if self.session.gateway.read_only:  # refused before anything is planned
+                from streamsql.runtime.read_only import check_script
+
+                check_script(self.statement)
             self.engine.run_script(self.statement, self.writer)
             self.status = CANCELED if self.cancelled.is_set() else FINISHED
         except BaseException as error:  # noqa: BLE001 (every failure is the operation's outcome)
@@ -151,6 +159,10 @@ class Session:
         self.name = name
         self.catalog = Catalog(gateway.catalog_dir, warn=gateway.note)
         self.settings = Settings()
+        if gateway.read_only:
+            from streamsql.runtime.read_only import check_settings
+
+            check_settings(properties)
         for key, value in (properties or {}).items():
             self.settings.set(str(key), str(value))
         self.operations: dict[str, Operation] = {}
@@ -179,6 +191,10 @@ class Session:
 
         engine = _OperationEngine(self, self.settings)
         try:
+            if self.gateway.read_only:
+                from streamsql.runtime.read_only import check_script
+
+                check_script(statement)
             steps = engine.plan_script(statement)
         except StreamsqlError as error:
             raise GatewayError(error.render()) from None
@@ -218,8 +234,9 @@ class Gateway:
 
     def __init__(self, catalog_dir: str | Path | None, master: str | None = None, spark=None,
                  token: str | None = None, base_dir: str | Path | None = None, page_size: int = PAGE_SIZE,
-                 idle_timeout: float = IDLE_TIMEOUT, log=None):
+                 idle_timeout: float = IDLE_TIMEOUT, log=None, read_only: bool = False):
         self.catalog_dir = catalog_dir
+        self.read_only = read_only  # queries and catalog reads only (runtime.read_only)
         self.master = master
         self.token = token
         self.base_dir = Path(base_dir or Path.cwd())
@@ -294,10 +311,10 @@ class Gateway:
     # -- the HTTP server
     def listen(self, host: str, port: int) -> ThreadingHTTPServer:
         """Serve in background threads; returns the server (its server_address has the port)."""
-        from streamsql.runtime.gateway_http import Handler
+        from streamsql.runtime.gateway_http import Handler, Server
 
         handler = type("GatewayHandler", (Handler,), {"gateway": self})
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = Server((host, port), handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="gateway-http", daemon=True).start()
         threading.Thread(target=self._reap, name="gateway-idle", daemon=True).start()
@@ -321,14 +338,14 @@ class Gateway:
 
 
 def serve_gateway(catalog_dir, port: int = DEFAULT_PORT, bind: str = "127.0.0.1", master: str | None = None,
-                  token: str | None = None) -> int:
+                  token: str | None = None, read_only: bool = False) -> int:
     """Run the gateway until Ctrl-C or SIGTERM; then close its sessions and stop its Spark."""
     import signal
 
     from streamsql.runtime.server_auth import check_exposure
 
     check_exposure(bind, token, server="the SQL Gateway")
-    gateway = Gateway(catalog_dir, master=master, token=token)
+    gateway = Gateway(catalog_dir, master=master, token=token, read_only=read_only)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -338,7 +355,7 @@ def serve_gateway(catalog_dir, port: int = DEFAULT_PORT, bind: str = "127.0.0.1"
         raise StreamsqlError(f"The SQL Gateway cannot listen on {bind}:{port}: {error.strerror}") from None
     host = f"[{bind}]" if ":" in bind else bind
     print(f"Flink SQL Gateway (REST API v1, v2) on http://{host}:{port}"
-          + (" (bearer token required)" if token else ""))
+          + (" (bearer token required)" if token else "") + (" (read-only)" if read_only else ""))
     print(f"Connect with: sql-client.sh gateway --endpoint {host}:{port}   (Spark starts with the first query)."
           " Ctrl-C stops it.", flush=True)
     try:

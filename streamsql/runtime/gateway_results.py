@@ -16,6 +16,7 @@ import datetime
 import decimal
 import io
 import threading
+import time
 import uuid
 
 from streamsql.errors import StreamsqlError
@@ -149,7 +150,7 @@ class ResultBuffer:
     """One operation's result: its columns, then rows (kind, values) as they come, paged by token."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when columns, rows or the end come
         self.columns: list[tuple[str, dict]] | None = None
         self.is_query = False
         self.result_kind = "SUCCESS"
@@ -158,49 +159,67 @@ class ResultBuffer:
         self._rows: list[tuple[str, list]] = []
         self._base = 0  # the index of _rows[0] (pages before the previous one are released)
         self._pages: dict[int, tuple[int, int]] = {}
+        self.on_finish: list = []  # called once no more rows will come (the statement's run ended)
 
     def open(self, columns: list[tuple[str, dict]], is_query: bool, content: bool, job_id: str | None = None) -> None:
         with self._lock:
             self.columns, self.is_query, self.job_id = columns, is_query, job_id
             self.result_kind = "SUCCESS_WITH_CONTENT" if content else "SUCCESS"
             self._rows, self._base, self._pages = [], 0, {}
+            self._lock.notify_all()
 
     def add(self, rows: list[tuple[str, list]]) -> None:
         with self._lock:
             self._rows.extend(rows)
+            self._lock.notify_all()
 
     def finish(self) -> None:
         """No more rows will come."""
         with self._lock:
             self.complete = True
+            self._lock.notify_all()
+        for call in self.on_finish:
+            call()
 
     def ready(self) -> bool:
         return self.columns is not None
 
-    def fetch(self, token: int, size: int) -> tuple[str, list[tuple[str, list]]]:
+    def fetch(self, token: int, size: int, wait: float = 0.0) -> tuple[str, list[tuple[str, list]]]:
         """('NOT_READY' | 'PAYLOAD' | 'WAIT' | 'EOS', rows) for ``token``; the page before it may be
         fetched again. NOT_READY until the result's columns are known; WAIT (an empty PAYLOAD
         whose next URI is the same token: Flink's clients take NOT_READY only before the first
-        page) while a running query has no new rows."""
+        page) while a running query has no new rows. Either is answered only after up to
+        ``wait`` seconds without columns, rows or the end (a long poll: Flink's SQL client and
+        JDBC driver ask again at once after an empty page, hundreds of times a second)."""
+        deadline = time.monotonic() + wait
         with self._lock:
-            if self.columns is None:
-                return "NOT_READY", []
-            if token in self._pages:
-                start, end = self._pages[token]
-                if start < self._base:
-                    raise StreamsqlError(f"The results of token {token} were released: fetch the next ones")
-            else:
-                expected = max(self._pages) + 1 if self._pages else 0
-                if token != expected:
-                    raise StreamsqlError(f"The token {token} is not expected: the next one is {expected}")
-                start = self._pages[token - 1][1] if token - 1 in self._pages else 0
-                end = min(start + size, self._base + len(self._rows))
-                if start == end and not self.complete:
-                    return "WAIT", []  # no new rows yet: an empty PAYLOAD, then the same token again
-                self._pages[token] = (start, end)
-                self._release(token)
-            rows = self._rows[start - self._base:end - self._base]
-            return ("EOS" if start == end and self.complete else "PAYLOAD"), rows
+            while True:
+                state, rows = self._fetch(token, size)
+                left = deadline - time.monotonic()
+                if state not in ("NOT_READY", "WAIT") or self.complete or left <= 0:
+                    return state, rows
+                self._lock.wait(left)
+
+    def _fetch(self, token: int, size: int) -> tuple[str, list[tuple[str, list]]]:
+        """fetch's one answer, under self._lock."""
+        if self.columns is None:
+            return "NOT_READY", []
+        if token in self._pages:
+            start, end = self._pages[token]
+            if start < self._base:
+                raise StreamsqlError(f"The results of token {token} were released: fetch the next ones")
+        else:
+            expected = max(self._pages) + 1 if self._pages else 0
+            if token != expected:
+                raise StreamsqlError(f"The token {token} is not expected: the next one is {expected}")
+            start = self._pages[token - 1][1] if token - 1 in self._pages else 0
+            end = min(start + size, self._base + len(self._rows))
+            if start == end and not self.complete:
+                return "WAIT", []  # no new rows yet: an empty PAYLOAD, then the same token again
+            self._pages[token] = (start, end)
+            self._release(token)
+        rows = self._rows[start - self._base:end - self._base]
+        return ("EOS" if start == end and self.complete else "PAYLOAD"), rows
 
     def _release(self, token: int) -> None:
         """Rows before the previous page's are not fetched again."""
@@ -229,6 +248,8 @@ class GatewayWriter(ResultWriter):
         self.job_id: str | None = None
         self._with_kinds = False
         self._types: list[dict] = []
+        self._callbacks: list = []  # py4j connections a streaming query's foreachBatch called rows() on
+        buffer.on_finish.append(self.release_callbacks)
 
     # -- a query's rows (Engine._run_query: begin, rows..., end)
     def begin(self, columns: list[str]) -> None:
@@ -242,6 +263,9 @@ class GatewayWriter(ResultWriter):
         self.buffer.open(list(zip(names, types)), is_query=True, content=True, job_id=self.job_id)
 
     def rows(self, rows: list) -> None:
+        connection = _callback_connection()
+        if connection is not None and connection not in self._callbacks:
+            self._callbacks.append(connection)
         self.check_cancelled()
         captured = []
         for row in rows:
@@ -253,6 +277,21 @@ class GatewayWriter(ResultWriter):
 
     def end(self) -> None:
         pass
+
+    def release_callbacks(self) -> None:
+        """Shut down the py4j connections the statement's streaming queries called back on, once
+        the statement ended (its queries stopped). PySpark keeps each for good after its
+        micro-batch thread ends: a Python thread, a socket, and a JVM thread that inherited,
+        and so keeps, the query's SparkSession (about 1 MB of heap a streaming SELECT, without
+        bound in a gateway that runs them all day). Shut down, both ends close themselves."""
+        import socket
+
+        connections, self._callbacks = self._callbacks, []
+        for connection in connections:
+            try:
+                connection.socket.shutdown(socket.SHUT_RDWR)  # (its own thread closes it)
+            except (AttributeError, OSError):  # closed already
+                pass
 
     # -- whole results (SHOW, DESCRIBE, SET, EXPLAIN) and outcomes in words
     def table(self, columns: list[str], rows: list) -> None:
@@ -286,6 +325,16 @@ class GatewayWriter(ResultWriter):
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
             raise Cancelled()
+
+
+def _callback_connection():
+    """The py4j connection the JVM called this thread back on (a streaming query's foreachBatch
+    runs in such a thread), else None (this thread's own calls into the JVM)."""
+    from pyspark import SparkContext
+
+    client = getattr(SparkContext._gateway, "_gateway_client", None)
+    connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
+    return connection if connection is not None and not getattr(connection, "initiated_from_client", True) else None
 
 
 def page_body(buffer: ResultBuffer, state: str, rows: list, row_format: str, zone: str,

@@ -47,6 +47,7 @@ class Access:
     token: str | None = None  # Spark Connect's pre-shared token
     users: Path | None = None  # HiveServer2's users file (CUSTOM authentication)
     keystore: str | None = None  # HiveServer2's TLS keystore
+    read_only: bool = False  # queries over the catalog's tables only (runtime.read_only)
 
     @property
     def host(self) -> str:
@@ -81,6 +82,11 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
         conf.update(thrift_conf())
         env.update(_thrift_settings(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")), thrift_port,
                                     access))
+    if access.read_only:  # enforced in the server's JVM; serve's own session holds the key
+        from streamsql.runtime.read_only import server_conf
+
+        conf, needs = server_conf(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")))
+        env.update(needs)
     conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
     from streamsql.runtime.kafka.jars import appended_class_path, with_kafka_jars
 
@@ -217,7 +223,7 @@ def connect_session(remote: str, token: str | None = None):
 
 
 def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] | None = None,
-                     token: str | None = None) -> dict[str, str]:
+                     token: str | None = None, read_only: bool = False) -> dict[str, str]:
     """Give the server a Spark table for every filesystem table in the catalog: new ones are
     created, changed ones created again, dropped ones dropped. ``registered`` is what the
     previous call returned: each table's name and the statement that created it."""
@@ -229,6 +235,10 @@ def register_catalog(remote: str, catalog: Catalog, registered: dict[str, str] |
                 wanted[f"`{database}`.`{obj.name.name}`"] = _create_table(obj)
     spark = connect_session(remote, token)
     try:
+        if read_only:
+            from streamsql.runtime.read_only import as_admin
+
+            as_admin(spark)
         for database in catalog.databases():
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
         for name in [n for n in registered if registered[n] != wanted.get(n)]:
@@ -282,13 +292,15 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
         try:
             stop.defer()
             state = _catalog_state(catalog)
-            registered = register_catalog(remote, catalog, token=access.token) if not stop.requested() else {}
+            registered = (register_catalog(remote, catalog, token=access.token, read_only=access.read_only)
+                          if not stop.requested() else {})
             names = [name.replace("`", "") for name in registered]
             where = f"sc://{access.bind}:{port}"
             print(f"Spark Connect on {where} with {len(names)} catalog table(s): {', '.join(names) or 'none'}"
-                  + (" (token required)" if access.token else ""))
+                  + (" (token required)" if access.token else "") + (" (read-only)" if access.read_only else ""))
             if thrift_port is not None:
-                auth = ("password" if access.users else "no auth") + (", TLS" if access.keystore else "")
+                auth = ("password" if access.users else "no auth") + (", TLS" if access.keystore else "") + (
+                    ", read-only" if access.read_only else "")
                 print(f"JDBC/ODBC (HiveServer2, {auth}) on {jdbc_url(access.bind, thrift_port)}"
                       + (";ssl=true" if access.keystore else ""))
             client = f"sc://{access.host}:{port}" + ("/;token=<token>" if access.token else "")
@@ -300,7 +312,7 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
                     print(line, file=sys.stderr, flush=True)
                 if _catalog_state(catalog) != state:  # tables created, altered or dropped meanwhile follow
                     state = _catalog_state(catalog)
-                    registered = _update(remote, catalog, registered, server, access.token)
+                    registered = _update(remote, catalog, registered, server, access.token, access.read_only)
         except KeyboardInterrupt:  # (one that came before defer())
             pass
         finally:
@@ -362,11 +374,11 @@ class StopRequest:
 
 
 def _update(remote: str, catalog: Catalog, registered: dict[str, str], server: subprocess.Popen,
-            token: str | None = None) -> dict[str, str]:
+            token: str | None = None, read_only: bool = False) -> dict[str, str]:
     """register_catalog over the catalog as it is now; a failure is reported, and retried at
     the next change, never ends the server."""
     try:
-        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered, token)
+        return register_catalog(remote, Catalog(catalog.directory, warn=catalog.warn), registered, token, read_only)
     except Exception as error:  # the server's tables stay as they were
         if server.poll() is None:
             print(f"Warning: the served tables were not updated ({type(error).__name__}: {error})", file=sys.stderr)
