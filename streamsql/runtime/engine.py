@@ -56,6 +56,10 @@ class Engine:
         self.settings = Settings()
         self.master = master
         self.remote = remote
+        # A streaming SELECT's rows reach this process through a memory table it polls
+        # (runtime.select_stream) rather than a foreachBatch calling back into Python: so
+        # through Spark Connect, and in the SQL Gateway's sessions.
+        self.results_through_memory = remote is not None
         self.base_dir = Path(base_dir or Path.cwd())
         self.log = log or (lambda message: print(message, file=sys.stderr))
         if catalog.warn is None:  # catalog files that do not load are reported in this session's log
@@ -401,7 +405,7 @@ class Engine:
                 frame, observed = self._frame(plan, streaming=False)
                 writer.begin(names)  # again: nothing was written yet (the header comes with the rows)
                 writer.rows(self._displayable(frame, plan, writer).collect())
-            elif self.remote:
+            elif self.results_through_memory:
                 follow_memory_sink(self, query, writer)
             else:
                 self._await(query, lambda: show_watermark(writer, query))

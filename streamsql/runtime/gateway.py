@@ -72,6 +72,7 @@ class _OperationEngine(Engine):
         self.settings = settings
         self._owns_spark = False
         self._gateway = session.gateway
+        self.results_through_memory = True  # no foreachBatch callbacks (runtime.select_stream)
 
     def start_spark(self):
         with self._spark_lock:

@@ -159,7 +159,6 @@ class ResultBuffer:
         self._rows: list[tuple[str, list]] = []
         self._base = 0  # the index of _rows[0] (pages before the previous one are released)
         self._pages: dict[int, tuple[int, int]] = {}
-        self.on_finish: list = []  # called once no more rows will come (the statement's run ended)
 
     def open(self, columns: list[tuple[str, dict]], is_query: bool, content: bool, job_id: str | None = None) -> None:
         with self._lock:
@@ -178,8 +177,6 @@ class ResultBuffer:
         with self._lock:
             self.complete = True
             self._lock.notify_all()
-        for call in self.on_finish:
-            call()
 
     def ready(self) -> bool:
         return self.columns is not None
@@ -248,8 +245,6 @@ class GatewayWriter(ResultWriter):
         self.job_id: str | None = None
         self._with_kinds = False
         self._types: list[dict] = []
-        self._callbacks: list = []  # py4j connections a streaming query's foreachBatch called rows() on
-        buffer.on_finish.append(self.release_callbacks)
 
     # -- a query's rows (Engine._run_query: begin, rows..., end)
     def begin(self, columns: list[str]) -> None:
@@ -263,9 +258,6 @@ class GatewayWriter(ResultWriter):
         self.buffer.open(list(zip(names, types)), is_query=True, content=True, job_id=self.job_id)
 
     def rows(self, rows: list) -> None:
-        connection = _callback_connection()
-        if connection is not None and connection not in self._callbacks:
-            self._callbacks.append(connection)
         self.check_cancelled()
         captured = []
         for row in rows:
@@ -277,21 +269,6 @@ class GatewayWriter(ResultWriter):
 
     def end(self) -> None:
         pass
-
-    def release_callbacks(self) -> None:
-        """Shut down the py4j connections the statement's streaming queries called back on, once
-        the statement ended (its queries stopped). PySpark keeps each for good after its
-        micro-batch thread ends: a Python thread, a socket, and a JVM thread that inherited,
-        and so keeps, the query's SparkSession (about 1 MB of heap a streaming SELECT, without
-        bound in a gateway that runs them all day). Shut down, both ends close themselves."""
-        import socket
-
-        connections, self._callbacks = self._callbacks, []
-        for connection in connections:
-            try:
-                connection.socket.shutdown(socket.SHUT_RDWR)  # (its own thread closes it)
-            except (AttributeError, OSError):  # closed already
-                pass
 
     # -- whole results (SHOW, DESCRIBE, SET, EXPLAIN) and outcomes in words
     def table(self, columns: list[str], rows: list) -> None:
@@ -325,16 +302,6 @@ class GatewayWriter(ResultWriter):
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
             raise Cancelled()
-
-
-def _callback_connection():
-    """The py4j connection the JVM called this thread back on (a streaming query's foreachBatch
-    runs in such a thread), else None (this thread's own calls into the JVM)."""
-    from pyspark import SparkContext
-
-    client = getattr(SparkContext._gateway, "_gateway_client", None)
-    connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
-    return connection if connection is not None and not getattr(connection, "initiated_from_client", True) else None
 
 
 def page_body(buffer: ResultBuffer, state: str, rows: list, row_format: str, zone: str,

@@ -1,8 +1,14 @@
 """A streaming SELECT's rows on their way to the session's writer (the shell's table,
-changelog or tableau view, or `run`'s output): foreachBatch in this process; through Spark
-Connect (where foreachBatch runs on the server) a memory table this client reads."""
+changelog or tableau view, `run`'s output, a gateway operation's pages): foreachBatch in
+this process; else (``engine.results_through_memory``) a memory table this process reads,
+dropped when the query ends. So through Spark Connect, where foreachBatch runs on the
+server, and in the SQL Gateway: there each foreachBatch's call back into Python kept a py4j
+connection whose JVM thread had inherited, and so kept, the query's Spark session (a
+gateway running streaming SELECTs all day grew without bound, bench/serve_load.py)."""
 
 from __future__ import annotations
+
+import contextlib
 
 from streamsql.runtime.execution import trigger
 
@@ -20,7 +26,7 @@ def select_sink(engine, plan, writer, checkpoint: str):
             .option("checkpointLocation", checkpoint)
             .trigger(**trigger(engine.settings, plan)).outputMode("append")
         )
-        if engine.remote:
+        if engine.results_through_memory:
             stream = stream.format("memory").queryName(f"streamsql_result_{uuid.uuid4().hex[:8]}")
         else:
             stream = stream.foreachBatch(lambda batch, _: writer.rows(batch.collect()))
@@ -39,7 +45,11 @@ def follow_memory_sink(engine, query, writer) -> None:
         writer.rows(rows)
         shown += len(rows)
 
-    engine._await(query, show_new_rows)
+    try:
+        engine._await(query, show_new_rows)
+    finally:
+        with contextlib.suppress(Exception):  # (a failure to say is the query's, not this one's)
+            engine.spark.catalog.dropTempView(query.name)  # its rows, held by the session
 
 
 def show_watermark(writer, query) -> None:
