@@ -28,6 +28,14 @@ os.environ[SESSION_MARK] = SESSION = uuid.uuid4().hex  # inherited by all the se
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, ["-XX:TieredStopAtLevel=1", os.environ.get("SPARK_SUBMIT_OPTS")]))
 
 
+def streamsql(catalog: Path, *args: str, **popen) -> subprocess.Popen:
+    """`streamsql ARGS` as a process of its own (its own process group) over ``catalog``,
+    importing this checkout."""
+    env = dict(os.environ, STREAMSQL_CATALOG=str(catalog),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.Popen([sys.executable, "-m", "streamsql.cli", *args], env=env, start_new_session=True, **popen)
+
+
 def pytest_addoption(parser):
     parser.addoption("--thorough", action="store_true",
                      help="run the randomized model tests at full depth (tests/depth.py); the README's test command does")

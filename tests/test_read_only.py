@@ -15,14 +15,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from streamsql import cli
 from streamsql.runtime import read_only
 from streamsql.runtime.read_only import ReadOnlyError, check_script, check_settings
-from tests.conftest import ROOT, wait_for, write
+from tests.conftest import streamsql, wait_for, write
 from tests.ports import free_ports
 from tests.processes import gone_within, jvm_children
 from tests.spark_cluster import spark_home
@@ -186,12 +185,6 @@ def test_a_read_only_gateway_refuses_writes_jars_functions_and_paths(gateway):
 
 
 # -- HiveServer2 and Spark Connect, served read-only ------------------------------------------------
-
-
-def streamsql(catalog: Path, *args: str, **popen):
-    env = dict(os.environ, STREAMSQL_CATALOG=str(catalog),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, "-m", "streamsql.cli", *args], env=env, start_new_session=True, **popen)
 
 
 @pytest.fixture(scope="module")

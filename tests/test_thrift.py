@@ -11,23 +11,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, wait_for, write
+from tests.conftest import streamsql, wait_for, write
 from tests.processes import gone_within, jvm_children
 from tests.ports import free_port, free_ports
 from tests.spark_cluster import spark_home
 
 ORDERS = [(1, "apple", 3, "0.50"), (2, "pear", 1, "0.75"), (3, "fig", 5, "1.20"), (4, "apple", 2, "0.50")]
-
-
-def streamsql(catalog: Path, *args: str, **popen):
-    env = dict(os.environ, STREAMSQL_CATALOG=str(catalog),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, "-m", "streamsql.cli", *args], env=env, start_new_session=True, **popen)
 
 
 @pytest.fixture(scope="module")
