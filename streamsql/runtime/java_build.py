@@ -65,6 +65,12 @@ def _built_jar(name: str, sources: list[Path], classpath: list[Path]) -> Path | 
     return jar
 
 
+def on_driver_class_path(conf: dict[str, str], jar: Path) -> dict[str, str]:
+    """``conf`` with ``jar`` last on ``spark.driver.extraClassPath`` (a new dict)."""
+    paths = [p for p in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+    return {**conf, "spark.driver.extraClassPath": os.pathsep.join([*paths, str(jar)])}
+
+
 def spark_jar(pattern: str) -> Path | None:
     """The newest of PySpark's own jars matching ``pattern`` (e.g. 'hadoop-client-api-*.jar')."""
     import pyspark

@@ -17,7 +17,6 @@ not have the jar), or ``fs.file.impl`` is the user's own.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from streamsql.runtime import java_build
@@ -37,8 +36,7 @@ def with_local_files(conf: dict[str, str]) -> dict[str, str]:
     jar = built_jar()
     if jar is None:
         return conf
-    paths = [p for p in conf.get(CLASS_PATH_KEY, "").split(os.pathsep) if p]
-    return {**conf, FS_KEY: FILE_SYSTEM, CLASS_PATH_KEY: os.pathsep.join([*paths, str(jar)])}
+    return {**java_build.on_driver_class_path(conf, jar), FS_KEY: FILE_SYSTEM}
 
 
 def built_jar() -> Path | None:

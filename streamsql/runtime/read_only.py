@@ -210,9 +210,9 @@ def server_conf(conf: dict[str, str], scratch: Path) -> tuple[dict[str, str], di
     if built is None:
         raise StreamsqlError("Read-only serving needs its checks compiled by a JDK's javac, and they could not be"
                              " (set JAVA_HOME to a JDK)")
-    conf = dict(conf)
-    paths = [p for p in (conf.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
-    conf["spark.driver.extraClassPath"] = os.pathsep.join([*paths, str(built)])
+    from streamsql.runtime.java_build import on_driver_class_path
+
+    conf = on_driver_class_path(conf, built)
     extensions = [e for e in (conf.get("spark.sql.extensions") or "").split(",") if e]
     conf["spark.sql.extensions"] = ",".join([*extensions, EXTENSION])
     conf["spark.connect.grpc.interceptor.classes"] = INTERCEPTOR

@@ -25,6 +25,7 @@ from streamsql.catalog import Catalog
 from streamsql.errors import StreamsqlError
 from streamsql.plan.connectors import csv_format
 from streamsql.plan.objects import TableDef
+from streamsql.runtime.java_build import on_driver_class_path
 from streamsql.runtime.lifetime import die_with_parent, end_process
 from streamsql.runtime.local_files import with_local_files
 from streamsql.runtime.process_dir import with_process_dir
@@ -78,14 +79,15 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     env.pop(SERVER_TOKEN_ENV, None)
     if access.token:  # in its environment: a command line shows in ps
         env[SERVER_TOKEN_ENV] = access.token
+    if thrift_port is not None or access.read_only:  # private files: a conf directory, a key
+        private = Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-"))
     if thrift_port is not None:
         conf.update(thrift_conf())
-        env.update(_thrift_settings(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")), thrift_port,
-                                    access))
+        env.update(_thrift_settings(conf, private, thrift_port, access))
     if access.read_only:  # enforced in the server's JVM; serve's own session holds the key
         from streamsql.runtime.read_only import server_conf
 
-        conf, needs = server_conf(conf, Path(scratch or tempfile.mkdtemp(prefix="streamsql-serve-")))
+        conf, needs = server_conf(conf, private)
         env.update(needs)
     conf = with_local_files(conf)  # Hadoop's local files without a chmod process each
     from streamsql.runtime.kafka.jars import appended_class_path, with_kafka_jars
@@ -138,8 +140,7 @@ def _thrift_settings(conf: dict, scratch: Path, port: int, access: Access) -> di
         if jar is None:
             raise StreamsqlError("Password authentication for JDBC/ODBC needs a JDK (javac) to build its check: none"
                                  " was found (set JAVA_HOME to a JDK)")
-        paths = [p for p in (conf.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
-        conf["spark.driver.extraClassPath"] = os.pathsep.join([*paths, str(jar)])
+        conf.update(on_driver_class_path(conf, jar))
     return {**env, "SPARK_CONF_DIR": str(directory)}
 
 
