@@ -48,6 +48,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # (run as a script: the tests' helpers for processes and ports)
+
+from tests.ports import free_ports  # noqa: E402
+from tests.processes import descendants, jvm_children  # noqa: E402
 ORDERS = [(i, ("apple", "pear", "fig", "plum")[i % 4], i % 5, f"{i % 7}.25") for i in range(20)]
 SELECTED = sum(1 for _, _, qty, _ in ORDERS if qty > 1)  # the SELECT's rows
 KINDS = ("select", "show", "set", "fail")
@@ -97,19 +101,7 @@ def _env(**extra) -> dict:
 
 def _tree(pid: int) -> list[int]:
     """``pid`` and its descendants (/proc)."""
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as handle:
-                    parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = [pid], [pid]
-    while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier and child not in found]
-        found += frontier
-    return found
+    return [pid, *(p.pid for p in descendants(pid))]
 
 
 def rss_mb(pid: int) -> float:
@@ -127,14 +119,8 @@ def rss_mb(pid: int) -> float:
 
 
 def jvm_of(pid: int) -> int | None:
-    for member in _tree(pid):
-        try:
-            with open(f"/proc/{member}/cmdline", "rb") as handle:
-                if handle.read().split(b"\0", 1)[0].endswith(b"java"):
-                    return member
-        except OSError:
-            continue
-    return None
+    jvms = jvm_children(pid)
+    return jvms[0].pid if jvms else None
 
 
 def jvm_live(pid: int) -> dict:
@@ -352,7 +338,7 @@ def gateway_client(port: int, client: int, statements: int, latencies: list, err
 
 class HiveServer:
     def __init__(self, catalog: Path, master: str):
-        self.port, connect = _free_ports(2)
+        self.port, connect = free_ports(2)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamsql.cli", "--catalog", str(catalog), "serve", "--port", str(connect),
              "--thrift", str(self.port), "--master", master], env=_env(), stdin=subprocess.DEVNULL,
@@ -385,19 +371,6 @@ class HiveServer:
 
     def close(self) -> None:
         stop_process(self.process)
-
-
-def _free_ports(count: int) -> list[int]:
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def hive_outcome(kind: str, rows: list, error: str | None) -> str | None:

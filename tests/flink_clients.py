@@ -18,6 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.conftest import unavailable
+
 FLINK_VERSION = "2.3.0"
 SQL_CLIENT = (f"org.apache.flink:flink-sql-client:{FLINK_VERSION}",
               f"org.apache.flink:flink-sql-gateway:{FLINK_VERSION}")
@@ -29,12 +31,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TABLEAU_ROW = re.compile(r"^\| ([+-][IUD]) \|(.*)\|\s*$")
 
 
-def _unavailable(message: str):
-    import pytest
-
-    pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-
-
 def jars(coordinates: tuple[str, ...], what: str) -> list[str]:
     """The jars of ``coordinates`` and their runtime dependencies (nothing left out: these
     run on a JVM of their own); skips the calling test where Maven cannot have them."""
@@ -43,7 +39,7 @@ def jars(coordinates: tuple[str, ...], what: str) -> list[str]:
     try:
         return resolve(list(coordinates), exclude=())
     except MavenError as error:
-        _unavailable(f"{what} ({', '.join(coordinates)}) could not be resolved from Maven: {error}")
+        unavailable(f"{what} ({', '.join(coordinates)}) could not be resolved from Maven: {error}")
 
 
 def sql_client_classpath() -> str:
@@ -56,7 +52,7 @@ def java() -> str:
 
     found = jdk_command("java") or shutil.which("java")
     if found is None:
-        _unavailable("no java to run Flink's clients with (set JAVA_HOME)")
+        unavailable("no java to run Flink's clients with (set JAVA_HOME)")
     return str(found)
 
 
@@ -147,7 +143,7 @@ def run_jdbc(url: str, statements: list[str], work: Path) -> subprocess.Complete
     source.write_text(JDBC_PROGRAM)
     program = built_jar("flink-jdbc-query", [source], classpath)
     if program is None:
-        _unavailable("the Flink JDBC query program could not be compiled (no javac? set JAVA_HOME to a JDK)")
+        unavailable("the Flink JDBC query program could not be compiled (no javac? set JAVA_HOME to a JDK)")
     command = [java(), "-cp", os.pathsep.join(map(str, [program, *classpath])), "FlinkJdbcQuery", url, *statements]
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=work,
                           stdin=subprocess.DEVNULL)

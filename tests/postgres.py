@@ -35,7 +35,7 @@ def postgres_bin() -> str | None:
 def require_postgres() -> str:
     """The directory of initdb and pg_ctl, installing Debian's postgresql where it is missing
     (as root); skips the calling test where it cannot be had, fails it under CI."""
-    import pytest
+    from tests.conftest import unavailable
 
     found = postgres_bin()
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
@@ -46,14 +46,14 @@ def require_postgres() -> str:
             found = postgres_bin() or _install_postgres()
     if found is None:
         message = "PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+        unavailable(message)
     return found
 
 
 def _install_postgres() -> str | None:
     """apt-get install postgresql; the directory of its initdb, or None (and why, in the test's
     skip or failure)."""
-    import pytest
+    from tests.conftest import unavailable
 
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
              "env": {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}}
@@ -63,7 +63,7 @@ def _install_postgres() -> str | None:
     if found is None:
         detail = (install.stderr or update.stderr).decode(errors="replace").strip().splitlines()[-1:]
         message = f"apt-get install postgresql did not provide initdb: {' '.join(detail)}"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+        unavailable(message)
     return found
 
 
