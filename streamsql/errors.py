@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Starts the message of a ConnectorError raised in an executor (a jdbc read or lookup):
+# runtime.failures finds it in Spark's error text and gives the user just that message.
+EXECUTOR_MARK = "streamsql-connector-error|"
+
 
 @dataclass(frozen=True)
 class Position:

@@ -100,7 +100,8 @@ class Server:
 
 
 @contextmanager
-def postgres_server(bin_dir: str):
+def postgres_server(bin_dir: str, settings: dict[str, str] | None = None):
+    """A throwaway server on a free loopback port; ``settings``: more server settings (-c)."""
     directory = tempfile.mkdtemp(prefix="streamsql-pg-")
     data, log = os.path.join(directory, "data"), os.path.join(directory, "log")
     as_user = _run_as()
@@ -114,7 +115,8 @@ def postgres_server(bin_dir: str):
                         "--no-sync"], check=True, capture_output=True, env=env, cwd=directory, **as_user)
         port = free_port()
         options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
+                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=50"
+                   + "".join(f" -c {key}={value}" for key, value in (settings or {}).items()))
         result = subprocess.run([pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start"],
                                 capture_output=True, env=env, cwd=directory, **as_user)
         started = True

@@ -37,8 +37,8 @@ def jdbc_ddl(name: str, url: str, schema: str = KV, key: str = "", extra: str = 
 @pytest.mark.parametrize("options, message", [
     ("'connector' = 'jdbc', 'table-name' = 't'", "needs option\\(s\\) 'url'"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db'", "needs option\\(s\\) 'table-name'"),
-    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'lookup.cache' = 'PARTIAL'",
-     "unsupported option\\(s\\) 'lookup.cache' for connector 'jdbc'"),
+    ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'lookup.cache' = 'FULL'",
+     "option 'lookup.cache' must be 'NONE' or 'PARTIAL', not 'FULL'"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:mysql://h/db', 'table-name' = 't'", "PostgreSQL JDBC URL"),
     ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db?reWriteBatchedInserts=true', 'table-name' = 't'",
      "URL parameter\\(s\\) 'reWriteBatchedInserts' not supported"),
@@ -387,10 +387,10 @@ def test_batch_mode_and_bounded_windows_into_jdbc(run, tmp_path, db):
 
 
 @pytest.mark.spark
-def test_a_jdbc_table_cannot_be_read(run):
-    with pytest.raises(ConnectorError, match="Table 'sink' \\(connector 'jdbc'\\) cannot be read: it is a sink"):
-        run.output("CREATE TEMPORARY TABLE sink (a INT) WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db',"
-                   " 'table-name' = 'sink');\nSELECT * FROM sink;\n")
+def test_reading_an_unreachable_database_is_one_clear_error(run):
+    with pytest.raises(ConnectorError, match="jdbc table 'dim' \\(dim\\): cannot connect to jdbc:postgresql://127.0.0.1:1/db"):
+        run.output("CREATE TEMPORARY TABLE dim (a INT) WITH ('connector' = 'jdbc', 'url' = 'jdbc:postgresql://127.0.0.1:1/db',"
+                   " 'table-name' = 'dim');\nSELECT * FROM dim;\n")
 
 
 @pytest.mark.spark

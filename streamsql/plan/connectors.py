@@ -39,6 +39,12 @@ FORMAT_OPTIONS = {
     "parquet": {"utc-timezone", "timestamp.time.unit", "write.int64.timestamp"},
 }
 
+# Flink's JDBC scan partitioning (all four or none) and lookup cache options.
+JDBC_SCAN_PARTITION = ("scan.partition.column", "scan.partition.num", "scan.partition.lower-bound",
+                       "scan.partition.upper-bound")
+JDBC_PARTIAL_CACHE = ("lookup.partial-cache.max-rows", "lookup.partial-cache.expire-after-write",
+                      "lookup.partial-cache.expire-after-access", "lookup.partial-cache.cache-missing-key")
+
 CONNECTORS = {
     "filesystem": ConnectorSpec(
         required=frozenset({"path", "format"}),
@@ -69,8 +75,9 @@ CONNECTORS = {
         optional=frozenset({
             "driver", "username", "password", "connection.max-retry-timeout", "sink.buffer-flush.max-rows",
             "sink.buffer-flush.interval", "sink.max-retries", "sink.parallelism",
+            *JDBC_SCAN_PARTITION, "scan.fetch-size", "scan.auto-commit",
+            "lookup.cache", *JDBC_PARTIAL_CACHE, "lookup.max-retries",
         }),
-        as_source=False,
     ),
     "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
     "upsert-kafka": ConnectorSpec(prefixes=frozenset({"properties."})),
@@ -96,7 +103,9 @@ JDBC_URL_PARAMETERS = {
     "sslrootcert": "sslrootcert", "ApplicationName": "application_name", "connectTimeout": "connect_timeout",
     "options": "options", "currentSchema": "options",
 }
-JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout")
+JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout",
+                         "lookup.partial-cache.expire-after-write", "lookup.partial-cache.expire-after-access")
+JDBC_COUNTS = ("sink.buffer-flush.max-rows", "sink.parallelism", "scan.partition.num", "lookup.partial-cache.max-rows")
 
 
 def validate_options(table: TableDef) -> None:
@@ -259,15 +268,50 @@ def _check_jdbc(table: TableDef) -> None:
     for key in JDBC_DURATION_OPTIONS:
         if key in options and parse_duration(options[key]) is None:
             raise ConnectorError(f"Table '{name}': option '{key}' must be a duration such as '1s' or '500 ms', not '{options[key]}'")
-    for key in ("sink.buffer-flush.max-rows", "sink.parallelism"):
+    for key in JDBC_COUNTS:
         if options.get(key, "1").strip() == "0":
             raise ConnectorError(f"Table '{name}': option '{key}' must be at least 1")
+    _check_jdbc_scan(table)
     for column in table.physical_columns:
         if column.type.is_type("map", "struct"):
             raise ConnectorError(
                 f"Table '{name}': the jdbc connector cannot write column '{column.name}' of type {type_name(column.type)}"
                 " (PostgreSQL has no ROW or MAP column type; arrays of scalars are fine)"
             )
+
+
+def _check_jdbc_scan(table: TableDef) -> None:
+    """Flink's rules for a partitioned scan and a lookup cache."""
+    name, options = table.name.name, table.options
+    given = [key for key in JDBC_SCAN_PARTITION if key in options]
+    if given and len(given) < len(JDBC_SCAN_PARTITION):
+        raise ConnectorError(f"Table '{name}': either all or none of the options {_listing(JDBC_SCAN_PARTITION)}"
+                             f" must be given (missing: {_listing(set(JDBC_SCAN_PARTITION) - set(given))})")
+    if given:
+        bounds = []
+        for key in ("scan.partition.lower-bound", "scan.partition.upper-bound"):
+            try:
+                bounds.append(int(options[key]))
+            except ValueError:
+                raise ConnectorError(f"Table '{name}': option '{key}' must be an integer, not '{options[key]}'") from None
+        if bounds[0] > bounds[1]:
+            raise ConnectorError(f"Table '{name}': 'scan.partition.lower-bound' = '{bounds[0]}' must not be larger"
+                                 f" than 'scan.partition.upper-bound' = '{bounds[1]}'")
+        column = next((c for c in table.physical_columns if c.name.lower() == options["scan.partition.column"].lower()),
+                      None)
+        if column is None:
+            raise ConnectorError(f"Table '{name}': 'scan.partition.column' = '{options['scan.partition.column']}' is"
+                                 f" not one of its columns ({_listing(c.name for c in table.physical_columns)})")
+        if not column.type.is_type("tinyint", "smallint", "int", "bigint", "decimal"):
+            raise ConnectorError(f"Table '{name}': 'scan.partition.column' must be a column of an integer type,"
+                                 f" not '{column.name}' of type {type_name(column.type)}")
+    cache = options.get("lookup.cache", "NONE").upper()
+    if cache not in ("NONE", "PARTIAL"):
+        raise ConnectorError(f"Table '{name}': option 'lookup.cache' must be 'NONE' or 'PARTIAL', not"
+                             f" '{options['lookup.cache']}' (FULL caching is not supported)")
+    partial = [key for key in JDBC_PARTIAL_CACHE if key in options]
+    if partial and cache != "PARTIAL":
+        raise ConnectorError(f"Table '{name}': option(s) {_listing(partial)} need 'lookup.cache' = 'PARTIAL'")
 
 
 def csv_option(options: dict[str, str], name: str, default: str | None = None, scope: str = "") -> str | None:

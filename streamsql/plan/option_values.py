@@ -45,14 +45,16 @@ DURATION = {"source.monitor-interval"}
 INTEGER = {  # non-negative integers
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
-    "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries",
+    "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries", "scan.fetch-size",
+    "lookup.max-retries",
 }
-POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism"}
+POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism",
+            "scan.partition.num", "lookup.partial-cache.max-rows"}
 IMPLEMENTED_BY = {"sink.parallelism": {"jdbc", "kafka", "upsert-kafka"}}  # refused options some connectors do implement
 MEMORY = {"person.avg-size", "auction.avg-size", "bid.avg-size"}  # '200' or '200b' (bytes)
 NUMBER = {"rows-per-second"}
 BOOLEAN_SUFFIXES = ("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field",
-                    "standard-error", "rate.limited")
+                    "standard-error", "rate.limited", "auto-commit", "cache-missing-key")
 SINGLE_CHARACTER = {"csv.field-delimiter", "csv.quote-character", "csv.escape-character"}
 _INTEGER = re.compile(r"^\s*\d+\s*$")
 _MEMORY = re.compile(r"^\s*\d+\s*b?\s*$", re.IGNORECASE)

@@ -72,12 +72,29 @@ def check_temporal_joins(query: exp.Expression, versioned: dict[int, TableDef | 
         table.meta["version"] = version  # the operator plan's LookupJoin (plan.logical_from)
         table.set("version", None)
         join = table.parent
+        if isinstance(join, exp.Join) and not _looks_up_by_equality(join, table.alias_or_name):
+            raise ValidationError(
+                f"Temporal table join requires an equality condition on fields of table '{target.name.name}':"
+                f" a lookup join finds its rows by key (ON <left expression> = {table.alias_or_name}.<column>)",
+                start_position(join.args["on"]) if join.args.get("on") is not None else position,
+            )
         if isinstance(join, exp.Join) and join.this is table and (join.args.get("side") or "").upper() in ("", "LEFT") \
                 and (join.args.get("kind") or "").upper() in ("", "INNER", "OUTER"):
             table.meta[LOOKUP] = True
 
 
 TEMPORAL = "temporal"
+
+
+def _looks_up_by_equality(join: exp.Join, alias: str) -> bool:
+    """Whether ON has ``<expression of the left side> = <alias>.<column>`` among its conjuncts."""
+    for condition in conjuncts(join.args.get("on")):
+        if isinstance(condition, exp.EQ):
+            for mine, other in ((condition.left, condition.right), (condition.right, condition.left)):
+                if isinstance(mine, exp.Column) and mine.table == alias and not any(
+                        c.table == alias for c in other.find_all(exp.Column)):
+                    return True
+    return False
 LOOKUP = "lookup"  # the right side of an INNER or LEFT lookup join: read whole per micro-batch, no state
 
 

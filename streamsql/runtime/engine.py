@@ -262,6 +262,11 @@ class Engine:
             observed[END_OF_INPUT] = ends
         for function in plan.functions:
             register_udf(spark, function)
+        sql_of = to_spark_sql
+        if streaming:  # lookup joins into database tables: keyed lookups (runtime.jdbc_lookup)
+            from streamsql.runtime.jdbc_lookup import with_lookups
+
+            sql_of = with_lookups(spark, plan, to_spark_sql)
         windows: dict[tuple, str] = {}
         for name, derived in plan.derived.items():
             if isinstance(derived, WindowRelation):
@@ -279,7 +284,7 @@ class Engine:
             else:
                 if streaming:  # Flink's regular joins drop nothing for being late (spark.regular_joins)
                     derived = hide_join_times(derived, plan, is_bounded)
-                spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {to_spark_sql(derived)}")
+                spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {sql_of(derived)}")
         query = hide_join_times(plan.query, plan, is_bounded) if streaming else plan.query
         if streaming and plan.windows:
             from streamsql.spark.windows import group_by_window_struct
@@ -292,7 +297,7 @@ class Engine:
             from streamsql.spark.stateful.chain import inserts_only
             from streamsql.spark.stateful.run import stage_frame
 
-            frame = stage_frame(spark, stages, to_spark_sql).toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns])
+            frame = stage_frame(spark, stages, sql_of).toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns])
             if inserts_only(stages):  # an OVER: rows as any append-only query's
                 frame = frame.drop(ROWKIND_COLUMN)
             return frame, observed
@@ -301,7 +306,7 @@ class Engine:
 
             views = {spark_name(t.name) for t in plan.tables} | set(plan.derived)
             query = in_arrival_order(query, lambda name: name in views and SEQ_COLUMN in spark.table(f"`{name}`").columns)
-        frame = spark.sql(to_spark_sql(query))
+        frame = spark.sql(sql_of(query))
         return frame.toDF(*[c.name for c in plan.columns]), observed
 
     def _register_window(self, window: WindowRelation, streaming: bool, observed: dict, late_writes: list | None) -> None:

@@ -11,10 +11,11 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from streamsql.errors import DataError, ExecutionError, StreamsqlError
+from streamsql.errors import EXECUTOR_MARK, ConnectorError, DataError, ExecutionError, StreamsqlError
 from streamsql.runtime import udf_calls
 from streamsql.runtime.sources import MALFORMED_MARK
 
+_CONNECTOR = re.compile(re.escape(EXECUTOR_MARK) + r"([^\n]*)")
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
@@ -26,6 +27,9 @@ def translate(error: Exception) -> StreamsqlError:
     udf_failure = udf_calls.parse(text)
     if udf_failure:
         return ExecutionError(_udf_message(udf_failure))
+    connector = _CONNECTOR.search(text)
+    if connector:  # a ConnectorError raised in an executor (a jdbc read or lookup)
+        return ConnectorError(connector.group(1).strip())
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))

@@ -86,18 +86,9 @@ def resolve_target(table: TableDef, columns: list[str]) -> Target:
     except psycopg.Error as error:
         raise ConnectorError(f"{label}: cannot connect to {table.options['url']}: {str(error).strip()}") from None
     with connection:
-        row = connection.execute(
-            "SELECT c.oid, quote_ident(n.nspname), quote_ident(c.relname) FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
-            (table.options["table-name"],),
-        ).fetchone()
-        if row is None:
-            raise ConnectorError(f"{label}: no such table in PostgreSQL (the jdbc sink writes into an existing table)")
-        oid, schema, relation = row
-        actual = [r[0] for r in connection.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            (oid,),
-        )]
+        oid, schema, relation, columns_found = find_relation(connection, table, label,
+                                                             "the jdbc sink writes into an existing table")
+        actual = list(columns_found)
         mapped = tuple(_match_column(label, name, actual) for name in columns)
         key = tuple(_match_column(label, name, actual) for name in table.primary_key)
         if key:
@@ -123,6 +114,23 @@ def resolve_target(table: TableDef, columns: list[str]) -> Target:
     )
 
 
+def find_relation(connection, table: TableDef, label: str, why: str) -> tuple[int, str, str, dict[str, str]]:
+    """The table's 'table-name' as PostgreSQL resolves an unquoted name: its oid, quoted schema
+    and name, and its columns (name: type as PostgreSQL writes it), in order."""
+    row = connection.execute(
+        "SELECT c.oid, quote_ident(n.nspname), quote_ident(c.relname) FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+        (table.options["table-name"],),
+    ).fetchone()
+    if row is None:
+        raise ConnectorError(f"{label}: no such table in PostgreSQL ({why})")
+    oid, schema, relation = row
+    columns = connection.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s AND attnum > 0"
+        " AND NOT attisdropped ORDER BY attnum", (oid,)).fetchall()
+    return oid, schema, relation, dict(columns)
+
+
 def _match_column(label: str, name: str, actual: list[str]) -> str:
     if name in actual:
         return name
@@ -145,14 +153,14 @@ def _create_commits_table(connection, commits: str) -> None:
         connection.rollback()
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
 def statements(target: Target) -> dict:
     """The SQL the writers run against ``target`` (insert, COPY, the commit claim; for a key,
     upsert, delete and the COPY path's staging and merge)."""
-    columns = ", ".join(_quote(c) for c in target.columns)
+    columns = ", ".join(quote(c) for c in target.columns)
     values = ", ".join(["%s"] * len(target.columns))
     insert = f"INSERT INTO {target.relation} ({columns}) VALUES ({values})"
     statements = {
@@ -161,12 +169,12 @@ def statements(target: Target) -> dict:
         "claim": f"INSERT INTO {target.commits} (job, batch, part, parts) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
     }
     if target.key:
-        key = ", ".join(_quote(c) for c in target.key)
+        key = ", ".join(quote(c) for c in target.key)
         rest = [c for c in target.columns if c not in target.key]
-        update = ", ".join(f"{_quote(c)} = EXCLUDED.{_quote(c)}" for c in rest)
+        update = ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in rest)
         on_conflict = f" ON CONFLICT ({key}) " + (f"DO UPDATE SET {update}" if rest else "DO NOTHING")
         statements["upsert"] = insert + on_conflict
-        statements["delete"] = f"DELETE FROM {target.relation} WHERE " + " AND ".join(f"{_quote(c)} = %s" for c in target.key)
+        statements["delete"] = f"DELETE FROM {target.relation} WHERE " + " AND ".join(f"{quote(c)} = %s" for c in target.key)
         # the COPY path: the part's rows into a temporary table, then one upsert and one delete from it
         statements["stage"] = (f"CREATE TEMPORARY TABLE streamsql_stage ON COMMIT DROP AS SELECT NULL::text AS"
                                f" streamsql_kind, {columns} FROM {target.relation} WITH NO DATA")
@@ -175,5 +183,5 @@ def statements(target: Target) -> dict:
                                        f" WHERE streamsql_kind <> '{DELETE}'" + on_conflict)
         statements["merge_deletes"] = (f"DELETE FROM {target.relation} AS t USING streamsql_stage AS s WHERE"
                                        f" s.streamsql_kind = '{DELETE}' AND "
-                                       + " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in target.key))
+                                       + " AND ".join(f"t.{quote(c)} = s.{quote(c)}" for c in target.key))
     return statements
