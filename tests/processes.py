@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # Every process the test session starts inherits this variable (the JVMs and Python workers
@@ -86,3 +87,28 @@ def gone_within(pids: list[int], seconds: float) -> list[int]:
         if not left or time.time() > deadline:
             return left
         time.sleep(0.2)
+
+
+@contextmanager
+def serving(server, banner_lines: int):
+    """Around a started ``streamsql serve`` (stdout a text pipe): yields its first
+    ``banner_lines`` lines; its later output is read on (a full pipe would block its writes
+    and its shutdown). On the way out: SIGTERM, exit 0 within 60 s (else its last output in
+    the failure) and its JVMs gone within 5 s; killed in any case."""
+    import signal
+    import threading
+
+    try:
+        lines = [server.stdout.readline() for _ in range(banner_lines)]
+        later: list[str] = []
+        reader = threading.Thread(target=lambda: later.extend(server.stdout), daemon=True)
+        jvms = jvm_children(server.pid)
+        reader.start()
+        yield lines
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0, "".join(later[-40:])
+        assert gone_within([p.pid for p in jvms], 5) == [], jvms
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from streamsql.runtime import read_only
 from streamsql.runtime.read_only import ReadOnlyError, check_script, check_settings
 from tests.conftest import streamsql, wait_for, write
 from tests.ports import free_ports
-from tests.processes import gone_within, jvm_children
+from tests.processes import serving
 from tests.spark_cluster import spark_home
 
 PREFIX = "streamsql serves read-only: "
@@ -198,20 +197,9 @@ def served(tmp_path_factory):
     port, thrift = free_ports(2)
     server = streamsql(tmp / "catalog", "serve", "--read-only", "--port", str(port), "--thrift", str(thrift),
                        "--master", "local[1]", cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = [server.stdout.readline() for _ in range(2)]
-        assert lines[0].rstrip().endswith("(read-only)") and "read-only" in lines[1], "".join(lines) + server.stdout.read()
-        later: list[str] = []
-        threading.Thread(target=lambda: later.extend(server.stdout), daemon=True).start()
-        jvms = jvm_children(server.pid)
+    with serving(server, 2) as lines:
+        assert lines[0].rstrip().endswith("(read-only)") and "read-only" in lines[1], "".join(lines)
         yield tmp, port, thrift
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(60) == 0, "".join(later[-40:])
-        assert gone_within([p.pid for p in jvms], 5) == [], jvms
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
     assert not list(tmp.glob("spark-warehouse")) and not (tmp / "w").exists(), "a refused statement wrote"
 
 

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from tests.conftest import streamsql, wait_for, write
-from tests.processes import gone_within, jvm_children
+from tests.processes import serving
 from tests.ports import free_port, free_ports
 from tests.spark_cluster import spark_home
 
@@ -39,23 +39,9 @@ CREATE TABLE shop.big_orders (id BIGINT, item STRING, amount DECIMAL(21, 2))
     port, thrift = free_ports(2)  # (two calls of free_port may give one port twice)
     server = streamsql(tmp / "catalog", "serve", "--port", str(port), "--thrift", str(thrift), "--master", "local[1]",
                        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = [server.stdout.readline() for _ in range(2)]
-        assert lines[1].startswith("JDBC/ODBC"), "".join(lines) + server.stdout.read()
-        # Keep reading what the server prints: a full pipe would block its writes (and its shutdown).
-        import threading
-
-        later: list[str] = []
-        threading.Thread(target=lambda: later.extend(server.stdout), daemon=True).start()
-        jvms = jvm_children(server.pid)
+    with serving(server, 2) as lines:
+        assert lines[1].startswith("JDBC/ODBC"), "".join(lines)
         yield tmp, thrift
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(60) == 0, "".join(later[-40:])
-        assert gone_within([p.pid for p in jvms], 5) == [], jvms
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
     assert not list(tmp.glob("derby.log")) and not list(tmp.glob("spark-warehouse")), "the server wrote into its cwd"
 
 
