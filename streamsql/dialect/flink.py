@@ -100,6 +100,19 @@ def _metadata_sql(generator: Generator, node: MetadataColumnConstraint) -> str:
     return f"METADATA{key}" + (" VIRTUAL" if node.args.get("virtual") else "")
 
 
+def _unnest_sql(generator: Generator, e: exp.Unnest) -> str:
+    """UNNEST as written; its ordinality kept among the alias's columns (plan.unnest)."""
+    if not e.args.get("ordinality"):
+        return Generator.unnest_sql(generator, e)
+    return f"UNNEST({generator.expressions(e, flat=True)}) WITH ORDINALITY AS {generator.sql(e, 'alias')}"
+
+
+def _annotate_unnest(annotator, e):
+    from streamsql.plan.unnest import annotate
+
+    return annotate(annotator, e)
+
+
 class Flink(Dialect):
     """Apache Flink SQL, as documented for Flink 1.20 / 2.x."""
 
@@ -125,6 +138,7 @@ class Flink(Dialect):
            for node in (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)},
         exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
         exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
+        exp.Unnest: {"annotator": lambda self, e: _annotate_unnest(self, e)},
     }
 
     class Tokenizer(Tokenizer):
@@ -234,6 +248,7 @@ class Flink(Dialect):
         }
         TRANSFORMS = {
             **Generator.TRANSFORMS,
+            exp.Unnest: _unnest_sql,
             exp.WatermarkColumnConstraint: lambda self, e: (
                 f"WATERMARK FOR {self.sql(e, 'this')} AS {self.sql(e, 'expression')}"
             ),

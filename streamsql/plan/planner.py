@@ -54,6 +54,7 @@ from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps 
 from streamsql.plan.state_ttl import read_hints
 from streamsql.plan.temporal import check_temporal_joins, lookup_only
 from streamsql.plan.typecheck import check_types
+from streamsql.plan import unnest
 from streamsql.plan.udfs import load_function
 from streamsql.plan.argmax_join import rewrite_argmax_joins
 from streamsql.plan.inline import hoist_window_inputs
@@ -221,6 +222,7 @@ class Planner:
         self._bind_functions(query, plan)
         labels = _name_projections(query)
         _check_stars_have_tables(query)
+        unnest.normalize(query)
         try:
             qualified = qualify(
                 query, schema=schema, dialect=Flink, quote_identifiers=False,
@@ -231,6 +233,7 @@ class Planner:
         _group_window_time(qualified)
         check_temporal_joins(qualified, versioned, relations, plan.derived)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
+        unnest.check(typed)
         check_types(typed)
         check_grouping(typed)
         check_functions(typed, self.catalog.current_database)

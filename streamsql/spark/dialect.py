@@ -19,6 +19,7 @@ from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
+from streamsql.spark.unnest import lateral_views
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.dialect.decimals import exact, precision_scale
 from streamsql.plan.types import INTEGER_TYPES
@@ -159,8 +160,46 @@ def _filter(self, e: exp.Filter) -> str:
     return _decimal_average(self, e, e.this) or _cast_average(self, self.filter_sql(e), e.this)
 
 
+_DISTINCT_OVER = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+def _distinct_over(self, e: exp.Window, call: exp.Expression) -> str | None:
+    """``COUNT/SUM/AVG/MIN/MAX(DISTINCT x) OVER (..)``, which Spark refuses ("Distinct window
+    functions are not supported"), over the frame's set of values (``COLLECT_SET``, which
+    skips NULLs as a DISTINCT aggregate does): its size, its sum, their quotient in Flink's
+    type (an integer average truncated), or MIN/MAX of the frame (DISTINCT changes nothing)."""
+    if not isinstance(call, _DISTINCT_OVER) or not isinstance(call.this, exp.Distinct) \
+            or len(call.this.expressions) != 1:
+        return None
+    argument = call.this.expressions[0]
+    if isinstance(call, (exp.Min, exp.Max)):
+        return self.sql(_in_place_of(e, call, type(call)(this=argument.copy())))
+    values = Spark.Generator.window_sql(self, _in_place_of(e, call, exp.Anonymous(
+        this="COLLECT_SET", expressions=[argument.copy()])))
+    if isinstance(call, exp.Count):
+        return f"CAST(SIZE({values}) AS BIGINT)"
+    result_type = call.type if call.type is not None and call.type.this != exp.DType.UNKNOWN else argument.type
+    if result_type is None or result_type.this == exp.DType.UNKNOWN:
+        return None
+    integer = result_type.this in INTEGER_TYPES
+    wide = "BIGINT" if integer else ("DOUBLE" if result_type.this in (exp.DType.FLOAT, exp.DType.DOUBLE)
+                                     else self.sql(exp.DataType.build(f"DECIMAL(38, {B.decimal_scale(result_type)})"))
+                                     if result_type.this == exp.DType.DECIMAL else None)
+    if wide is None:
+        return None
+    total = f"AGGREGATE({values}, CAST(NULL AS {wide}), (a, v) -> COALESCE(a, 0) + CAST(v AS {wide}))"
+    if isinstance(call, exp.Avg):
+        total = f"({total} DIV SIZE({values}))" if integer else f"({total} / SIZE({values}))"
+    if isinstance(call, exp.Sum) and integer and result_type.this in _NARROW:
+        total = wrap_sql(total, BITS[result_type.this])
+    return f"CAST({total} AS {self.sql(result_type)})"
+
+
 def _window(self, e: exp.Window) -> str:
     call = e.this.this if isinstance(e.this, exp.Filter) else e.this
+    distinct = _distinct_over(self, e, call) if call is e.this else None
+    if distinct is not None:
+        return distinct
     spread = over_spread_sql(self, e, call) if call is e.this else None
     return spread or _decimal_average(self, e, call) or _cast_average(self, Spark.Generator.window_sql(self, e), call)
 
@@ -224,6 +263,11 @@ def _rank(data_type: exp.DataType) -> int:
     return order.index(data_type.this)
 
 
+def _select(self, e: exp.Select) -> str:
+    """A SELECT; its UNNESTs as LATERAL VIEWs with Flink's semantics first (``spark.unnest``)."""
+    return Spark.Generator.TRANSFORMS[exp.Select](self, lateral_views(e))
+
+
 class SparkTarget(Spark):
     """The Spark dialect streamsql generates."""
 
@@ -244,6 +288,7 @@ class SparkTarget(Spark):
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
             F.FlinkCall: SF.flink_call_sql,
             F.FlinkAggCall: SF.flink_call_sql,
+            exp.Select: _select,
             exp.JSONObject: JF.json_object,
             exp.Extract: NF.extract_sql,
             exp.Substring: NF.substring_sql,

@@ -36,20 +36,46 @@ def json_text(self, node: exp.Expression) -> str:
         return self.sql(node)
     if isinstance(node, exp.Null):
         return "CAST(NULL AS STRING)"
-    encoded = f"TO_JSON(NAMED_STRUCT('v', {self.sql(node)}))"
+    value = self.sql(node)
+    if node.type is not None and node.type.is_type(exp.DType.MAP):  # Flink writes a MAP's keys in order
+        value = f"MAP_FROM_ENTRIES(ARRAY_SORT(MAP_ENTRIES({value})))"
+    encoded = f"TO_JSON(NAMED_STRUCT('v', {value}))"
     return f"NULLIF(REGEXP_EXTRACT({encoded}, '^\\\\{{\"v\":(.*)\\\\}}$', 1), '')"
 
 
 def json_object(self, e: exp.JSONObject) -> str:
+    """Flink's JSON_OBJECT: its members ordered by key (Java's String order), a repeated key's
+    last value kept (under ABSENT ON NULL its last value that is not NULL), as Flink's
+    Jackson ObjectNode, sorted when written, gives them."""
     absent = (e.args.get("null_handling") or "").upper().startswith("ABSENT")
+    pairs = [(pair.this, pair.expression) for pair in e.expressions]
+    if not pairs:
+        return "'{}'"
+    if all(isinstance(key, exp.Literal) and key.is_string for key, _ in pairs):
+        return _constant_keys(self, pairs, absent)
+    members = [f"NAMED_STRUCT('k', CAST({self.sql(key)} AS STRING), 'm', {_member(self, key, value, absent)})"
+               for key, value in pairs]
+    kept = f"FILTER(ARRAY_SORT(ARRAY({', '.join(members)})), p -> p.m IS NOT NULL)"
+    return f"CONCAT('{{', ARRAY_JOIN(TRANSFORM({kept}, p -> p.m), ','), '}}')"
+
+
+def _constant_keys(self, pairs: list, absent: bool) -> str:
+    values: dict[str, list[exp.Expression]] = {}
+    for key, value in pairs:
+        values.setdefault(key.this, []).append(value)
     members = []
-    for pair in e.expressions:
-        key, value = pair.this, pair.expression
-        key_sql = exp.Literal.string(json.dumps(key.this) + ":").sql(dialect="spark") if isinstance(key, exp.Literal) \
-            else f"CONCAT({json_text(self, key)}, ':')"
-        text = json_text(self, value)
+    for key in sorted(values, key=lambda k: k.encode("utf-16-be")):
+        texts = [json_text(self, v) for v in reversed(values[key])]
+        text = texts[0] if not absent or len(texts) == 1 else f"COALESCE({', '.join(texts)})"
+        key_sql = exp.Literal.string(json.dumps(key) + ":").sql(dialect="spark")
         members.append(f"CONCAT({key_sql}, {text if absent else f'COALESCE({text}, {chr(39)}null{chr(39)})'})")
-    return f"CONCAT('{{', ARRAY_JOIN(ARRAY({', '.join(members)}), ','), '}}')" if members else "'{}'"
+    return f"CONCAT('{{', ARRAY_JOIN(ARRAY({', '.join(members)}), ','), '}}')"
+
+
+def _member(self, key: exp.Expression, value: exp.Expression, absent: bool) -> str:
+    text = json_text(self, value)
+    member = f"CONCAT({json_text(self, key)}, ':', {text if absent else f'COALESCE({text}, {chr(39)}null{chr(39)})'})"
+    return f"IF({text} IS NULL, NULL, {member})" if absent else member
 
 
 def _json_array(self, e: FlinkCall, args: list[str]) -> str:

@@ -45,6 +45,10 @@ def stage_frame(spark, stage: Stage, to_sql):
         from streamsql.spark.stateful.temporal_join import temporal_join
 
         left, right = spark.sql(to_sql(stage.left_query)), spark.sql(to_sql(stage.right_query))
+        if left.isStreaming != right.isStreaming:  # a stream joined with VALUES or a constant subquery
+            from streamsql.spark.stateful.constants import streamed
+
+            left, right = streamed(spark, left), streamed(spark, right)
         if stage.temporal:
             return temporal_join(left, right, stage.keys, stage.join_type)
         if stage.window:
