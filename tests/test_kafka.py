@@ -22,12 +22,12 @@ pytest.importorskip("confluent_kafka")
 if shutil.which("mvn") is None or shutil.which("java") is None:
     pytest.skip("Maven and Java are needed to run Apache Kafka from its jars", allow_module_level=True)
 
-from streamsql.runtime.kafka.jars import CONNECTOR  # noqa: E402
+from streamsql.runtime.kafka.jars import PACKAGES  # noqa: E402
 from streamsql.runtime.maven import MavenError, resolve  # noqa: E402
 from tests.apache_kafka import apache_kafka, new_topic  # noqa: E402
 
 try:  # now, at collection: the tests' Spark session starts later and finds them cached (runtime.kafka.jars)
-    resolve([CONNECTOR])
+    resolve(PACKAGES)
 except MavenError as error:
     pytest.skip(f"Spark's Kafka connector: {error}", allow_module_level=True)
 
@@ -717,3 +717,56 @@ def test_a_job_rides_out_a_broker_restart_with_every_record_once(broker, tmp_pat
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+
+
+# Records Flink 2.3 wrote into Kafka with 'format' = 'avro' for FLINK_AVRO's columns (INSERT INTO
+# ... VALUES of FLINK_ROWS, read back from the topic as bytes).
+FLINK_AVRO = ("b BOOLEAN, i INT NOT NULL, bi BIGINT, dc DECIMAL(10, 2), s STRING, dt DATE, ts TIMESTAMP(3),"
+              " arr ARRAY<INT>, m MAP<STRING, BIGINT>, r ROW<x INT, y STRING>")
+FLINK_BYTES = [b"\x02\x01\x06\x02\x08\x02\x04\x04\xd2\x02\x06str\x02\x98\xb4\x02\x02\xdc\xec\x86\x82\x99c\x02\x04\x02\x02"
+               b"\x02\x04\x00\x02\x02\x02k\x02\n\x00\x02\x02\x0e\x02\x02y",
+               b"\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00"]
+FLINK_ROWS = ("(TRUE, 3, CAST(4 AS BIGINT), CAST(12.34 AS DECIMAL(10, 2)), 'str', DATE '2024-01-02',"
+              " TIMESTAMP '2024-01-02 03:04:05.678', ARRAY[1, 2], MAP['k', CAST(5 AS BIGINT)], ROW(7, 'y')),"
+              " (CAST(NULL AS BOOLEAN), 4, CAST(NULL AS BIGINT), CAST(NULL AS DECIMAL(10, 2)), CAST(NULL AS STRING),"
+              " CAST(NULL AS DATE), CAST(NULL AS TIMESTAMP(3)), CAST(NULL AS ARRAY<INT>),"
+              " CAST(NULL AS MAP<STRING, BIGINT>), CAST(NULL AS ROW<x INT, y STRING>))")
+
+
+def test_avro_records_read_as_flink_wrote_them_and_written_as_flink_writes_them(run, broker):
+    source, out = topic(broker, 1), topic(broker, 1)
+    broker.produce(source, [(None, value) for value in FLINK_BYTES])
+    rows = run.rows(kafka("flink_avro", FLINK_AVRO, broker, source, BOUNDED, "'format' = 'avro'")
+                    + "SELECT b, i, bi, dc, s, dt, ts, arr, m, r.x, r.y FROM flink_avro;")
+    assert rows == [["true", "3", "4", "12.34", "str", "2024-01-02", "2024-01-02 03:04:05.678", "[1, 2]", "{k=5}", "7", "y"],
+                    ["", "4", "", "", "", "", "", "", "", "", ""]]
+    run.rows(kafka("ours", FLINK_AVRO, broker, out, "", "'format' = 'avro'") + f"INSERT INTO ours VALUES {FLINK_ROWS};")
+    assert sorted(m.value() for m in broker.read_all(out)) == sorted(FLINK_BYTES)  # byte for byte
+
+
+def test_a_record_that_is_no_avro_of_the_schema_stops_the_query_naming_it(run, broker):
+    from streamsql.errors import DataError
+
+    source = topic(broker, 1)
+    broker.produce(source, [(None, b"\x02\x01\x06"), (None, b"\xff\xff\xff")])  # a short record, then junk
+    with pytest.raises(DataError, match=f"Kafka topic {source} partition 0 offset 0"):
+        run.rows(kafka("bad_avro", "b BOOLEAN, i INT NOT NULL, s STRING", broker, source, BOUNDED, "'format' = 'avro'")
+                 + "SELECT * FROM bad_avro;")
+    # a row of NULLs is a record, not a malformed one
+    nulls = topic(broker, 1)
+    broker.produce(nulls, [(None, b"\x00\x00")])
+    assert run.rows(kafka("null_avro", "b BOOLEAN, s STRING", broker, nulls, BOUNDED, "'format' = 'avro'")
+                    + "SELECT * FROM null_avro;") == [["", ""]]
+
+
+def test_avro_keys_and_an_upsert_kafka_round_trip(run, broker, tmp_path):
+    out = topic(broker, 2)
+    ddl = (f"CREATE TABLE totals (k STRING, n BIGINT NOT NULL, PRIMARY KEY (k) NOT ENFORCED) WITH ("
+           f"'connector' = 'upsert-kafka', 'topic' = '{out}', 'properties.bootstrap.servers' = '{broker.bootstrap}',"
+           " 'key.format' = 'avro', 'value.format' = 'avro');")
+    run.rows("SET 'execution.runtime-mode' = 'batch';" + ddl + "INSERT INTO totals SELECT w, COUNT(*) FROM"
+             " (VALUES ('a'), ('b'), ('a'), ('c'), ('a')) AS t(w) GROUP BY w;")
+    assert sorted(run.rows(ddl + "SET 'execution.runtime-mode' = 'batch';"
+                           " SELECT k, n FROM totals")) == [["a", "3"], ["b", "1"], ["c", "1"]]
+    keys = sorted(m.key() for m in broker.read_all(out))
+    assert keys == [b"\x02\x02a", b"\x02\x02b", b"\x02\x02c"]  # the key record: its one nullable field

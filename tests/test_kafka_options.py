@@ -50,7 +50,7 @@ def test_metadata_columns_only_on_kafka():
     (f"{BASE}, 'topic-pattern' = 'x.*', 'format' = 'json'", "exactly one of 'topic'"),
     ("'connector' = 'kafka', 'topic' = 't', 'format' = 'json'", "'properties.bootstrap.servers' is required"),
     (BASE, "needs option 'format'"),
-    (f"{BASE}, 'format' = 'avro'", "unsupported value format 'avro'"),
+    (f"{BASE}, 'format' = 'protobuf'", "unsupported value format 'protobuf'"),
     (f"{BASE}, 'format' = 'json', 'value.format' = 'json'", "either 'format' or 'value.format'"),
     (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'newest'", "'scan.startup.mode' must be one of"),
     (f"{BASE}, 'format' = 'json', 'scan.startup.mode' = 'timestamp'", "needs option 'scan.startup.timestamp-millis'"),
@@ -222,11 +222,11 @@ def _jars_cache(tmp_path, monkeypatch, cached: bool, wanted: bool):
 
     monkeypatch.setattr(maven, "_copy_dependencies", no_maven)
     if cached:
-        _, _, _, folder = maven._folder([jars.CONNECTOR], maven.SPARK_SHIPPED, None)
+        _, _, _, folder = maven._folder(jars.PACKAGES, maven.SPARK_SHIPPED, None)
         folder.mkdir(parents=True)
         for name in ("org.apache.spark.spark-sql-kafka-0-10_2.13-4.2.0.jar", "org.apache.kafka.kafka-clients-3.9.2.jar"):
             (folder / name).write_bytes(b"")
-        (folder / maven.DONE).write_text(jars.CONNECTOR + "\n")
+        (folder / maven.DONE).write_text("\n".join(jars.PACKAGES) + "\n")
     return jars, asked
 
 
@@ -260,7 +260,7 @@ def test_a_session_without_kafka_tables_never_starts_maven(tmp_path, monkeypatch
 def test_without_maven_spark_starts_and_a_kafka_table_fails_in_one_paragraph(tmp_path, monkeypatch):
     jars, asked = _jars_cache(tmp_path, monkeypatch, cached=False, wanted=True)
     assert jars.with_kafka_jars({"spark.master": "local[2]"}) == {"spark.master": "local[2]"}
-    assert asked == [[jars.CONNECTOR]]  # tried, failed, Spark starts all the same
+    assert asked == [sorted(jars.PACKAGES)]  # tried, failed, Spark starts all the same
     error = jars.missing_connector("orders")
     assert isinstance(error, ConnectorError) and "\n" not in str(error)
     assert str(error).startswith("Table 'orders' is read and written with Spark's Kafka connector"
@@ -290,3 +290,56 @@ def test_properties_pass_to_spark_s_connector_less_what_flink_and_spark_set():
               " 'properties.linger.ms' = '5', 'sink.partitioner' = 'round-robin')")
     assert sink_options(t) == {"kafka.bootstrap.servers": "h:9092", "kafka.linger.ms": "5", "topic": "t",
                                "kafka.partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}
+
+
+# -- the 'avro' format --------------------------------------------------------------------------------
+
+AVRO_COLUMNS = ("b BOOLEAN, i INT NOT NULL, bi BIGINT, dc DECIMAL(10, 2), s STRING, dt DATE, tm TIME(3), ts TIMESTAMP(3),"
+                " arr ARRAY<INT>, m MAP<STRING, BIGINT>, r ROW<x INT, y STRING>")
+
+
+def _avro_table(columns: str = AVRO_COLUMNS, extra: str = ""):
+    return table(f"CREATE TABLE k ({columns}) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'avro',"
+                 f" 'properties.bootstrap.servers' = 'h:9092'{extra})")
+
+
+def test_the_avro_schema_is_the_one_flink_derives():
+    """As Flink 2.3's avro format writes it (read from the records it wrote into Kafka)."""
+    from streamsql.plan.avro_schema import avro_schema
+
+    def nullable(schema):
+        return ["null", schema]
+
+    row = "org.apache.flink.avro.generated.record"
+    expected = {"type": "record", "name": row, "fields": [
+        {"name": "b", "type": nullable("boolean"), "default": None},
+        {"name": "i", "type": "int"},
+        {"name": "bi", "type": nullable("long"), "default": None},
+        {"name": "dc", "type": nullable({"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}),
+         "default": None},
+        {"name": "s", "type": nullable("string"), "default": None},
+        {"name": "dt", "type": nullable({"type": "int", "logicalType": "date"}), "default": None},
+        {"name": "tm", "type": nullable({"type": "int", "logicalType": "time-millis"}), "default": None},
+        {"name": "ts", "type": nullable({"type": "long", "logicalType": "timestamp-millis"}), "default": None},
+        {"name": "arr", "type": nullable({"type": "array", "items": nullable("int")}), "default": None},
+        {"name": "m", "type": nullable({"type": "map", "values": nullable("long")}), "default": None},
+        {"name": "r", "type": nullable({"type": "record", "name": f"{row}_r", "fields": [
+            {"name": "x", "type": nullable("int"), "default": None},
+            {"name": "y", "type": nullable("string"), "default": None}]}), "default": None},
+    ]}
+    assert avro_schema(_avro_table().physical_columns) == expected
+    nested = avro_schema(_avro_table("o ROW<p ROW<q INT>>").physical_columns)
+    assert nested["fields"][0]["type"][1]["fields"][0]["type"][1]["name"] == f"{row}_o_p"
+
+
+@pytest.mark.parametrize("columns, extra, message", [
+    ("ts TIMESTAMP", "", "column 'ts': Avro does not support TIMESTAMP type with precision: 6"),  # Flink's default 6
+    ("t TIME(6)", "", "column 't': Avro does not support TIME type with precision: 6"),
+    ("l TIMESTAMP_LTZ(3)", "", "column 'l': Unsupported to derive Schema for type: TIMESTAMP_LTZ"),
+    ("m MAP<INT, STRING>", "", "column 'm': Avro format doesn't support non-string as key type of map"),
+    ("a INT", ", 'avro.encoding' = 'json'", "option 'avro.encoding' = 'json' is not supported \\(only 'binary'"),
+    ("a INT", ", 'avro.codec' = 'snappy'", "unsupported option 'avro.codec' for format 'avro'"),
+])
+def test_what_the_avro_format_refuses(columns, extra, message):
+    with pytest.raises(ConnectorError, match=message):
+        _avro_table(columns, extra)

@@ -17,8 +17,8 @@ from streamsql.plan.types import type_name
 
 STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp", "specific-offsets")
 BOUNDED_MODES = ("unbounded", "latest-offset", "timestamp", "specific-offsets", "group-offsets")
-KEY_FORMATS = ("json", "csv", "raw")
-VALUE_FORMATS = ("json", "csv", "raw", "debezium-json")
+KEY_FORMATS = ("json", "csv", "raw", "avro")
+VALUE_FORMATS = ("json", "csv", "raw", "avro", "debezium-json")
 DELIVERY = ("none", "at-least-once", "exactly-once")
 METADATA = {  # key -> Flink's type for it (kafka connector's readable metadata)
     "topic": "STRING", "partition": "INT", "offset": "BIGINT", "timestamp": "TIMESTAMP_LTZ(3)",
@@ -29,6 +29,7 @@ FORMAT_OPTIONS = {  # per format, the options streamsql implements
     "csv": {"field-delimiter", "quote-character", "disable-quote-character", "escape-character", "null-literal",
             "ignore-parse-errors"},
     "raw": {"charset"},
+    "avro": {"encoding", "timestamp_mapping.legacy"},  # (only their defaults: plan.avro_schema)
     "debezium-json": {"ignore-parse-errors", "schema-include", "timestamp-format.standard"},
 }
 COMMON = {
@@ -188,6 +189,12 @@ def _check_formats(table: TableDef, upserting: bool) -> None:
             for column in column_list:
                 if not column.type.is_type("text", "varchar", "char", "binary", "varbinary"):
                     _fail(table, f"format 'raw' reads column '{column.name}' as STRING or BYTES, not {type_name(column.type)}")
+    for prefix, format_name in (("key.", options.get("key.format")), ("", fmt)):
+        if format_name == "avro":
+            from streamsql.plan.avro_schema import check_avro
+
+            column_list = [c for c in table.physical_columns if c.name in keys] if prefix else value_columns(table)
+            check_avro(table, column_list, prefix or "value.")
     for key, value in options.items():
         option = key.removeprefix("key.").removeprefix("value.")
         if option in ("json.fail-on-missing-field", "debezium-json.schema-include") and value.lower() != "false":

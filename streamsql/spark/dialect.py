@@ -324,6 +324,9 @@ class SparkTarget(Spark):
         def cast_sql(self, expression: exp.Cast, safe_prefix: str | None = None) -> str:
             return NF.numeric_cast(self, expression) or super().cast_sql(expression, safe_prefix=safe_prefix)
 
+        def values_sql(self, expression: exp.Values, values_as_table: bool = True) -> str:
+            return super().values_sql(_rows_cast_alike(expression), values_as_table=values_as_table)
+
         def datatype_sql(self, expression: exp.DataType) -> str:
             """Spark types carry no timestamp precision and no string length."""
             if expression.this in _TIMESTAMP_TYPES | _STRING_TYPES:
@@ -331,6 +334,29 @@ class SparkTarget(Spark):
                 if expression.this in _STRING_TYPES:
                     return "STRING"
             return super().datatype_sql(expression)
+
+
+def _rows_cast_alike(values: exp.Values) -> exp.Values:
+    """VALUES whose column holds a CAST to a type with a ROW in it in one row (``CAST(NULL AS
+    ROW<x INT, y STRING>)``) and a ROW constructor in another (``ROW(7, 'y')``): every row's
+    value cast to that type. Spark names a constructor's fields col1, col2, ... and refuses
+    an inline table whose rows' structs differ in their names; Flink's rows share one type."""
+    rows = values.expressions
+    if len(rows) < 2 or not all(isinstance(r, exp.Tuple) for r in rows):
+        return values
+    width = len(rows[0].expressions)
+    copied = None
+    for j in range(width):
+        casts = [r.expressions[j].to for r in rows if j < len(r.expressions) and isinstance(r.expressions[j], exp.Cast)
+                 and any(d.this == exp.DType.STRUCT for d in r.expressions[j].to.find_all(exp.DataType))]
+        if not casts:
+            continue
+        copied = copied or values.copy()
+        for row in copied.expressions:
+            value = row.expressions[j] if j < len(row.expressions) else None
+            if value is not None and not isinstance(value, exp.Cast):
+                value.replace(exp.Cast(this=value.copy(), to=casts[0].copy()))
+    return copied or values
 
 
 def to_spark_sql(node: exp.Expression) -> str:

@@ -1,6 +1,7 @@
 """Kafka record keys and values to the table's columns and back, as Spark SQL expressions
-(Spark's own JSON and CSV parsers, vectorised in the JVM): json, csv, raw, and the changelog
-format debezium-json.
+(Spark's own JSON, CSV and Avro parsers, vectorised in the JVM): json, csv, raw, avro (Flink's
+schema, plan.avro_schema, through spark-avro's from_avro/to_avro), and the changelog format
+debezium-json.
 
 Flink's conventions: a JSON value is an object with the columns as fields, TIMESTAMPs written
 'yyyy-MM-dd HH:mm:ss.SSS'; CSV has no header; raw is the bytes (BYTES) or UTF-8 text
@@ -11,6 +12,7 @@ from the key only, else from the value (which then holds every physical column).
 from __future__ import annotations
 
 from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from streamsql.plan.avro_schema import avro_schema_json
 from streamsql.plan.connectors import csv_format
 from streamsql.plan.kafka_options import key_fields, value_columns, value_format
 from streamsql.plan.objects import Column, TableDef
@@ -47,6 +49,9 @@ def _parse(column: str, fmt: str, columns: list[Column], table: TableDef, scope:
     if fmt == "csv":
         base.update(csv_format(table.options, scope))
         return f"from_csv({text}, {spark_string(_struct(columns, True))}, {_options_sql(base)})", True
+    if fmt == "avro":  # a record that does not decode reads as all NULLs (_avro_corrupt tells)
+        schema = spark_string(avro_schema_json(columns))
+        return f"CAST(from_avro({column}, {schema}, map('mode', 'PERMISSIVE')) AS {_struct(columns)})", False
     # raw: the one column, as bytes or text
     (only,) = columns
     value = column if only.type.is_type("binary", "varbinary") else text
@@ -76,11 +81,17 @@ def decoded_columns(table: TableDef, tombstones: bool = False) -> tuple[list[str
         selects.append(f"{parsed} AS __key")
         if corrupt:
             filters.append(_malformed("__key", _ignores_errors(table, "key.", table.options["key.format"])))
+        if table.options["key.format"] == "avro":
+            filters.append(_avro_malformed("__key", "key", key_columns))
     if fmt != "debezium-json":
         parsed, corrupt = _parse("value", fmt, value_columns(table), table, "value.")
         selects.append(f"{parsed} AS __value")
+        malformed = None
         if corrupt:
             malformed = _malformed("__value", _ignores_errors(table, "value.", fmt))
+        elif fmt == "avro":
+            malformed = _avro_malformed("__value", "value", value_columns(table))
+        if malformed is not None:
             filters.append(f"(value IS NULL OR {malformed})" if tombstones else malformed)
     return selects, " AND ".join(filters) or None
 
@@ -95,6 +106,21 @@ def _malformed(struct: str, ignore: bool) -> str:
     where = "concat('Kafka topic ', topic, ' partition ', `partition`, ' offset ', `offset`)"
     message = f"concat_ws('|', '{MALFORMED_MARK}', {where}, '0', {struct}.{CORRUPT})"
     return f"CASE WHEN {struct}.{CORRUPT} IS NULL THEN TRUE ELSE raise_error({message}) END"
+
+
+def _avro_malformed(struct: str, raw: str, columns: list[Column]) -> str:
+    """Stop the query at a record that is no Avro record of the table's schema, naming it (as
+    Flink's avro format fails on one; it has no option to skip them). spark-avro reads such a
+    record as all NULLs: a record is malformed when every field reads NULL and its bytes are
+    not those of a row of NULLs (a 0, the null branch, per field; none exist with a NOT NULL
+    field)."""
+    from streamsql.runtime.sources import MALFORMED_MARK
+
+    all_null = " AND ".join(f"{struct}.`{c.name}` IS NULL" for c in columns)
+    nulls = "FALSE" if any(c.not_null for c in columns) else f"{raw} = X'{'00' * len(columns)}'"
+    where = "concat('Kafka topic ', topic, ' partition ', `partition`, ' offset ', `offset`)"
+    message = f"concat_ws('|', '{MALFORMED_MARK}', {where}, '0', concat('avro ', hex({raw})))"
+    return f"CASE WHEN {raw} IS NULL OR NOT ({all_null}) OR {nulls} THEN TRUE ELSE raise_error({message}) END"
 
 
 def column_expressions(table: TableDef, source: str = "__value") -> list[str]:
@@ -144,6 +170,8 @@ def encoded_value(table: TableDef, columns: list[Column], fmt: str, scope: str) 
     if fmt == "csv":
         options = {"timestampFormat": WRITE_TIMESTAMP_FORMAT, **csv_format(table.options, scope)}
         return f"CAST(to_csv({struct}, {_options_sql(options)}) AS BINARY)"
+    if fmt == "avro":
+        return f"to_avro({struct}, {spark_string(avro_schema_json(columns))})"
     (only,) = columns
     return f"CAST(`{only.name}` AS BINARY)"
 

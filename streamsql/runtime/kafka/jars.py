@@ -1,8 +1,9 @@
 """Spark's own Kafka connector on a session's ``spark.jars``.
 
 'kafka' and 'upsert-kafka' tables are read (and, at least once, written) by
-``org.apache.spark:spark-sql-kafka-0-10_2.13``, which PySpark does not ship. Its jars (the
-connector, spark-token-provider-kafka, kafka-clients, commons-pool2: about 10 MB) come from
+``org.apache.spark:spark-sql-kafka-0-10_2.13``, which PySpark does not ship, and their 'avro'
+format by ``spark-avro``. Their jars (the connector, spark-token-provider-kafka,
+kafka-clients, commons-pool2, spark-avro: about 11 MB) come from
 Maven through runtime.maven, once per machine, then from its cache.
 
 When a local session starts (runtime.session) the jars go at the end of the driver's class
@@ -24,6 +25,8 @@ from contextlib import contextmanager
 # is not); 4.2.0 reads and writes batches and streams on Spark 4.3. Move it with Spark once
 # 4.3.x is served.
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+AVRO = "org.apache.spark:spark-avro_2.13:4.2.0"  # the 'avro' format's from_avro/to_avro (4.2.0, as the connector)
+PACKAGES = [CONNECTOR, AVRO]  # resolved together, into one cached folder
 CONNECTOR_JAR = "spark-sql-kafka-0-10_"  # in the jar's file name
 PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 APPENDED_KEY = "spark.streamsql.driver.appendedClassPath"  # streamsql's own: see with_kafka_jars
@@ -63,10 +66,10 @@ def with_kafka_jars(conf: dict[str, str]) -> dict[str, str]:
                      *conf.get(APPENDED_KEY, "").split(os.pathsep)]
     if any(CONNECTOR_JAR in j.rsplit("/", 1)[-1] for j in [*given, *on_class_path]):
         return conf  # the user's own
-    jars = cached([CONNECTOR])
+    jars = cached(PACKAGES)
     if jars is None and kafka_defined():
         try:
-            jars = resolve([CONNECTOR])
+            jars = resolve(PACKAGES)
         except MavenError as error:
             _failure[:] = [str(error)]
     if not jars:
@@ -94,9 +97,9 @@ def missing_connector(table: str, spark=None):
             " this Spark session's classpath")
     if spark is not None and type(spark).__module__.startswith("pyspark.sql.connect"):
         return ConnectorError(f"{head}: the Spark Connect server needs it on its own spark.jars (or --packages)")
-    if cached([CONNECTOR]) is None:
+    if cached(PACKAGES) is None:
         try:
-            resolve([CONNECTOR])
+            resolve(PACKAGES)
         except MavenError as error:
             _failure[:] = [str(error)]
             return ConnectorError(
