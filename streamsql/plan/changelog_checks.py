@@ -41,6 +41,7 @@ SINK_CHANGES: dict[str, str] = {
     "print": "all",                # prints +I, -U, +U, -D rows
     "blackhole": "all",            # swallows anything
     "jdbc": "upsert",              # upserts by the PRIMARY KEY; insert-only without one
+    "delta": "upsert",             # MERGE by the PRIMARY KEY; appends without one (runtime.delta)
     "kafka": "insert-only",        # a topic is an append-only log (Flink's KafkaDynamicSink)
     "upsert-kafka": "upsert",      # records by key, -D as tombstones (a PRIMARY KEY is required)
 }

@@ -79,6 +79,10 @@ CONNECTORS = {
             "lookup.cache", *JDBC_PARTIAL_CACHE, "lookup.max-retries",
         }),
     ),
+    "delta": ConnectorSpec(  # Flink's Delta connector (delta-flink); runtime.delta
+        required=frozenset({"table-path"}),
+        optional=frozenset({"version-as-of", "timestamp-as-of", "versionAsOf", "timestampAsOf"}),
+    ),
     "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
     "upsert-kafka": ConnectorSpec(prefixes=frozenset({"properties."})),
     "datagen": ConnectorSpec(
@@ -154,6 +158,8 @@ def _check_values(table: TableDef) -> None:
         _check_datagen(table)
     if table.options['connector'] == "jdbc":
         _check_jdbc(table)
+    if table.options['connector'] == "delta":
+        _check_delta(table)
     check_values(table)
 
 
@@ -278,6 +284,23 @@ def _check_jdbc(table: TableDef) -> None:
                 f"Table '{name}': the jdbc connector cannot write column '{column.name}' of type {type_name(column.type)}"
                 " (PostgreSQL has no ROW or MAP column type; arrays of scalars are fine)"
             )
+
+
+def _check_delta(table: TableDef) -> None:
+    """Time travel: a version (a non-negative integer, plan.option_values) or a timestamp, not both."""
+    from datetime import datetime
+
+    name, options = table.name.name, table.options
+    given = [key for key in ("version-as-of", "versionAsOf", "timestamp-as-of", "timestampAsOf") if key in options]
+    if len(given) > 1:
+        raise ConnectorError(f"Table '{name}': options {_listing(given)} each choose the snapshot read; give one")
+    for key in ("timestamp-as-of", "timestampAsOf"):
+        if key in options:
+            try:
+                datetime.fromisoformat(options[key].strip().replace(" ", "T", 1))
+            except ValueError:
+                raise ConnectorError(f"Table '{name}': option '{key}' must be a timestamp such as"
+                                     f" '2024-01-01 12:00:00' (UTC) or '2024-01-01T12:00:00+02:00', not '{options[key]}'") from None
 
 
 def _check_jdbc_scan(table: TableDef) -> None:

@@ -38,7 +38,7 @@ def define(create: exp.Expression, database: str, base_dir: Path | str | None = 
 
 def _absolutize_path(create: exp.Create, base_dir: Path) -> None:
     for prop in create.find_all(exp.Property):
-        if prop.name == "path" and isinstance(prop.args.get("value"), exp.Literal):
+        if prop.name in ("path", "table-path") and isinstance(prop.args.get("value"), exp.Literal):
             path = prop.args["value"].this
             if "://" not in path and not Path(path).is_absolute():
                 prop.set("value", exp.Literal.string(str((base_dir / path).resolve())))

@@ -46,7 +46,7 @@ INTEGER = {  # non-negative integers
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
     "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries", "scan.fetch-size",
-    "lookup.max-retries",
+    "lookup.max-retries", "version-as-of", "versionAsOf",
 }
 POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism",
             "scan.partition.num", "lookup.partial-cache.max-rows"}

@@ -78,7 +78,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
             )
         state.save()
         return query, observed
-    if table.options["connector"] in ("filesystem", "jdbc") and engine.settings.streaming:
+    if table.options["connector"] in ("filesystem", "jdbc", "delta") and engine.settings.streaming:
         return None, run_bounded(engine, step, name)
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
@@ -171,7 +171,7 @@ def commit_result(spark, frame, table: TableDef, committer, results: Path, n: in
     if last is not None and last.get("snapshot"):
         before = spark.read.parquet(last["snapshot"])
         added, removed = result.exceptAll(before), before.exceptAll(result)
-    deletes = UPDATE_AFTER in accepted_kinds(table) and table.options["connector"] == "jdbc"
+    deletes = UPDATE_AFTER in accepted_kinds(table) and table.options["connector"] in ("jdbc", "delta")
     if removed is not None and not deletes:
         changed = removed.limit(3).collect()
         if changed:
@@ -185,13 +185,18 @@ def commit_result(spark, frame, table: TableDef, committer, results: Path, n: in
                 " into a table that takes updates (jdbc with a PRIMARY KEY), or start afresh (a new sink, or"
                 " delete the job's state and output)."
             )
-    if table.options["connector"] == "jdbc":
+    if table.options["connector"] in ("jdbc", "delta"):
         from streamsql.runtime.jdbc import write_changelog_batch
 
         changes = added.select(F.lit(INSERT).alias(ROWKIND_COLUMN), "*")
         if removed is not None and deletes:  # deletes first: a key's last change in the batch wins
             changes = removed.select(F.lit(DELETE).alias(ROWKIND_COLUMN), "*").unionByName(changes)
-        write_changelog_batch(changes, table, job_key=committer.key, batch_id=n)
+        if table.options["connector"] == "delta":
+            from streamsql.runtime.delta.sink import bounded_app_id, write_delta_batch
+
+            write_delta_batch(changes, table, bounded_app_id(results.parent, committer.key), n)
+        else:
+            write_changelog_batch(changes, table, job_key=committer.key, batch_id=n)
     else:
         write_files(added, table, committer.stage(n))
     committer.commit(n, snapshot=str(snapshot), **extra)
@@ -204,6 +209,11 @@ def consumed_inputs(tables: list[TableDef]) -> dict:
     table's options (its rows follow from them)."""
     inputs = {}
     for table in tables:
+        if table.options["connector"] == "delta":  # the snapshot it reads
+            from streamsql.runtime.delta.table import snapshot_identity
+
+            inputs[str(table.name)] = snapshot_identity(table)
+            continue
         if "path" not in table.options:
             inputs[str(table.name)] = sorted(table.options.items())
             continue

@@ -98,6 +98,7 @@ _KAFKA = {"properties.bootstrap.servers": _servers, "topic": _topics, "topic-pat
 _NORMALISERS = {
     "filesystem": {"path": _path, "source.path.regex-pattern": str},
     "jdbc": {"url": _jdbc_url, "table-name": _postgres_name},
+    "delta": {"table-path": _path},
     "kafka": _KAFKA,
     "upsert-kafka": _KAFKA,
 }

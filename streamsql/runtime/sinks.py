@@ -40,6 +40,9 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import write_changelog_batch
         write_changelog_batch(frame, table, overwrite=overwrite)
+    elif connector == "delta":
+        from streamsql.runtime.delta.sink import write_delta_batch
+        write_delta_batch(frame, table, overwrite=overwrite)
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import check_sink, write_records
         check_sink(table, overwrite)
@@ -103,6 +106,9 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector == "jdbc":
         from streamsql.runtime.jdbc import JdbcMicroBatch
         writer = writer.foreachBatch(JdbcMicroBatch(table, checkpoint, name).checked(frame.columns))
+    elif connector == "delta":
+        from streamsql.runtime.delta.sink import DeltaMicroBatch
+        writer = writer.foreachBatch(DeltaMicroBatch(table, checkpoint, name).checked(frame))
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
         check_sink(table, overwrite=False)
