@@ -81,7 +81,8 @@ CONNECTORS = {
     ),
     "delta": ConnectorSpec(  # Flink's Delta connector (delta-flink); runtime.delta
         required=frozenset({"table-path"}),
-        optional=frozenset({"version-as-of", "timestamp-as-of", "versionAsOf", "timestampAsOf"}),
+        optional=frozenset({"version-as-of", "timestamp-as-of", "versionAsOf", "timestampAsOf", "mode",
+                            "startingVersion", "ignoreChanges", "ignoreDeletes"}),
     ),
     "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
     "upsert-kafka": ConnectorSpec(prefixes=frozenset({"properties."})),
@@ -229,6 +230,8 @@ def is_bounded(table: TableDef) -> bool:
         return table.options.get("scan.bounded.mode", "unbounded") != "unbounded"
     if connector == "nexmark":
         return int(table.options.get("events.num", "0")) > 0
+    if connector == "delta":  # delta-flink's streaming mode follows the table's commits
+        return table.options.get("mode", "batch").lower() != "streaming"
     if connector == "datagen":
         return "number-of-rows" in table.options or any(
             table.options.get(f"fields.{c.name}.kind") == "sequence" and f"fields.{c.name}.end" in table.options
@@ -294,6 +297,15 @@ def _check_delta(table: TableDef) -> None:
     given = [key for key in ("version-as-of", "versionAsOf", "timestamp-as-of", "timestampAsOf") if key in options]
     if len(given) > 1:
         raise ConnectorError(f"Table '{name}': options {_listing(given)} each choose the snapshot read; give one")
+    mode = options.get("mode", "batch").lower()
+    if mode not in ("batch", "streaming"):
+        raise ConnectorError(f"Table '{name}': option 'mode' must be 'batch' or 'streaming', not '{options['mode']}'")
+    streamed = [key for key in ("startingVersion", "ignoreChanges", "ignoreDeletes") if key in options]
+    if mode == "batch" and streamed:
+        raise ConnectorError(f"Table '{name}': option(s) {_listing(streamed)} need 'mode' = 'streaming'")
+    if mode == "streaming" and given:
+        raise ConnectorError(f"Table '{name}': option {_listing(given)} reads one snapshot; a 'mode' = 'streaming'"
+                             " table reads every commit (use 'startingVersion' to start at one)")
     for key in ("timestamp-as-of", "timestampAsOf"):
         if key in options:
             try:

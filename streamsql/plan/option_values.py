@@ -46,7 +46,7 @@ INTEGER = {  # non-negative integers
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
     "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries", "scan.fetch-size",
-    "lookup.max-retries", "version-as-of", "versionAsOf",
+    "lookup.max-retries", "version-as-of", "versionAsOf", "startingVersion",
 }
 POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism",
             "scan.partition.num", "lookup.partial-cache.max-rows"}
@@ -54,7 +54,7 @@ IMPLEMENTED_BY = {"sink.parallelism": {"jdbc", "kafka", "upsert-kafka"}}  # refu
 MEMORY = {"person.avg-size", "auction.avg-size", "bid.avg-size"}  # '200' or '200b' (bytes)
 NUMBER = {"rows-per-second"}
 BOOLEAN_SUFFIXES = ("ignore-parse-errors", "allow-comments", "disable-quote-character", "fail-on-missing-field",
-                    "standard-error", "rate.limited", "auto-commit", "cache-missing-key")
+                    "standard-error", "rate.limited", "auto-commit", "cache-missing-key", "ignoreChanges", "ignoreDeletes")
 SINGLE_CHARACTER = {"csv.field-delimiter", "csv.quote-character", "csv.escape-character"}
 _INTEGER = re.compile(r"^\s*\d+\s*$")
 _MEMORY = re.compile(r"^\s*\d+\s*b?\s*$", re.IGNORECASE)

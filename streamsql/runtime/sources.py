@@ -61,8 +61,10 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         return _with_computed_columns(jdbc_frame(spark, table, streaming), table, streaming, drains, False)
     if table.options["connector"] == "delta":
         from streamsql.runtime.delta.source import delta_frame
+        from streamsql.runtime.delta.stream import is_streaming, stream_frame
 
-        return _with_computed_columns(delta_frame(spark, table, streaming), table, streaming, drains, False)
+        frame = stream_frame(spark, table) if streaming and is_streaming(table) else delta_frame(spark, table, streaming)
+        return _with_computed_columns(frame, table, streaming, drains, False)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
