@@ -84,6 +84,11 @@ CONNECTORS = {
         optional=frozenset({"version-as-of", "timestamp-as-of", "versionAsOf", "timestampAsOf", "mode",
                             "startingVersion", "ignoreChanges", "ignoreDeletes"}),
     ),
+    "iceberg": ConnectorSpec(  # Flink's Iceberg connector, on pyiceberg's SQL catalog; runtime.iceberg
+        required=frozenset({"catalog-name", "warehouse"}),
+        optional=frozenset({"catalog-type", "catalog-impl", "uri", "catalog-database", "catalog-table",
+                            "jdbc.user", "jdbc.password", "snapshot-id", "as-of-timestamp"}),
+    ),
     "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
     "upsert-kafka": ConnectorSpec(prefixes=frozenset({"properties."})),
     "datagen": ConnectorSpec(
@@ -100,6 +105,10 @@ DATAGEN_SEQUENCES = ("tinyint", "smallint", "int", "bigint", "float", "double", 
 DATAGEN_TYPES = (*DATAGEN_SEQUENCES, "boolean", "timestamp", "timestampltz", "date", "binary", "varbinary", "array", "map",
                  "struct")
 KAFKA = ("kafka", "upsert-kafka")
+ICEBERG_JDBC_CATALOG = "org.apache.iceberg.jdbc.JdbcCatalog"
+ICEBERG_CATALOG_HELP = ("pyiceberg has no Hadoop catalog, and a Hive metastore, REST or custom catalog is not"
+                        " wired here")
+ICEBERG_URL_PARAMETERS = {"user", "password", "sslmode", "sslrootcert", "sslcert", "sslkey"}
 JDBC_DRIVERS = {"org.postgresql.Driver"}
 # URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
 # becomes search_path).
@@ -161,6 +170,8 @@ def _check_values(table: TableDef) -> None:
         _check_jdbc(table)
     if table.options['connector'] == "delta":
         _check_delta(table)
+    if table.options['connector'] == "iceberg":
+        _check_iceberg(table)
     check_values(table)
 
 
@@ -313,6 +324,26 @@ def _check_delta(table: TableDef) -> None:
             except ValueError:
                 raise ConnectorError(f"Table '{name}': option '{key}' must be a timestamp such as"
                                      f" '2024-01-01 12:00:00' (UTC) or '2024-01-01T12:00:00+02:00', not '{options[key]}'") from None
+
+
+def _check_iceberg(table: TableDef) -> None:
+    """A JDBC (SQL) catalog, the only kind pyiceberg commits to here; one snapshot chosen at most."""
+    name, options = table.name.name, table.options
+    impl, kind = options.get("catalog-impl"), options.get("catalog-type", "hive" if "catalog-impl" not in options else None)
+    if (kind is not None and kind.lower() != "jdbc") or impl not in (None, ICEBERG_JDBC_CATALOG):
+        given = f"'catalog-type' = '{kind}'" if kind is not None else f"'catalog-impl' = '{impl}'"
+        raise ConnectorError(f"Table '{name}': {given} is not supported ({ICEBERG_CATALOG_HELP}); use 'catalog-type' ="
+                             " 'jdbc' (Iceberg's JdbcCatalog: SQLite, or PostgreSQL by 'uri' = 'jdbc:postgresql://...')")
+    uri = options.get("uri")
+    if uri is not None and not uri.startswith(("jdbc:sqlite:", "jdbc:postgresql://")):
+        raise ConnectorError(f"Table '{name}': option 'uri' must be 'jdbc:sqlite:<file>' or 'jdbc:postgresql://host:port/"
+                             f"database', not '{uri}' (leave it out for a SQLite catalog in the warehouse)")
+    unknown = sorted({p.split("=")[0] for p in (uri or "").partition("?")[2].split("&") if p} - ICEBERG_URL_PARAMETERS)
+    if uri is not None and uri.startswith("jdbc:postgresql://") and unknown:
+        raise ConnectorError(f"Table '{name}': URL parameter(s) {_listing(unknown)} of 'uri' not supported (supported:"
+                             f" {_listing(ICEBERG_URL_PARAMETERS)})")
+    if "snapshot-id" in options and "as-of-timestamp" in options:
+        raise ConnectorError(f"Table '{name}': options 'as-of-timestamp', 'snapshot-id' each choose the snapshot read; give one")
 
 
 def _check_jdbc_scan(table: TableDef) -> None:

@@ -47,6 +47,7 @@ INTEGER = {  # non-negative integers
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",
     "seed", "number-of-rows", "sink.buffer-flush.max-rows", "sink.max-retries", "scan.fetch-size",
     "lookup.max-retries", "version-as-of", "versionAsOf", "startingVersion",
+    "snapshot-id", "as-of-timestamp",  # iceberg: a snapshot's id, a time in epoch milliseconds
 }
 POSITIVE = {"source.max-rows-per-batch", "source.max-files-per-batch", "scan.parallelism", "sink.parallelism",
             "scan.partition.num", "lookup.partial-cache.max-rows"}

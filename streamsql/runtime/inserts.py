@@ -78,7 +78,7 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
             )
         state.save()
         return query, observed
-    if table.options["connector"] in ("filesystem", "jdbc", "delta") and engine.settings.streaming:
+    if table.options["connector"] in ("filesystem", "jdbc", "delta", "iceberg") and engine.settings.streaming:
         return None, run_bounded(engine, step, name)
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
@@ -197,6 +197,10 @@ def commit_result(spark, frame, table: TableDef, committer, results: Path, n: in
             write_delta_batch(changes, table, bounded_app_id(results.parent, committer.key), n)
         else:
             write_changelog_batch(changes, table, job_key=committer.key, batch_id=n)
+    elif table.options["connector"] == "iceberg":  # appends only: a removed row was refused above
+        from streamsql.runtime.iceberg.sink import bounded_job_id, write_iceberg_batch
+
+        write_iceberg_batch(added, table, bounded_job_id(results.parent, committer.key), n)
     else:
         write_files(added, table, committer.stage(n))
     committer.commit(n, snapshot=str(snapshot), **extra)
@@ -213,6 +217,11 @@ def consumed_inputs(tables: list[TableDef]) -> dict:
             from streamsql.runtime.delta.table import snapshot_identity
 
             inputs[str(table.name)] = snapshot_identity(table)
+            continue
+        if table.options["connector"] == "iceberg":  # the snapshot it reads
+            from streamsql.runtime.iceberg.source import snapshot_identity as iceberg_snapshot
+
+            inputs[str(table.name)] = iceberg_snapshot(table)
             continue
         if "path" not in table.options:
             inputs[str(table.name)] = sorted(table.options.items())

@@ -99,6 +99,8 @@ _NORMALISERS = {
     "filesystem": {"path": _path, "source.path.regex-pattern": str},
     "jdbc": {"url": _jdbc_url, "table-name": _postgres_name},
     "delta": {"table-path": _path},
+    "iceberg": {"warehouse": _path, "uri": str.strip, "catalog-name": str.strip, "catalog-database": str.strip,
+                "catalog-table": str.strip},
     "kafka": _KAFKA,
     "upsert-kafka": _KAFKA,
 }

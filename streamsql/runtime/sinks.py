@@ -43,6 +43,9 @@ def write_batch(frame, table: TableDef, overwrite: bool) -> None:
     elif connector == "delta":
         from streamsql.runtime.delta.sink import write_delta_batch
         write_delta_batch(frame, table, overwrite=overwrite)
+    elif connector == "iceberg":
+        from streamsql.runtime.iceberg.sink import write_iceberg_batch
+        write_iceberg_batch(frame, table, overwrite=overwrite)
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import check_sink, write_records
         check_sink(table, overwrite)
@@ -109,6 +112,9 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector == "delta":
         from streamsql.runtime.delta.sink import DeltaMicroBatch
         writer = writer.foreachBatch(DeltaMicroBatch(table, checkpoint, name).checked(frame))
+    elif connector == "iceberg":
+        from streamsql.runtime.iceberg.sink import IcebergMicroBatch
+        writer = writer.foreachBatch(IcebergMicroBatch(table, checkpoint, name).checked())
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
         check_sink(table, overwrite=False)

@@ -65,6 +65,10 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
 
         frame = stream_frame(spark, table) if streaming and is_streaming(table) else delta_frame(spark, table, streaming)
         return _with_computed_columns(frame, table, streaming, drains, False)
+    if table.options["connector"] == "iceberg":
+        from streamsql.runtime.iceberg.source import iceberg_frame
+
+        return _with_computed_columns(iceberg_frame(spark, table, streaming), table, streaming, drains, False)
     if not CONNECTORS[table.options["connector"]].as_source:
         raise ConnectorError(f"Table '{table.name.name}' (connector '{table.options['connector']}') cannot be read: it is a sink")
     options = table.options
