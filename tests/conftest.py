@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import signal
 import subprocess
@@ -32,6 +33,48 @@ def unavailable(message: str):
     """A test's server or tool cannot be had here: skipped, but failed under CI (CI=true),
     where a skipped test would hide a gap."""
     pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def postgres(request):
+    """A throwaway PostgreSQL server for a test module (tests/postgres.py), with the module's
+    ``POSTGRES_SETTINGS`` (server settings), if it has any."""
+    from tests.postgres import postgres_server, require_postgres
+
+    with postgres_server(require_postgres(), getattr(request.module, "POSTGRES_SETTINGS", None)) as server:
+        yield server
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def db(postgres, request):
+    """A fresh database on the module's server: (its jdbc url, an autocommit connection to it),
+    with the module's ``POSTGRES_EXTENSIONS`` created."""
+    name = f"db{next(_databases)}"
+    postgres.create_database(name)
+    with postgres.connect(name) as connection:
+        for extension in getattr(request.module, "POSTGRES_EXTENSIONS", ()):
+            connection.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+        yield postgres.url(name), connection
+
+
+def in_background(run, script: str) -> tuple:
+    """Run a (continuous) script through ``run`` on a thread: (the thread, the errors it raised)."""
+    import threading
+
+    errors: list = []
+
+    def target():
+        try:
+            run.rows(script)
+        except Exception as error:  # reported to the test thread
+            errors.append(error)
+
+    job = threading.Thread(target=target, daemon=True)
+    job.start()
+    return job, errors
 
 
 def streamsql(catalog: Path, *args: str, **popen) -> subprocess.Popen:

@@ -4,8 +4,6 @@ restarted job goes on from its checkpoint; a commit that removes data stops it b
 
 from __future__ import annotations
 
-import threading
-
 import pyarrow as pa
 import pytest
 
@@ -13,7 +11,7 @@ from streamsql.dialect.script import parse_script
 from streamsql.errors import ConnectorError
 from streamsql.plan.connectors import is_bounded
 from streamsql.plan.define import define
-from tests.conftest import wait_for
+from tests.conftest import in_background, wait_for
 
 
 def table(sql: str):
@@ -59,25 +57,13 @@ def test_commits_stream_in_as_they_land_and_a_restart_goes_on(run, tmp_path):
     def written() -> list[str]:
         return sorted(line for f in sink.glob("part-*.csv") for line in f.read_text().splitlines())
 
-    def running(errors: list) -> threading.Thread:
-        def target():
-            try:
-                run.rows(script)
-            except Exception as error:  # reported to the test thread
-                errors.append(error)
-
-        job = threading.Thread(target=target, daemon=True)
-        job.start()
-        return job
-
     def stop(job):
         assert wait_for(lambda: run.engine.spark.streams.active or not job.is_alive(), 30)
         for query in run.engine.spark.streams.active:
             query.stop()
         job.join(60)
 
-    errors: list = []
-    job = running(errors)
+    job, errors = in_background(run, script)
     snapshot = ["10,p1", "20,p1", "30,p1", "40,p2"]
     assert wait_for(lambda: written() == snapshot or errors, 120), (written(), errors)
     _append(source, [5, 6])  # while it runs: read once its commit lands
@@ -85,7 +71,7 @@ def test_commits_stream_in_as_they_land_and_a_restart_goes_on(run, tmp_path):
     stop(job)
     assert not errors
     _append(source, [7], "p3")  # while it is stopped
-    job = running(errors)
+    job, errors = in_background(run, script)
     expected = sorted(snapshot + ["50,p1", "60,p1", "70,p3"])
     assert wait_for(lambda: written() == expected or errors, 120), (written(), errors)
     # a commit that removes rows: the stream stops, naming the commit

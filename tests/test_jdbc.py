@@ -3,7 +3,6 @@ without one, exactly once per micro-batch, and an INSERT INTO through the engine
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from datetime import timedelta
@@ -16,7 +15,6 @@ from streamsql.changelog import UPDATE_AFTER
 from streamsql.plan.changelog_checks import accepted_kinds
 from streamsql.plan.define import define
 from tests.conftest import write
-from tests.postgres import postgres_server, require_postgres
 
 KV = "k BIGINT, v BIGINT, name STRING"
 
@@ -77,24 +75,6 @@ def test_connection_parameters_from_the_url():
 
 
 # -- against PostgreSQL ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    with postgres_server(require_postgres()) as server:
-        yield server
-
-
-_databases = itertools.count()
-
-
-@pytest.fixture
-def db(postgres):
-    """A fresh database; returns (jdbc url, connection)."""
-    name = f"test{next(_databases)}"
-    postgres.create_database(name)
-    with postgres.connect(name) as connection:
-        yield postgres.url(name), connection
 
 
 def rows_of(connection, sql: str) -> list[tuple]:

@@ -4,14 +4,10 @@ running job), Flink's partial cache, and plain joins where the shape is not a ke
 
 from __future__ import annotations
 
-import itertools
-import threading
-import time
 
 import pytest
 
-from tests.conftest import wait_for, write
-from tests.postgres import postgres_server, require_postgres
+from tests.conftest import in_background, wait_for, write
 
 
 # -- the cut, without Spark --------------------------------------------------------------------------
@@ -79,23 +75,8 @@ def test_the_partial_cache_bounds():
 # -- against PostgreSQL ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    with postgres_server(require_postgres(), {"shared_preload_libraries": "pg_stat_statements"}) as server:
-        yield server
-
-
-_databases = itertools.count()
-
-
-@pytest.fixture
-def db(postgres):
-    name = f"dim{next(_databases)}"
-    postgres.create_database(name)
-    with postgres.connect(name) as connection:
-        connection.autocommit = True
-        connection.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        yield postgres.url(name), connection
+POSTGRES_SETTINGS = {"shared_preload_libraries": "pg_stat_statements"}  # (conftest)
+POSTGRES_EXTENSIONS = ["pg_stat_statements"]
 
 
 HERE = "dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"  # pg_stat_statements counts every database's
@@ -109,18 +90,6 @@ def _reads(connection, table: str = "customers") -> tuple[int, int, int]:
     scanned = connection.execute("SELECT coalesce(sum(rows), 0) FROM pg_stat_statements"
                                  f" WHERE query LIKE 'FETCH FORWARD % FROM \"streamsql_scan\"' AND {HERE}").fetchone()
     return (*lookups, *scanned)
-
-
-def _job(run, script: str, errors: list) -> threading.Thread:
-    def target():
-        try:
-            run.rows(script)
-        except Exception as error:  # reported to the test thread
-            errors.append(error)
-
-    job = threading.Thread(target=target, daemon=True)
-    job.start()
-    return job
 
 
 @pytest.mark.spark
@@ -166,8 +135,7 @@ def test_a_running_lookup_join_sees_the_database_as_it_is(run, tmp_path, db, sid
     names = {g: f"c{g}" for g in range(1, 61) if g % 3 < 2 or not tiers}
     first = expected([(i, i % 60) for i in range(400)], names)
     before = _reads(connection)
-    errors: list = []
-    job = _job(run, script, errors)
+    job, errors = in_background(run, script)
     assert wait_for(lambda: written() == first or errors, seconds=90), (written(), errors)
     # while it runs: customer 7 renamed, 5052 added, 4 removed; a new file's rows see that
     connection.execute("UPDATE customers SET name = 'renamed' WHERE id = 7")

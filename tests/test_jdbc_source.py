@@ -4,16 +4,13 @@ error before a task runs."""
 
 from __future__ import annotations
 
-import datetime
 import itertools
-from decimal import Decimal
 
 import pytest
 
 from streamsql.dialect.script import parse_script
 from streamsql.errors import ConnectorError
 from streamsql.plan.define import define
-from tests.postgres import postgres_server, require_postgres
 
 
 def table(sql: str):
@@ -71,23 +68,6 @@ def test_flinks_partition_ranges():
 
 
 # -- against PostgreSQL ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    with postgres_server(require_postgres()) as server:
-        yield server
-
-
-_databases = itertools.count()
-
-
-@pytest.fixture
-def db(postgres):
-    name = f"src{next(_databases)}"
-    postgres.create_database(name)
-    with postgres.connect(name) as connection:
-        yield postgres.url(name), connection
 
 
 TYPED = ("id bigint PRIMARY KEY, small smallint, n int, name varchar(20), price numeric(12, 4), ratio double precision,"

@@ -4,12 +4,11 @@ none; a stream-stream join would keep every row of the stream."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from tests.conftest import wait_for, write
+from tests.conftest import in_background, wait_for, write
 
 
 @pytest.mark.parametrize("side", ["", "LEFT"])
@@ -28,9 +27,7 @@ def test_a_lookup_join_over_a_stream_keeps_no_state(run, tmp_path, side):
         "INSERT INTO dst SELECT b.auction, b.price, s.v FROM (SELECT *, PROCTIME() AS p FROM bids) b"
         f" {side} JOIN side FOR SYSTEM_TIME AS OF b.p AS s ON MOD(b.auction, 5) = s.k"
     )
-    errors: list = []
-    job = threading.Thread(target=lambda: _run_catching(run, script, errors), daemon=True)
-    job.start()
+    job, errors = in_background(run, script)
 
     def written() -> list[str]:
         return sorted(line for f in sink.glob("part-*.csv") for line in f.read_text().splitlines())
@@ -49,9 +46,3 @@ def test_a_lookup_join_over_a_stream_keeps_no_state(run, tmp_path, side):
     assert not errors
     assert progress and all(p["stateOperators"] == [] for p in progress), progress[-1]["stateOperators"]
 
-
-def _run_catching(run, script, errors):
-    try:
-        run.rows(script)
-    except Exception as error:  # reported to the test thread
-        errors.append(error)

@@ -149,9 +149,6 @@ class DatagenSource(_Generated):
 
 
 def register(spark) -> None:
-    """Make the generated sources known to this Spark session (once)."""
-    if getattr(spark, "_streamsql_generated_sources", False):
-        return
-    spark.dataSource.register(NexmarkSource)
-    spark.dataSource.register(DatagenSource)
-    spark._streamsql_generated_sources = True
+    """Make the generated sources known to this Spark session."""
+    spark.dataSource.register(NexmarkSource)  # every time: a flag on the Python session object
+    spark.dataSource.register(DatagenSource)  # can outlive the session it was set for

@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from streamsql.errors import EXECUTOR_MARK, ConnectorError
 from streamsql.plan.objects import TableDef
+from streamsql.spark.one_batch import OneMicroBatch
 
 DEFAULT_FETCH_SIZE = 10_000
 # A Flink type's PostgreSQL type (arrays: the element's, with []); ROW and MAP are refused
@@ -92,16 +93,12 @@ def resolve_source(table: TableDef) -> SourceSpec:
     """Look the table up in PostgreSQL (driver side) and check that its declared columns read."""
     import psycopg
 
-    from streamsql.runtime.jdbc_target import connection_parameters, connect, find_relation, quote
+    from streamsql.runtime.jdbc_target import connection_parameters, find_relation, opened, quote, table_label
 
-    label = f"jdbc table '{table.name.name}' ({table.options['table-name']})"
+    label = table_label(table)
     params = connection_parameters(table)
-    try:
-        connection = connect(params)
-    except psycopg.Error as error:
-        raise ConnectorError(f"{label}: cannot connect to {table.options['url']}: {str(error).strip()}") from None
     options = table.options
-    with connection:
+    with opened(table, params, label) as connection:
         _, schema, name, actual = find_relation(connection, table, label, "the jdbc source reads an existing table")
         relation = f"{schema}.{name}"
         names = {c.name: _match(label, c.name, actual) for c in table.physical_columns}
@@ -136,9 +133,7 @@ def jdbc_frame(spark, table: TableDef, streaming: bool):
 
 
 def register(spark) -> None:
-    if not getattr(spark, "_streamsql_jdbc_source", False):
-        spark.dataSource.register(JdbcSource)
-        spark._streamsql_jdbc_source = True
+    spark.dataSource.register(JdbcSource)  # every time: a flag on the Python session object can outlive the JVM's
 
 
 @dataclass
@@ -178,26 +173,15 @@ class _Reader(DataSourceReader):
         yield from read_batches(self.spec, partition.where, self.schema)
 
 
-class _OnceStream(DataSourceStreamReader):
-    """The scan as one micro-batch: offset 0 before it, 1 after."""
-
+class _OnceStream(OneMicroBatch):
     def __init__(self, spec: SourceSpec, schema):
         self.spec, self.schema = spec, schema
 
-    def initialOffset(self):
-        return {"scanned": 0}
-
-    def latestOffset(self):
-        return {"scanned": 1}
-
-    def partitions(self, start, end):
-        return _scans(self.spec) if start["scanned"] < end["scanned"] else []
+    def parts(self):
+        return _scans(self.spec)
 
     def read(self, partition: Scan):
         yield from read_batches(self.spec, partition.where, self.schema)
-
-    def commit(self, end):
-        pass
 
 
 def read_batches(spec: SourceSpec, where: str, schema):

@@ -59,6 +59,22 @@ def connect(params: dict):
     return psycopg.connect(**params)
 
 
+def table_label(table: TableDef) -> str:
+    """How errors name a jdbc table: its name and its PostgreSQL table."""
+    return f"jdbc table '{table.name.name}' ({table.options['table-name']})"
+
+
+def opened(table: TableDef, params: dict, label: str):
+    """A connection to the table's database (a context manager), or one ConnectorError saying
+    why there is none."""
+    import psycopg
+
+    try:
+        return connect(params)
+    except psycopg.Error as error:
+        raise ConnectorError(f"{label}: cannot connect to {table.options['url']}: {str(error).strip()}") from None
+
+
 @dataclass(frozen=True)
 class Target:
     """The PostgreSQL table as the writers need it (plain data: shipped to the executors)."""
@@ -77,15 +93,9 @@ class Target:
 
 def resolve_target(table: TableDef, columns: list[str]) -> Target:
     """Look the table up in PostgreSQL (driver side): its name, its columns, its key's index."""
-    import psycopg
-
-    label = f"jdbc table '{table.name.name}' ({table.options['table-name']})"
+    label = table_label(table)
     params = connection_parameters(table)
-    try:
-        connection = connect(params)
-    except psycopg.Error as error:
-        raise ConnectorError(f"{label}: cannot connect to {table.options['url']}: {str(error).strip()}") from None
-    with connection:
+    with opened(table, params, label) as connection:
         oid, schema, relation, columns_found = find_relation(connection, table, label,
                                                              "the jdbc sink writes into an existing table")
         actual = list(columns_found)

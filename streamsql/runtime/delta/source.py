@@ -28,9 +28,10 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, InputPartition
 
 from streamsql.plan.objects import TableDef
+from streamsql.spark.one_batch import OneMicroBatch
 from streamsql.runtime.delta.table import check_protocol, columns, open_snapshot, spark_schema
 
 FILE_COLUMN = "__streamsql_delta_file"
@@ -110,9 +111,7 @@ def _stream(spark, table: TableDef, matched, fields, files):
 
 
 def register(spark) -> None:
-    if not getattr(spark, "_streamsql_delta_source", False):
-        spark.dataSource.register(DeltaSource)
-        spark._streamsql_delta_source = True
+    spark.dataSource.register(DeltaSource)  # every time: a flag on the Python session object can outlive the JVM's
 
 
 @dataclass
@@ -130,28 +129,17 @@ class DeltaSource(DataSource):
         return _OnceStream(json.loads(self.options["spec"]), schema)
 
 
-class _OnceStream(DataSourceStreamReader):
-    """The snapshot as one micro-batch: offset 0 before it, 1 after; a task per file."""
+class _OnceStream(OneMicroBatch):
+    """The snapshot as one micro-batch, a task per file."""
 
     def __init__(self, spec: dict, schema):
         self.spec, self.schema = spec, schema
 
-    def initialOffset(self):
-        return {"scanned": 0}
-
-    def latestOffset(self):
-        return {"scanned": 1}
-
-    def partitions(self, start, end):
-        if start["scanned"] >= end["scanned"]:
-            return []
+    def parts(self):
         return [File(path, values) for path, values in self.spec["files"]]
 
     def read(self, partition: File):
         yield from read_file(self.spec, partition, self.schema)
-
-    def commit(self, end):
-        pass
 
 
 def read_file(spec: dict, file: File, schema):

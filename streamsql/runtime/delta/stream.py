@@ -53,9 +53,7 @@ def stream_frame(spark, table: TableDef):
         "ignore_changes": options.get("ignoreChanges", "false").lower() == "true",
         "ignore_deletes": options.get("ignoreDeletes", "false").lower() == "true",
     }
-    if not getattr(spark, "_streamsql_delta_stream", False):
-        spark.dataSource.register(DeltaStream)
-        spark._streamsql_delta_stream = True
+    spark.dataSource.register(DeltaStream)  # every time: a flag on the Python session object can outlive the JVM's
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.physical_columns)
     return spark.readStream.format(NAME).schema(schema).option("spec", json.dumps(spec)).load()
 

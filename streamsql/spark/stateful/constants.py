@@ -14,20 +14,18 @@ from __future__ import annotations
 import base64
 import json
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from streamsql.spark.one_batch import OneMicroBatch
 
 NAME = "streamsql_constant"
-_REGISTERED: set[int] = set()
 
 
 def streamed(spark, frame):
     """``frame`` itself if streaming, else its rows as a stream of one micro-batch."""
     if frame.isStreaming:
         return frame
-    if id(spark) not in _REGISTERED:
-        spark.dataSource.register(ConstantSource)
-        _REGISTERED.add(id(spark))
+    spark.dataSource.register(ConstantSource)  # every time (a session's id can be reused)
     table = frame.toArrow()
     import pyarrow as pa
 
@@ -69,24 +67,12 @@ class _Reader(DataSourceReader):
         yield from _batches(self.rows)
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _StreamReader(OneMicroBatch):
     def __init__(self, rows: str):
         self.rows = rows
 
-    def initialOffset(self):
-        return {"read": 0}
-
-    def latestOffset(self, start=None, limit=None):
-        return {"read": 1}
-
-    def prepareForTriggerAvailableNow(self):
-        pass
-
-    def partitions(self, start, end):
-        return [InputPartition(0)] if start["read"] < end["read"] else []
+    def parts(self):
+        return [InputPartition(0)]
 
     def read(self, partition):
         yield from _batches(self.rows)
-
-    def commit(self, end):
-        pass
