@@ -67,8 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve Flink's SQL Gateway REST API on PORT (default 8083) instead of Spark Connect")
     serve.add_argument("--read-only", action="store_true",
                        help="answer queries over the catalog's tables only: refuse DDL, INSERT, jars, functions, paths")
-    for flag in ("--catalog", "--master", "--verbose"):
+    for flag in ("--catalog", "--master", "--conf", "--verbose"):
         _share(serve, parser, flag)
+    ui = commands.add_parser("ui", help="a web dashboard of the catalog's jobs, with Prometheus metrics (/metrics)")
+    ui.add_argument("--port", type=int, default=8081, help="port to listen on (default 8081, Flink's web UI port)")
+    ui.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                    help="address to listen on (default 127.0.0.1; any other needs a token)")
+    ui.add_argument("--token-file", metavar="FILE",
+                    help="the token its users and scrapers send (else $STREAMSQL_CONNECT_TOKEN); required beyond loopback")
+    _share(ui, parser, "--catalog")
     user = commands.add_parser("user", help="manage the users of `streamsql serve --thrift`")
     user_commands = user.add_subparsers(dest="user_command", required=True)
     add = user_commands.add_parser("add", help="add a user, or set a user's password (read from the terminal or stdin)")
@@ -120,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         if args.command == "user":
             return _add_user(args)
+        if args.command == "ui":
+            return _ui(args)
         return _run(args) if args.command == "run" else _repl(args)
     except StreamsqlError as error:
         if _jvm_died(args, error):
@@ -162,7 +171,17 @@ def _serve(args) -> int:
         raise StreamsqlError(f"The users file '{users}' does not exist (streamsql user add NAME --users {users})")
     access = Access(args.bind, read_token(args.token_file), users if users.is_file() else None, args.thrift_keystore,
                     read_only=args.read_only)
-    return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift, access)
+    conf = dict((k.strip(), v.strip()) for k, _, v in (item.partition("=") for item in args.conf))
+    return serve(Catalog(args.catalog or default_catalog_dir()), args.port, args.master, args.thrift, access,
+                 spark_conf={k: v for k, v in conf.items() if k.startswith("spark.")})
+
+
+def _ui(args) -> int:
+    """`streamsql ui`: the dashboard over the catalog's job registry (runtime.dashboard)."""
+    from streamsql.runtime.dashboard.server import serve_ui
+    from streamsql.runtime.server_auth import read_token
+
+    return serve_ui(_engine(args).jobs_registry, args.port, args.bind, read_token(args.token_file))
 
 
 def _add_user(args) -> int:
@@ -236,6 +255,8 @@ def _detach(argv: list[str], args) -> int:
 
 def _record_outcome(engine, error: BaseException | None) -> None:
     """A detached job that ran no streaming query still leaves its outcome in the registry."""
+    import time
+
     from streamsql.runtime.jobs import CANCELED, FAILED, FINISHED, RUNNING, StopRequested
 
     job_id = os.environ.get("STREAMSQL_JOB_ID")
@@ -243,6 +264,7 @@ def _record_outcome(engine, error: BaseException | None) -> None:
     if record is not None and record.pid == os.getpid() and record.status == RUNNING:
         record.status = FINISHED if error is None else CANCELED if isinstance(error, StopRequested) else FAILED
         record.error = None if error is None or isinstance(error, StopRequested) else str(error)
+        record.ended = time.time()  # (the dashboard's uptime)
         engine.jobs_registry.save(record)
 
 
@@ -260,6 +282,7 @@ def _run(args) -> int:
         add_search_path(path.parent)
     add_search_path(Path.cwd())
     engine = _engine(args)
+    engine.spark_ui = args.command == "run"  # a job: Spark's UI on (runtime.spark_ui); a piped shell keeps it off
     if sys.stderr.isatty():  # a transient line while Spark starts (the results go to stdout)
         from rich.console import Console
 

@@ -74,6 +74,7 @@ class Engine:
         self._stages: dict[int, tuple] = {}
         self.drain = DrainSources()
         self.warm_up = None  # the shell's warm-up of Spark (runtime.warm_up): it ends before a statement uses Spark
+        self.spark_ui = False  # Spark's UI on (runtime.spark_ui): `streamsql run`, not the shell
 
     # -- scripts -----------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ class Engine:
         """What Spark starts with: streamsql's defaults, then the session's spark.* settings."""
         from streamsql.runtime.session import default_conf
 
-        return {**default_conf(self.master), **self.settings.spark_conf()}
+        return {**default_conf(self.master, ui=self.spark_ui), **self.settings.spark_conf()}
 
     def stop(self) -> None:
         if self.warm_up is not None:
@@ -442,6 +443,10 @@ class Engine:
             if queries:
                 name = self.settings.get("pipeline.name") or ", ".join(insert_name(s) for s in steps)
                 monitor = JobMonitor(self.jobs_registry, name, self.spark, os.environ.get("STREAMSQL_JOB_LOG"))
+                from streamsql.runtime.dashboard.plan_graph import graphs  # what `streamsql ui` draws
+
+                monitor.record.plans = graphs([(s, q.name) for s, (q, _) in zip(steps, started) if q is not None],
+                                              self.settings)
                 monitor.start()
             with ProgressDisplay(queries):
                 from streamsql.runtime.waiting import await_queries

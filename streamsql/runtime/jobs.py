@@ -44,6 +44,13 @@ class JobRecord:
     log: str | None = None
     error: str | None = None
     last_commit: float | None = None  # when its sinks last committed a micro-batch (epoch seconds)
+    ended: float | None = None  # when it finished, failed or was stopped (epoch seconds)
+    spark_ui: str | None = None  # the URL of Spark's UI of the job's application (runtime.spark_ui), if on
+    # For `streamsql ui` (runtime.dashboard): each INSERT's operator plan as a graph, the last
+    # micro-batches, and per query its rows and Spark state operators (dashboard.samples).
+    plans: list = field(default_factory=list)
+    batches: list = field(default_factory=list)
+    queries: dict = field(default_factory=dict)
 
     def row(self, restarts: int = 0) -> tuple:
         committed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_commit)) if self.last_commit else None
@@ -109,7 +116,9 @@ class JobMonitor:
     def __init__(self, registry: JobRegistry, name: str, spark, log: str | None = None):
         self.registry = registry
         self.spark = spark
-        self.record = JobRecord(id=registry.new_id(), name=name, pid=os.getpid(), log=log)
+        from streamsql.runtime.spark_ui import ui_url
+
+        self.record = JobRecord(id=registry.new_id(), name=name, pid=os.getpid(), log=log, spark_ui=ui_url(spark))
         self._done = threading.Event()
         self._counted: dict[str, int] = {}  # each query run's last micro-batch counted
         self._rows_in = self._late = self._spark_rows_out = 0
@@ -128,7 +137,7 @@ class JobMonitor:
         self._thread.join(5)
         if driver_jvm_exit(wait=0) is None:
             self._refresh()
-        self.record.status, self.record.error = status, error
+        self.record.status, self.record.error, self.record.ended = status, error, time.time()
         self.registry.save(self.record)
 
     def _refresh_until_done(self) -> None:
@@ -145,6 +154,7 @@ class JobMonitor:
 
     def _refresh(self) -> None:
         from streamsql.runtime import sink_counts
+        from streamsql.runtime.dashboard.samples import record_batch, record_rows_out
 
         rows_out = state = 0
         watermark = last_commit = None
@@ -158,6 +168,7 @@ class JobMonitor:
                 self._counted[progress.runId] = progress.batchId
                 self._rows_in += input_rows(progress)
                 self._late += late_rows_dropped(progress)
+                record_batch(self.record, query.name or str(query.id), progress)
                 if counted is None:  # a sink Spark counts (blackhole)
                     sink = progress.sink if isinstance(progress.sink, dict) else {}
                     self._spark_rows_out += max(0, sink.get("numOutputRows", 0) or 0)
@@ -167,6 +178,7 @@ class JobMonitor:
                 watermark = seen if seen and seen not in NO_WATERMARK else watermark
                 state += sum(op.get("memoryUsedBytes", 0) for op in last.get("stateOperators") or [])
             rows_out += counted or 0
+            record_rows_out(self.record, query.name or str(query.id), counted)
             last_commit = max(filter(None, (last_commit, sink_counts.last_commit(query.name))), default=None)
         rows_out += self._spark_rows_out
         if self._rows_in or rows_out or watermark:

@@ -103,7 +103,9 @@ def launch_driver_gateway(conf: dict[str, str]) -> None:
                                                          conf.get("spark.driver.extraClassPath"))}
             from streamsql.runtime.kafka.jars import appended_class_path
 
-            env = with_process_dir({**env, **appended_class_path(conf)})
+            from streamsql.runtime.spark_ui import ui_env
+
+            env = with_process_dir({**env, **appended_class_path(conf), **ui_env(conf)})  # Spark's UI on loopback
             before = {key: os.environ.get(key) for key in env}
             os.environ.update(env)
             try:

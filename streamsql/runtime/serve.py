@@ -31,6 +31,7 @@ from streamsql.runtime.local_files import with_local_files
 from streamsql.runtime.process_dir import with_process_dir
 from streamsql.runtime.session import SPARK_CONF_DIR, default_conf
 from streamsql.runtime.spark_home import compiled_spark_home
+from streamsql.runtime.spark_ui import on_loopback, served_ui_port, ui_env, with_ui_port
 from streamsql.runtime.server_auth import (SERVER_TOKEN_ENV, authenticator_jar, check_exposure, hive_site,
                                            is_loopback)
 from streamsql.runtime.thrift import THRIFT_SERVER_CLASS, jdbc_url, thrift_conf
@@ -57,10 +58,13 @@ class Access:
 
 
 def start_server(port: int, master: str | None = None, log=None, thrift_port: int | None = None,
-                 scratch: str | None = None, access: Access = Access()) -> subprocess.Popen:
+                 scratch: str | None = None, access: Access = Access(),
+                 spark_conf: dict[str, str] | None = None) -> subprocess.Popen:
     """Launch the Connect server (with ``thrift_port``: the Thrift server too, in the same
     application) as a child process and wait until it accepts connections. It runs in
-    ``scratch`` (its warehouse and Derby's log land there, not in the user's directory)."""
+    ``scratch`` (its warehouse and Derby's log land there, not in the user's directory).
+    ``spark_conf``: the user's --conf settings; Spark's UI is on unless they switch it off
+    (runtime.spark_ui), and the process's ``ui_port`` is the port it was asked for."""
     import pyspark
 
     if thrift_port == port:
@@ -70,12 +74,16 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
         if taken is not None and _listening(taken, access.host):  # else the wait below would take it for ours
             raise StreamsqlError(f"Port {taken} is already in use: choose another (--port, --thrift PORT)")
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    conf = {**default_conf(master), "spark.connect.grpc.binding.port": str(port),
+    conf = {**default_conf(master, ui=True), **(spark_conf or {}), "spark.connect.grpc.binding.port": str(port),
             "spark.connect.grpc.binding.address": access.bind,
             # A catalog table's file listing is not kept between queries: files that running
             # jobs publish show up in the next query, with no REFRESH TABLE.
             "spark.sql.filesourceTableRelationCacheSize": "0"}
     env = dict(os.environ, SPARK_CONF_DIR=str(SPARK_CONF_DIR), PYSPARK_PYTHON=sys.executable)
+    conf = with_ui_port(conf, env)
+    asked = str(conf.get("spark.ui.port", "")).strip()
+    ui_port = int(asked) if on_loopback(conf, env) and asked.isdigit() else None
+    env.update(ui_env(conf, env))  # its UI on loopback, whatever --bind says (it has no authentication)
     env.pop(SERVER_TOKEN_ENV, None)
     if access.token:  # in its environment: a command line shows in ps
         env[SERVER_TOKEN_ENV] = access.token
@@ -115,6 +123,7 @@ def start_server(port: int, master: str | None = None, log=None, thrift_port: in
     finally:
         if own_log is not None:
             own_log.close()  # (the server holds its own copy)
+    server.ui_port = ui_port
     try:
         for listening in (port, thrift_port):
             if listening is not None:
@@ -281,14 +290,15 @@ def _create_table(table: TableDef) -> str:
 
 
 def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: int | None = None,
-          access: Access = Access()) -> int:
+          access: Access = Access(), spark_conf: dict[str, str] | None = None) -> int:
     """Run the server until Ctrl-C or SIGTERM, then stop it and wait for it to exit (start_server
     refuses first to listen beyond loopback without authentication)."""
     stop = StopRequest()
     signal.signal(signal.SIGTERM, stop.on_signal)
     signal.signal(signal.SIGINT, stop.on_signal)
     with tempfile.TemporaryDirectory(prefix="streamsql-serve-", ignore_cleanup_errors=True) as scratch:
-        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch, access=access)
+        server = start_server(port, master, thrift_port=thrift_port, scratch=scratch, access=access,
+                              spark_conf=spark_conf)
         remote = f"sc://{access.host}:{port}"
         try:
             stop.defer()
@@ -306,6 +316,9 @@ def serve(catalog: Catalog, port: int, master: str | None = None, thrift_port: i
                       + (";ssl=true" if access.keystore else ""))
             client = f"sc://{access.host}:{port}" + ("/;token=<token>" if access.token else "")
             print(f"Connect with: streamsql --remote {client}   (or any Spark Connect client). Ctrl-C stops it.")
+            ui_port = server.ui_port and served_ui_port(server.pid, server.ui_port)
+            if ui_port:  # (last: the lines above are read by position)
+                print(f"Spark's UI on http://localhost:{ui_port}/ (loopback only; --conf spark.ui.enabled=false: none)")
             sys.stdout.flush()
             refusals = LogTail(Path(scratch) / "server.log", REFUSAL)
             while server.poll() is None and not stop.wait(SYNC_SECONDS):

@@ -72,15 +72,17 @@ def read_token(token_file: str | None) -> str | None:
 
 
 def check_exposure(bind: str, token: str | None, thrift: bool = False, users: Path | None = None,
-                   keystore: str | None = None, server: str = "Spark Connect") -> None:
+                   keystore: str | None = None, server: str = "Spark Connect",
+                   exposes: str = "run any SQL as this user") -> None:
     """Refuse to listen beyond loopback without authentication (see the module). ``server``:
-    what listens with the token alone (Spark Connect, or the SQL Gateway: runtime.gateway)."""
+    what listens with the token alone (Spark Connect, or the SQL Gateway: runtime.gateway);
+    ``exposes``: what anyone reaching it could do (the refusal says it)."""
     if is_loopback(bind):
         return
     if token is None:
         raise StreamsqlError(
             f"Refusing to serve {server} on {bind} without authentication: anyone who reaches the port"
-            " could run any SQL as this user. Give the clients' token with --token-file FILE (or"
+            f" could {exposes}. Give the clients' token with --token-file FILE (or"
             f" ${TOKEN_ENV}), and put a TLS proxy in front ({server} has no TLS of its own); or serve on"
             " loopback (the default, --bind 127.0.0.1).")
     if thrift and (users is None or not has_users(users)):

@@ -17,10 +17,11 @@ SPARK_CONF_DIR = Path(__file__).with_name("conf")  # holds log4j2.properties
 FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
-def default_conf(master: str | None = None) -> dict[str, str]:
-    """Spark settings streamsql starts from (see the README's 'Defaults' section)."""
+def default_conf(master: str | None = None, ui: bool = False) -> dict[str, str]:
+    """Spark settings streamsql starts from (see the README's 'Defaults' section). ``ui``:
+    Spark's UI on, on loopback (runtime.spark_ui): for `run` and `serve`, not the shell."""
     memory_gb = _memory_gb()
-    return {
+    conf = {
         "spark.master": master or "local[*]",
         "spark.app.name": "streamsql",
         "spark.driver.memory": f"{max(1, min(8, memory_gb // 3))}g",
@@ -50,6 +51,11 @@ def default_conf(master: str | None = None) -> dict[str, str]:
         # A malformed field must fail (or be counted) even when the query does not read it.
         "spark.sql.csv.parser.columnPruning.enabled": "false",
     }
+    if ui:
+        from streamsql.runtime.spark_ui import ui_conf
+
+        conf.update(ui_conf(master))
+    return conf
 
 
 def start_session(conf: dict[str, str], remote: str | None = None):
@@ -74,6 +80,9 @@ def start_session(conf: dict[str, str], remote: str | None = None):
 
         conf = with_kafka_jars(conf)  # Spark's Kafka connector on spark.jars, when cached or wanted
         conf = with_preloading_workers(conf)
+        from streamsql.runtime.spark_ui import with_ui_port
+
+        conf = with_ui_port(conf)  # Spark's UI, when on, on a free port (its loopback: launch_driver_gateway)
         launch_driver_gateway(conf)  # a JVM that cannot outlive this process
     builder = SparkSession.builder
     if remote:
