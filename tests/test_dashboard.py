@@ -12,7 +12,6 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamsql.cli import main
