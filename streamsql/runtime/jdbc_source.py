@@ -93,7 +93,8 @@ def resolve_source(table: TableDef) -> SourceSpec:
     """Look the table up in PostgreSQL (driver side) and check that its declared columns read."""
     import psycopg
 
-    from streamsql.runtime.jdbc_target import connection_parameters, find_relation, opened, quote, table_label
+    from streamsql.runtime.jdbc_target import (connection_parameters, find_relation, match_column, opened, quote,
+                                               table_label)
 
     label = table_label(table)
     params = connection_parameters(table)
@@ -101,7 +102,7 @@ def resolve_source(table: TableDef) -> SourceSpec:
     with opened(table, params, label) as connection:
         _, schema, name, actual = find_relation(connection, table, label, "the jdbc source reads an existing table")
         relation = f"{schema}.{name}"
-        names = {c.name: _match(label, c.name, actual) for c in table.physical_columns}
+        names = {c.name: match_column(label, c.name, actual) for c in table.physical_columns}
         select = [f"{quote(names[c.name])}::{pg_type(c.type)}" for c in table.physical_columns]
         for column, expression in zip(table.physical_columns, select):
             try:
@@ -207,15 +208,6 @@ def read_batches(spec: SourceSpec, where: str, schema):
                     [pa.array(values, type=field.type) for values, field in zip(columns, arrow)], schema=arrow)
     except psycopg.Error as error:
         raise ConnectorError(f"{EXECUTOR_MARK}{spec.label}: reading failed: {_first_line(error)}") from None
-
-
-def _match(label: str, name: str, actual: dict) -> str:
-    if name in actual:
-        return name
-    folded = [a for a in actual if a.lower() == name.lower()]
-    if len(folded) == 1:
-        return folded[0]
-    raise ConnectorError(f"{label}: PostgreSQL table has no column '{name}' (columns: {', '.join(actual)})")
 
 
 def _flink(dtype) -> str:

@@ -99,8 +99,8 @@ def resolve_target(table: TableDef, columns: list[str]) -> Target:
         oid, schema, relation, columns_found = find_relation(connection, table, label,
                                                              "the jdbc sink writes into an existing table")
         actual = list(columns_found)
-        mapped = tuple(_match_column(label, name, actual) for name in columns)
-        key = tuple(_match_column(label, name, actual) for name in table.primary_key)
+        mapped = tuple(match_column(label, name, actual) for name in columns)
+        key = tuple(match_column(label, name, actual) for name in table.primary_key)
         if key:
             indexes = connection.execute(
                 "SELECT array(SELECT a.attname::text FROM unnest(i.indkey) k JOIN pg_attribute a"
@@ -141,7 +141,9 @@ def find_relation(connection, table: TableDef, label: str, why: str) -> tuple[in
     return oid, schema, relation, dict(columns)
 
 
-def _match_column(label: str, name: str, actual: list[str]) -> str:
+def match_column(label: str, name: str, actual) -> str:
+    """``name``'s column among ``actual`` (PostgreSQL's names): exactly, else the one that
+    matches case-insensitively (PostgreSQL folds unquoted names); else one error naming it."""
     if name in actual:
         return name
     folded = [a for a in actual if a.lower() == name.lower()]
