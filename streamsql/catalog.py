@@ -19,14 +19,19 @@ import threading
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from sqlglot import exp
+
 from streamsql.catalog_files import BrokenEntry, CatalogFiles
+from streamsql.catalogs.registry import CatalogDef, Catalogs
 from streamsql.errors import CatalogError
 from streamsql.plan.objects import (
+    DEFAULT_CATALOG,
     DEFAULT_DATABASE,
     CatalogObject,
     FunctionDef,
     ObjectName,
     TableDef,
+    object_name,
     to_flink_sql,
 )
 
@@ -34,16 +39,25 @@ Key = tuple[str, ObjectName]
 
 
 class Catalog:
-    """Flink's default_catalog, persisted under ``directory`` (None: in memory only).
+    """Flink's default_catalog, persisted under ``directory`` (None: in memory only), and the
+    session's other catalogs (``catalogs``: CREATE CATALOG, kept in ``<directory>/_catalogs``).
 
     ``warn`` receives one line per file that does not load (once per session); unset,
-    the Engine sets it to its log, else warnings go to stderr.
+    the Engine sets it to its log, else warnings go to stderr. Reading and listing
+    (``get``, ``objects``, ``databases``, ``create``, ``drop``) go to the catalog an object's
+    name carries, or the current one (USE CATALOG); an in-memory catalog of type
+    ``generic_in_memory`` is itself a ``Catalog`` named ``name``.
     """
 
-    def __init__(self, directory: str | Path | None, warn=None):
+    def __init__(self, directory: str | Path | None, warn=None, name: str = DEFAULT_CATALOG,
+                 default_database: str = DEFAULT_DATABASE):
         self.directory = Path(directory).resolve() if directory else None
         self.warn = warn
-        self.current_database = DEFAULT_DATABASE
+        self.name = name
+        self.default_database = default_database
+        self.current_database = default_database
+        self.current_catalog = name
+        self.catalogs = Catalogs(self.directory / "_catalogs" if self.directory else None)
         self._files = CatalogFiles(self.directory) if self.directory else None
         self._temporary: dict[Key, CatalogObject] = {}
         self._persistent: dict[Key, CatalogObject] = {}
@@ -57,11 +71,47 @@ class Catalog:
 
     # -- reading -----------------------------------------------------------------------
 
+    # -- catalogs ----------------------------------------------------------------------
+
+    def name_of(self, table: exp.Table) -> ObjectName:
+        """`t`, `db.t` or `catalog.db.t` resolved against the current catalog and database."""
+        return object_name(table, self.current_database, self.current_catalog)
+
+    def _other(self, catalog: str | None):
+        """The catalog ``catalog`` names when it is not this one, else None."""
+        catalog = catalog or self.current_catalog
+        return None if catalog == self.name else self.catalogs.open(catalog)
+
+    def use_catalog(self, name: str) -> None:
+        other = self._other(name)
+        self.current_catalog = name
+        self.current_database = other.default_database if other is not None else self.default_database
+
+    def prepare(self, create: exp.Create) -> None:
+        """Let the catalog a CREATE TABLE goes to complete it (an Iceberg catalog adds its
+        connector's options: Flink's tables of a catalog name none)."""
+        target = create.this.this if isinstance(create.this, exp.Schema) else create.this
+        if create.kind == "TABLE" and isinstance(target, exp.Table):
+            name = self.name_of(target)
+            other = self._other(name.catalog)
+            if hasattr(other, "completed"):
+                other.completed(create, name)
+
+    def create_catalog(self, definition: CatalogDef, if_not_exists: bool = False) -> bool:
+        return self.catalogs.create(definition, if_not_exists)
+
+    def drop_catalog(self, name: str, if_exists: bool = False) -> bool:
+        return self.catalogs.drop(name, if_exists, self.current_catalog)
+
+    # -- reading -----------------------------------------------------------------------
+
     def get(self, name: ObjectName, kind: str = "relation") -> CatalogObject | None:
         """A table or view (kind 'relation') or a function (kind 'function') by name.
 
         An object whose file does not load raises a CatalogError naming the file.
         """
+        if name.catalog != self.name:
+            return self.catalogs.open(name.catalog).get(name, kind)
         key = (kind, name)
         if key in self._temporary:
             return self._temporary[key]
@@ -70,8 +120,11 @@ class Catalog:
             raise self._broken[key].unusable()
         return self._persistent.get(key)
 
-    def objects(self, database: str | None = None, kind: str = "relation") -> list[CatalogObject]:
+    def objects(self, database: str | None = None, kind: str = "relation", catalog: str | None = None) -> list[CatalogObject]:
         """Every loadable object of a kind in a database, temporary ones included, sorted by name."""
+        other = self._other(catalog)
+        if other is not None:
+            return other.objects(database or self.current_database, kind)
         self._load()
         database = database or self.current_database
         found = {**self._persistent, **self._temporary}
@@ -87,8 +140,11 @@ class Catalog:
                 if database is None or n.database == database]
 
     def databases(self) -> list[str]:
+        other = self._other(None)
+        if other is not None:
+            return other.databases()
         self._load()
-        names = {DEFAULT_DATABASE} | {n.database for _, n in self._persistent} | {n.database for _, n in self._broken}
+        names = {self.default_database} | {n.database for _, n in self._persistent} | {n.database for _, n in self._broken}
         if self._files is not None:
             try:
                 names |= {unquote(p.name) for p in self._files.database_folders()}
@@ -97,11 +153,17 @@ class Catalog:
         return sorted(names)
 
     def has_database(self, name: str) -> bool:
+        other = self._other(None)
+        if other is not None:
+            return other.has_database(name)
         return name in self.databases() or name in self._new_databases
 
     # -- writing -----------------------------------------------------------------------
 
     def create_database(self, name: str, if_not_exists: bool = False) -> None:
+        other = self._other(None)
+        if other is not None:
+            return other.create_database(name, if_not_exists)
         if self.has_database(name):
             if if_not_exists:
                 return
@@ -114,18 +176,21 @@ class Catalog:
                 raise CatalogError(f"Cannot create database '{name}' in {self.directory}: {error.strerror}") from None
 
     def drop_database(self, name: str, if_exists: bool = False, cascade: bool = False) -> None:
+        other = self._other(None)
+        if other is not None:
+            return other.drop_database(name, if_exists, cascade)
         if not self.has_database(name):
             if if_exists:
                 return
             raise CatalogError(f"Database '{name}' does not exist")
-        if name == DEFAULT_DATABASE or name == self.current_database:
+        if name == self.default_database or name == self.current_database:
             raise CatalogError(f"Cannot drop database '{name}': it is the default or current database")
         contents = [(_kind(o), o.name) for o in self.objects(name) + self.objects(name, "function")]
         contents += [(b.kind, b.name) for b in self.broken(name)]
         if contents and not cascade:
             raise CatalogError(f"Database '{name}' is not empty (use DROP DATABASE {name} CASCADE)")
-        for kind, object_name in contents:
-            self.drop(object_name, kind)
+        for kind, entry in contents:
+            self.drop(entry, kind)
         self._new_databases.discard(name)
         if self._writes_files():
             folder = self.directory / quote(name, safe="")
@@ -151,6 +216,8 @@ class Catalog:
         """
         if if_not_exists and replace:
             raise CatalogError("CREATE OR REPLACE cannot be combined with IF NOT EXISTS")
+        if obj.name.catalog != self.name:
+            return self.catalogs.open(obj.name.catalog).create(obj, if_not_exists=if_not_exists, replace=replace)
         key = (_kind(obj), obj.name)
         if obj.temporary:
             existing = self._temporary.get(key)
@@ -197,6 +264,8 @@ class Catalog:
 
         An entry whose file does not load is dropped like any other: its file goes.
         """
+        if name.catalog != self.name:
+            return self.catalogs.open(name.catalog).drop(name, kind, if_exists, temporary)
         key = (kind, name)
         if key in self._temporary:
             del self._temporary[key]
@@ -223,6 +292,7 @@ class Catalog:
         clone._broken = dict(self._broken)
         clone._paths = dict(self._paths)
         clone._new_databases = set(self._new_databases)
+        clone.catalogs = self.catalogs.copy()
         clone._staged = True
         return clone
 

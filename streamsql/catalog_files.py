@@ -31,6 +31,10 @@ FUNCTION_SUFFIX = ".function.sql"
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
 
 
+class UnknownCatalogError(CatalogError):
+    """A name whose catalog does not exist (or cannot be used)."""
+
+
 class BrokenEntryError(CatalogError):
     """A catalog object whose file exists but does not load."""
 
@@ -42,6 +46,9 @@ def reported_at(reference: exp.Table):
         yield
     except BrokenEntryError as error:
         error.position = identifier_position(reference.this)
+        raise
+    except UnknownCatalogError as error:  # at the catalog's name, if the reference has one
+        error.position = error.position or identifier_position(reference.args.get("catalog") or reference.this)
         raise
 
 

@@ -19,6 +19,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
 from streamsql.dialect import builtins as B
+from streamsql.dialect import catalogs as C
 from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
 from streamsql.dialect import match_recognize as M
@@ -221,6 +222,12 @@ class Flink(Dialect):
             "CREATE VIEW": lambda self: self.expression(Show(this=exp.var("CREATE VIEW"), target=self._parse_table_parts())),
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
+
+        def _parse_create(self):
+            return C.parse_create_catalog(self) if C.at_catalog(self) else super()._parse_create()
+
+        def _parse_drop(self, exists: bool = False, kind: str | None = None):
+            return C.parse_drop_catalog(self) if kind is None and C.at_catalog(self) else super()._parse_drop(exists, kind)
 
         def _parse_json_key_value(self) -> exp.JSONKeyValue | None:
             """[KEY] key VALUE value: Flink's key is any string expression (k || '_x')."""

@@ -9,10 +9,11 @@ from sqlglot import exp
 from streamsql.errors import ValidationError
 from streamsql.plan.connectors import validate_options
 from streamsql.plan.ddl import function_from_create, table_from_create, view_from_create
-from streamsql.plan.objects import CatalogObject, identifier_position, object_name
+from streamsql.plan.objects import DEFAULT_CATALOG, CatalogObject, identifier_position, object_name
 
 
-def define(create: exp.Expression, database: str, base_dir: Path | str | None = None) -> CatalogObject:
+def define(create: exp.Expression, database: str, base_dir: Path | str | None = None,
+           catalog: str = DEFAULT_CATALOG) -> CatalogObject:
     """Build the object a CREATE TABLE/VIEW/FUNCTION defines.
 
     A relative 'path' option is resolved against ``base_dir`` (the working directory
@@ -23,7 +24,7 @@ def define(create: exp.Expression, database: str, base_dir: Path | str | None = 
         raise ValidationError(f"Not a CREATE statement: {create.sql()[:60]}")
     kind = create.kind
     create.set("replace", False)  # OR REPLACE is how it was created, not part of the definition
-    name = object_name(create.this if isinstance(create.this, exp.Table) else create.this.this, database)
+    name = object_name(create.this if isinstance(create.this, exp.Table) else create.this.this, database, catalog)
     if kind == "TABLE":
         _absolutize_path(create, Path(base_dir or Path.cwd()))
         table = table_from_create(create, name)

@@ -22,17 +22,17 @@ from streamsql.plan.objects import TableDef, ViewDef, object_name
 def plan_fingerprint(query: exp.Query, target: TableDef, catalog) -> str:
     parts = [_normalised(query), "target:" + _schema(target)]
     seen: set = set()
-    _relations(query, catalog, catalog.current_database, parts, seen)
+    _relations(query, catalog, (catalog.current_catalog, catalog.current_database), parts, seen)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _relations(query: exp.Expression, catalog, database: str, parts: list[str], seen: set) -> None:
+def _relations(query: exp.Expression, catalog, current: tuple[str, str], parts: list[str], seen: set) -> None:
     ctes = {cte.alias for cte in query.find_all(exp.CTE)}
     for table in query.find_all(exp.Table):
         if not table.name or (table.name in ctes and not table.db):
             continue
         try:
-            name = object_name(table, database)
+            name = object_name(table, current[1], current[0])
         except Exception:  # the planner has reported bad names already
             continue
         if name in seen:
@@ -41,7 +41,7 @@ def _relations(query: exp.Expression, catalog, database: str, parts: list[str], 
         obj = catalog.get(name)
         if isinstance(obj, ViewDef):
             parts.append(f"view {name}: {_normalised(obj.query)}")
-            _relations(obj.query, catalog, name.database, parts, seen)
+            _relations(obj.query, catalog, (name.catalog, name.database), parts, seen)
         elif isinstance(obj, TableDef):
             parts.append(f"table {name}: {_schema(obj)}")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from streamsql.dialect.flink import Flink
-from streamsql.errors import Position, ValidationError
+from streamsql.errors import Position
 
 DEFAULT_CATALOG = "default_catalog"
 DEFAULT_DATABASE = "default_database"
@@ -19,13 +19,14 @@ DEFAULT_DATABASE = "default_database"
 
 @dataclass(frozen=True)
 class ObjectName:
-    """A database-qualified object name; Flink names are case-sensitive."""
+    """A catalog- and database-qualified object name; Flink names are case-sensitive."""
 
     database: str
     name: str
+    catalog: str = DEFAULT_CATALOG
 
     def __str__(self) -> str:
-        return f"{DEFAULT_CATALOG}.{self.database}.{self.name}"
+        return f"{self.catalog}.{self.database}.{self.name}"
 
 
 @dataclass
@@ -105,15 +106,10 @@ class FunctionDef:
 CatalogObject = TableDef | ViewDef | FunctionDef
 
 
-def object_name(table: exp.Table, current_database: str) -> ObjectName:
-    """Resolve `t`, `db.t` or `catalog.db.t` against the current database."""
-    catalog = table.catalog
-    if catalog and catalog != DEFAULT_CATALOG:
-        raise ValidationError(
-            f"Catalog '{catalog}' does not exist (the only catalog is '{DEFAULT_CATALOG}')",
-            identifier_position(table.args.get("catalog")),
-        )
-    return ObjectName(table.db or current_database, table.name)
+def object_name(table: exp.Table, current_database: str, current_catalog: str = DEFAULT_CATALOG) -> ObjectName:
+    """Resolve `t`, `db.t` or `catalog.db.t` against the current catalog and database (whether
+    the catalog exists is the catalog's to say: ``Catalog.get``)."""
+    return ObjectName(table.db or current_database, table.name, table.catalog or current_catalog)
 
 
 def identifier_position(node: exp.Expression | None) -> Position | None:

@@ -34,7 +34,6 @@ from streamsql.plan.objects import (
     TableDef,
     ViewDef,
     identifier_position,
-    object_name,
 )
 from streamsql.plan.steps import (  # noqa: F401 (the runtime imports the steps from here)
     DefineStep,
@@ -133,7 +132,8 @@ class Planner:
     def _define(self, node: exp.Create) -> DefineStep:
         """CREATE [OR REPLACE] [TEMPORARY] TABLE/VIEW/FUNCTION [IF NOT EXISTS] ..."""
         if_not_exists, replace = bool(node.args.get("exists")), bool(node.args.get("replace"))
-        obj = define(node, self.catalog.current_database, self.base_dir)
+        self.catalog.prepare(node)
+        obj = define(node, self.catalog.current_database, self.base_dir, self.catalog.current_catalog)
         if isinstance(obj, ViewDef):
             obj.columns = self.plan_query(obj.query).columns
         elif isinstance(obj, FunctionDef):
@@ -147,7 +147,7 @@ class Planner:
         plan = self.plan_query(node.expression)
         definition = table_as_select(node, plan.columns)
         self._plan(definition)
-        table = self.catalog.get(object_name(definition.this.this, self.catalog.current_database))
+        table = self.catalog.get(self.catalog.name_of(definition.this.this))
         self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node.expression, table, self.catalog)
         return StatementSetStep([InsertStep(table, plan, overwrite=False, sources=insert_sources(table, None, plan),
@@ -171,7 +171,7 @@ class Planner:
 
     def _drop(self, node: exp.Drop) -> DropStep:
         kind = "function" if node.kind == "FUNCTION" else "relation"
-        name = object_name(node.args["tables"][0], self.catalog.current_database)
+        name = self.catalog.name_of(node.args["tables"][0])
         temporary = bool(node.args.get("temporary"))
         step = DropStep(name, kind, bool(node.args.get("exists")), temporary)
         self.catalog.drop(name, kind, step.if_exists, temporary)
@@ -322,11 +322,12 @@ class Planner:
         if view.name not in self._view_plans:
             # A view's unqualified names are in the view's own database (Flink expands them
             # when the view is created), whatever database is current now.
-            current, self.catalog.current_database = self.catalog.current_database, view.name.database
+            current = self.catalog.current_catalog, self.catalog.current_database
+            self.catalog.current_catalog, self.catalog.current_database = view.name.catalog, view.name.database
             try:
                 self._view_plans[view.name] = self.plan_query(view.query)
             finally:
-                self.catalog.current_database = current
+                self.catalog.current_catalog, self.catalog.current_database = current
             view.columns = self._view_plans[view.name].columns
         return self._view_plans[view.name]
 
@@ -335,7 +336,7 @@ class Planner:
         if tvf_of(table) is not None or not table.name:
             return None
         try:
-            name = object_name(table, self.catalog.current_database)
+            name = self.catalog.name_of(table)
             found = self._inline_views.get(name) or self.catalog.get(name)
         except StreamsqlError:
             return None
@@ -344,18 +345,18 @@ class Planner:
     def _inline_view(self, body: exp.Query) -> str:
         """A subquery or CTE a window reads, as a view of this planner's own (its name)."""
         self._derived_count += 1
-        name = ObjectName(self.catalog.current_database, f"__inline_{self._derived_count}")
+        name = ObjectName(self.catalog.current_database, f"__inline_{self._derived_count}", self.catalog.current_catalog)
         self._inline_views[name] = ViewDef(name, body.copy(), temporary=True)
         return name.name
 
     def _relation(self, table: exp.Table) -> TableDef | ViewDef:
-        name = object_name(table, self.catalog.current_database)
+        name = self.catalog.name_of(table)
         if name in self._inline_views:
             return self._inline_views[name]
         with reported_at(table):
             obj = self.catalog.get(name)
         if obj is None:
-            known = ", ".join(o.name.name for o in self.catalog.objects(name.database)) or "none"
+            known = ", ".join(o.name.name for o in self.catalog.objects(name.database, catalog=name.catalog)) or "none"
             raise ValidationError(
                 f"Object '{table.name}' not found in {name.database} (tables and views: {known})",
                 identifier_position(table.this),
@@ -364,9 +365,9 @@ class Planner:
 
     def _bind_functions(self, query: exp.Query, plan: QueryPlan) -> None:
         for call in query.find_all(exp.Anonymous):
-            name = ObjectName(self.catalog.current_database, call.name)
+            name = ObjectName(self.catalog.current_database, call.name, self.catalog.current_catalog)
             definition = self.catalog.get(name, "function") or self.catalog.get(
-                ObjectName(self.catalog.current_database, call.name.lower()), "function"
+                ObjectName(self.catalog.current_database, call.name.lower(), self.catalog.current_catalog), "function"
             )
             if definition is None:
                 raise unknown_function(call)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.catalog import Catalog
+from streamsql.catalogs.registry import catalog_def
 from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import Flink, Show
 from streamsql.errors import ValidationError
-from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef, object_name, to_flink_sql
+from streamsql.plan.objects import TableDef, ViewDef, to_flink_sql
 from streamsql.plan.types import type_name
 
 
@@ -28,10 +29,16 @@ def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
         return ResultStep(*describe(relation(node.this, catalog)))
     if isinstance(node, exp.Use):
         if node.args.get("kind") and node.args["kind"].name.upper() == "CATALOG":
-            if node.this.name != DEFAULT_CATALOG:
-                raise ValidationError(f"Catalog '{node.this.name}' does not exist (the only catalog is '{DEFAULT_CATALOG}')")
+            with reported_at(node.this):
+                catalog.use_catalog(node.this.name)
         else:
             catalog.use(node.this.name)
+        return ResultStep([], [])
+    if isinstance(node, exp.Create) and node.kind == "CATALOG":
+        catalog.create_catalog(catalog_def(node), bool(node.args.get("exists")))
+        return ResultStep([], [])
+    if isinstance(node, exp.Drop) and node.kind == "CATALOG":
+        catalog.drop_catalog(node.this.name, bool(node.args.get("exists")))
         return ResultStep([], [])
     if isinstance(node, exp.Create) and node.kind in ("DATABASE", "SCHEMA"):
         catalog.create_database(node.this.name, bool(node.args.get("exists")))
@@ -56,7 +63,7 @@ def describe(obj: TableDef | ViewDef) -> tuple[list[str], list[tuple]]:
         if watermark is not None and watermark.column == column.name:
             mark = watermark.expression.sql(dialect=Flink)
         key = f"PRI({', '.join(keys)})" if column.name in keys else None
-        rows.append((column.name, kind, column.name not in keys, key, extras, mark))
+        rows.append((column.name, kind, not column.not_null and column.name not in keys, key, extras, mark))
     if isinstance(obj, TableDef):  # then the connector options, one row each
         rows += [(f"WITH '{k}'", v, None, None, None, None) for k, v in obj.options.items()]
     return ["name", "type", "null", "key", "extras", "watermark"], rows
@@ -64,9 +71,9 @@ def describe(obj: TableDef | ViewDef) -> tuple[list[str], list[tuple]]:
 
 def _listing(kind: str, catalog: Catalog) -> tuple[list[str], list[tuple]]:
     if kind == "CATALOGS":
-        return ["catalog name"], [(DEFAULT_CATALOG,)]
+        return ["catalog name"], [(name,) for name in catalog.catalogs.names()]
     if kind == "CURRENT CATALOG":
-        return ["current catalog name"], [(DEFAULT_CATALOG,)]
+        return ["current catalog name"], [(catalog.current_catalog,)]
     if kind == "CURRENT DATABASE":
         return ["current database name"], [(catalog.current_database,)]
     if kind == "DATABASES":
@@ -79,7 +86,7 @@ def _listing(kind: str, catalog: Catalog) -> tuple[list[str], list[tuple]]:
 
 def relation(table: exp.Table, catalog: Catalog) -> TableDef | ViewDef:
     with reported_at(table):
-        obj = catalog.get(object_name(table, catalog.current_database))
+        obj = catalog.get(catalog.name_of(table))
     if obj is None:
         raise ValidationError(f"Table or view '{table.sql()}' does not exist")
     return obj

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from streamsql.plan.objects import DEFAULT_DATABASE, CatalogObject, Column, ObjectName, TableDef
+from streamsql.plan.objects import DEFAULT_CATALOG, DEFAULT_DATABASE, CatalogObject, Column, ObjectName, TableDef
 from streamsql.plan.udfs import PythonFunction
 from streamsql.plan.windows import WindowRelation
 
@@ -103,4 +105,8 @@ Step = (DefineStep | DropStep | SetStep | QueryStep | InsertStep | ResultStep | 
 
 def spark_name(name: ObjectName) -> str:
     """The Spark temp-view name a catalog relation is registered under."""
+    if name.catalog != DEFAULT_CATALOG:  # one Spark identifier: a name like `public.orders` made one, kept apart
+        text = f"{name.catalog}__{name.database}__{name.name}"
+        plain = re.sub(r"\W", "_", text)
+        return plain if plain == text else f"{plain}_{hashlib.sha1(text.encode()).hexdigest()[:8]}"
     return name.name if name.database == DEFAULT_DATABASE else f"{name.database}__{name.name}"
