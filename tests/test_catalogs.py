@@ -3,22 +3,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 import pytest
 
 from streamsql.catalog import Catalog
 from streamsql.catalogs.postgres import flink_type
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.runtime.engine import Engine
-from streamsql.runtime.results import ResultWriter
+from tests.statements import run
 
 
-def run(engine: Engine, sql: str) -> list[list[str]]:
-    out = io.StringIO()
-    engine.run_script(sql, ResultWriter("csv", out))
-    return list(csv.reader(io.StringIO(out.getvalue())))
 
 
 @pytest.fixture

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from streamsql.catalog import Catalog
 from streamsql.errors import CatalogError, ConnectorError, ValidationError
 from streamsql.runtime.engine import Engine
-from streamsql.runtime.results import ResultWriter
+from tests.statements import run
 
 DDL = """CREATE TABLE bid (auction BIGINT, price BIGINT, ts TIMESTAMP(3), eur AS price * 0.9, p AS PROCTIME(),
   WATERMARK FOR ts AS ts - INTERVAL '1' SECOND, PRIMARY KEY (auction) NOT ENFORCED)
@@ -21,12 +19,6 @@ CREATE TEMPORARY VIEW big AS SELECT auction FROM bid WHERE price > 10;
 pytestmark = pytest.mark.usefixtures("source_files")
 
 
-def run(engine: Engine, sql: str) -> list[list[str]]:
-    import csv
-
-    out = io.StringIO()
-    engine.run_script(sql, ResultWriter("csv", out))
-    return list(csv.reader(io.StringIO(out.getvalue())))
 
 
 @pytest.fixture
