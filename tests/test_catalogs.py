@@ -40,6 +40,8 @@ def test_catalog_statements_and_names(engine, tmp_path):
     assert "'type' = 'generic_in_memory'" in (tmp_path / "cat" / "_catalogs" / "mem.sql").read_text()
     with pytest.raises(StreamsqlError, match="Object 't' not found in default"):
         run(again, "SELECT * FROM mem.`default`.t")  # an in-memory catalog's tables went with its session
+    assert run(again, "SHOW CREATE CATALOG mem") == [["result"], [
+        "CREATE CATALOG `mem` COMMENT 'scratch' WITH (\n  'type' = 'generic_in_memory'\n);"]]
     run(again, "DROP CATALOG mem")
     assert run(again, "SHOW CATALOGS") == [["catalog name"], ["default_catalog"]]
     assert not (tmp_path / "cat" / "_catalogs" / "mem.sql").exists()
@@ -59,6 +61,8 @@ def test_catalog_statements_and_names(engine, tmp_path):
     ("SELECT * FROM nowhere.db.t", "Catalog 'nowhere' does not exist (catalogs: default_catalog)"),
     ("USE CATALOG nowhere", "Catalog 'nowhere' does not exist"),
     ("DROP CATALOG nowhere", "Catalog 'nowhere' does not exist"),
+    ("SHOW CREATE CATALOG nowhere", "Catalog 'nowhere' does not exist"),
+    ("SHOW CREATE CATALOG default_catalog", "is the built-in one"),
 ])
 def test_bad_catalog_statements(engine, sql, message):
     with pytest.raises(StreamsqlError) as error:

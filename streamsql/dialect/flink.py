@@ -220,6 +220,7 @@ class Flink(Dialect):
             "JOBS": lambda self: self.expression(Show(this=exp.var("JOBS ALL" if self._match_text_seq("ALL") else "JOBS"))),
             "CREATE TABLE": lambda self: self.expression(Show(this=exp.var("CREATE TABLE"), target=self._parse_table_parts())),
             "CREATE VIEW": lambda self: self.expression(Show(this=exp.var("CREATE VIEW"), target=self._parse_table_parts())),
+            "CREATE CATALOG": lambda self: self.expression(Show(this=exp.var("CREATE CATALOG"), target=self._parse_table_parts())),
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 

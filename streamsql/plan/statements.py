@@ -21,6 +21,13 @@ def plan_catalog_statement(node: exp.Expression, catalog: Catalog):
         kind = node.this.name
         if kind in ("JOBS", "JOBS ALL"):
             return JobsStep(every_run=kind == "JOBS ALL")
+        if kind == "CREATE CATALOG":
+            name = node.args["target"].name
+            if name == catalog.name:
+                raise ValidationError(f"Catalog '{name}' is the built-in one: it has no CREATE CATALOG statement")
+            with reported_at(node.args["target"]):
+                definition = catalog.catalogs.definition(name) or catalog.catalogs.open(name)  # (its error if none)
+            return ResultStep(["result"], [(definition.ddl() + ";",)])
         if kind.startswith("CREATE"):
             obj = relation(node.args["target"], catalog)
             return ResultStep(["result"], [(to_flink_sql(obj.ddl) + ";",)])
