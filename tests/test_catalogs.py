@@ -63,6 +63,8 @@ def test_catalog_statements_and_names(engine, tmp_path):
     ("DROP CATALOG nowhere", "Catalog 'nowhere' does not exist"),
     ("SHOW CREATE CATALOG nowhere", "Catalog 'nowhere' does not exist"),
     ("SHOW CREATE CATALOG default_catalog", "is the built-in one"),
+    ("SHOW CREATE", "Incomplete SHOW: expected SHOW CATALOGS"),
+    ("SHOW CURRENT", "Incomplete SHOW: expected SHOW CATALOGS"),
 ])
 def test_bad_catalog_statements(engine, sql, message):
     with pytest.raises(StreamsqlError) as error:

@@ -224,6 +224,14 @@ class Flink(Dialect):
         }
         SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
+        def _parse_show(self):
+            """sqlglot's SHOW trie walks past the end of ``SHOW CREATE`` / ``SHOW CURRENT`` (an IndexError)."""
+            try:
+                return super()._parse_show()
+            except IndexError:
+                self.raise_error("Incomplete SHOW: expected SHOW CATALOGS, DATABASES, TABLES, VIEWS, FUNCTIONS, COLUMNS,"
+                                 " JOBS, CURRENT CATALOG, CURRENT DATABASE or CREATE TABLE|VIEW|CATALOG", self._prev)
+
         def _parse_create(self):
             return C.parse_create_catalog(self) if C.at_catalog(self) else super()._parse_create()
 
