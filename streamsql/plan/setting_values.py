@@ -13,6 +13,7 @@ CHOICES = {
     "sql-client.execution.result-mode": ("table", "changelog", "tableau"),
     "sql-client.verbose": ("true", "false"),
     "execution.bounded-input": ("auto", "stream"),
+    "execution.trigger": ("micro-batch", "real-time"),  # spark.real_time
 }
 
 

@@ -44,6 +44,7 @@ from streamsql.runtime.reports import report_skipped, report_streaming_late
 from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter, java_text
 from streamsql.runtime.select_stream import follow_memory_sink, select_sink, show_watermark
 from streamsql.runtime.settings import Settings
+from streamsql.spark import real_time
 from streamsql.spark.dialect import to_spark_sql
 
 
@@ -257,7 +258,8 @@ class Engine:
             stream_bounded = self.settings.get("execution.bounded-input") == "stream" and is_bounded(table)
             files = 1 if stream_bounded else 100
             drain = ends if is_bounded(table) else self.drain
-            source_frame(spark, table, streaming, observed, drain, files, in_order).createOrReplaceTempView(
+            source_frame(spark, table, streaming, observed, drain, files, in_order,
+                         real_time=streaming and real_time.wanted(self.settings)).createOrReplaceTempView(
                 spark_name(table.name))
         if ends is not None:
             observed[END_OF_INPUT] = ends

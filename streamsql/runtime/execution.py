@@ -12,6 +12,7 @@ from __future__ import annotations
 from streamsql.errors import ValidationError
 from streamsql.plan.durations import parse_duration, spark_interval
 from streamsql.plan.steps import InsertStep, QueryPlan, QueryStep, StatementSetStep, Step
+from streamsql.spark import real_time
 
 
 def streams(engine, step: QueryStep | InsertStep) -> bool:
@@ -96,6 +97,10 @@ def check_operators(engine, step: Step, settings) -> None:
         operators = operator_plan(single, settings)
         for warning in operators.warnings:
             engine.log(f"Note: {warning}")
+        if real_time.wanted(settings) and settings.streaming:
+            refused = real_time.refusal(operators.root, getattr(single, "table", None), single.plan.tables)
+            if refused is not None:
+                raise ValidationError(refused)
         if not settings.streaming or all(is_bounded(t) for t in single.plan.tables):
             continue
         missing = needs_stateful_operator(operators.root)
@@ -122,6 +127,8 @@ def trigger(settings, plan: QueryPlan) -> dict:
     if all(is_bounded(t) for t in plan.tables):
         return {"availableNow": True}
     interval = settings.get("execution.checkpointing.interval")
+    if real_time.wanted(settings):  # checked at plan time (check_operators): a shape real-time mode runs
+        return {"realTime": spark_interval(interval or real_time.DEFAULT_BATCH)}
     if interval is None:
         interval = next((t.options["source.monitor-interval"] for t in plan.tables
                          if "source.monitor-interval" in t.options), DEFAULT_POLL_INTERVAL)

@@ -115,6 +115,14 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
     elif connector == "iceberg":
         from streamsql.runtime.iceberg.sink import IcebergMicroBatch
         writer = writer.foreachBatch(IcebergMicroBatch(table, checkpoint, name).checked())
+    elif connector in KAFKA and "realTime" in trigger:  # Spark's Kafka sink, record by record (spark.real_time)
+        from streamsql.runtime.kafka.sink import check_sink, records, sink_options
+        check_sink(table, overwrite=False)
+        writer = (records(frame, table).writeStream.queryName(name).option("checkpointLocation", checkpoint)
+                  .trigger(**trigger).format("kafka").options(**sink_options(table)))
+        from streamsql.runtime.session import start_streaming
+
+        return start_streaming(writer.outputMode("update"), frame.sparkSession)
     elif connector in KAFKA:
         from streamsql.runtime.kafka.sink import KafkaMicroBatch, check_sink
         check_sink(table, overwrite=False)

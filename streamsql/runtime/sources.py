@@ -37,14 +37,15 @@ DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monito
 
 
 def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None,
-                 files_per_batch: int = 100, in_order: bool = False):
+                 files_per_batch: int = 100, in_order: bool = False, real_time: bool = False):
     """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
 
     ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that ends a
     watermarked stream: a continuous job stopped WITH DRAIN, or bounded input run as a
     stream reaching its end (runtime.end_of_input). ``in_order``: a stream of files with
     a watermark carries its read order too (``SEQ_COLUMN``), for the order-sensitive
-    aggregates that read it (spark.arrival_order); a batch read always does.
+    aggregates that read it (spark.arrival_order); a batch read always does. ``real_time``: a
+    Kafka stream read for Spark's real-time mode (spark.real_time: no rows-per-batch bound).
     """
     from pyspark.sql import functions as F
 
@@ -54,7 +55,7 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     if table.options["connector"] in KAFKA:
         from streamsql.runtime.kafka.frames import kafka_frame
 
-        return _with_computed_columns(kafka_frame(spark, table, streaming), table, streaming, drains, False)
+        return _with_computed_columns(kafka_frame(spark, table, streaming, real_time), table, streaming, drains, False)
     if table.options["connector"] == "jdbc":
         from streamsql.runtime.jdbc_source import jdbc_frame
 

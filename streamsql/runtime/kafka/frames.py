@@ -21,14 +21,14 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 OFFSET_COLUMN = "__streamsql_offset"  # a record's offset in its partition (a bounded read's order)
 
 
-def kafka_frame(spark, table: TableDef, streaming: bool):
+def kafka_frame(spark, table: TableDef, streaming: bool, real_time: bool = False):
     from streamsql.runtime.kafka.reader import raw_records
 
     if streaming and is_bounded_kafka(table) and not source_changelog(table).insert_only:
         raise ConnectorError(
             f"Table '{table.name.name}' is a bounded changelog topic: it is read as its final table, in one batch."
             " Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream its changes.")
-    raw = raw_records(spark, table, streaming)  # Spark's Kafka connector (runtime.kafka.reader)
+    raw = raw_records(spark, table, streaming, real_time)  # Spark's Kafka connector (runtime.kafka.reader)
     if table.options["connector"] == "upsert-kafka":
         return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":

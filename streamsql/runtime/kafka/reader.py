@@ -123,7 +123,7 @@ def spark_options(options: dict[str, str]) -> dict[str, str]:
             "kafka.isolation.level": options.get("properties.isolation.level", ISOLATION)}
 
 
-def raw_records(spark, table: TableDef, streaming: bool):
+def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False):
     """The table's records as ``RAW_SCHEMA``, from its startup offsets (to its bound, or for
     a batch read to the current end)."""
     name, options = table.name.name, table.options
@@ -143,7 +143,8 @@ def raw_records(spark, table: TableDef, streaming: bool):
             settings["subscribePattern"] = options["topic-pattern"]
         else:
             settings["subscribe"] = ",".join(layout)
-        settings["maxOffsetsPerTrigger"] = options.get("source.max-rows-per-batch", str(DEFAULT_ROWS_PER_BATCH))
+        if not real_time:  # a real-time batch reads what arrives while it lasts (spark.real_time)
+            settings["maxOffsetsPerTrigger"] = options.get("source.max-rows-per-batch", str(DEFAULT_ROWS_PER_BATCH))
         settings["startingOffsets"] = json.dumps(start) if any(start.values()) else "earliest"
         settings["groupIdPrefix"] = "streamsql"
     else:
