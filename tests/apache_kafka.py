@@ -58,8 +58,12 @@ def kafka_classpath() -> str | None:
     return classpath(list(COORDINATES), exclude=())
 
 
-def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
-    """One node that is both the broker and the (only) controller, loopback only."""
+SASL_USERS = {"alice": "alice-secret"}  # a SASL_PLAINTEXT listener's PLAIN users (apache_kafka(sasl=True))
+
+
+def server_properties(port: int, controller_port: int, log_dir: Path, sasl_port: int | None = None) -> str:
+    """One node that is both the broker and the (only) controller, loopback only; with
+    ``sasl_port``, a SASL_PLAINTEXT listener there too (PLAIN, the users of SASL_USERS)."""
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -85,6 +89,14 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
         # produce and its read now and then (Spark's reader: offset 0 out of range).
         "log.retention.ms": "-1",
     }
+    if sasl_port is not None:
+        for key in ("listeners", "advertised.listeners"):
+            settings[key] += f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        settings["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        settings["sasl.enabled.mechanisms"] = "PLAIN"
+        users = " ".join(f'user_{name}="{password}"' for name, password in SASL_USERS.items())
+        settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required {users};')
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
@@ -94,6 +106,11 @@ class ApacheKafka(Broker):
     directory: Path = Path()
     classpath: str = ""
     process: subprocess.Popen | None = field(default=None, repr=False)
+    sasl_port: int | None = None
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def log(self) -> Path:
@@ -170,17 +187,19 @@ class ApacheKafka(Broker):
 
 
 @contextmanager
-def apache_kafka(classpath: str | None = None):
-    """A running ApacheKafka; stopped and its dir removed on exit, errors included."""
+def apache_kafka(classpath: str | None = None, sasl: bool = False):
+    """A running ApacheKafka (``sasl``: with a SASL_PLAINTEXT listener as well); stopped and its
+    dir removed on exit, errors included."""
     classpath = classpath or kafka_classpath()
     if classpath is None:
         raise RuntimeError("Maven (mvn) is needed to fetch Apache Kafka's jars")
-    port, controller_port = free_ports(2)
+    port, controller_port, sasl_port = free_ports(3)
     directory = Path(tempfile.mkdtemp(prefix="streamsql-kafka-"))
-    broker = ApacheKafka(port, controller_port, directory, classpath)
+    broker = ApacheKafka(port, controller_port, directory, classpath, sasl_port=sasl_port if sasl else None)
     try:
         (directory / "log4j2.properties").write_text(LOG4J)
-        (directory / "server.properties").write_text(server_properties(port, controller_port, directory / "logs"))
+        (directory / "server.properties").write_text(
+            server_properties(port, controller_port, directory / "logs", broker.sasl_port))
         cluster_id = "-"
         while cluster_id.startswith("-"):  # (an id starting with '-' reads as an option: the format fails)
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

@@ -530,8 +530,11 @@ def test_missing_topic_and_bad_client_property_are_clear_errors(broker):
     options = {"connector": "kafka", "properties.bootstrap.servers": broker.bootstrap}
     with pytest.raises(ConnectorError, match="Table 'k': topic 'nowhere' does not exist"):
         check_readable({**options, "topic": "nowhere"}, "k")
-    with pytest.raises(ConnectorError, match="Table 'k': Kafka client properties: Java JAAS configuration is not supported"):
+    with pytest.raises(ConnectorError, match="Table 'k': 'properties.sasl.jaas.config' uses x: streamsql takes"
+                                             " PlainLoginModule and ScramLoginModule"):
         check_readable({**options, "topic": "nowhere", "properties.sasl.jaas.config": "x"}, "k")
+    with pytest.raises(ConnectorError, match="Table 'k': Kafka client properties: No such configuration property"):
+        check_readable({**options, "topic": "nowhere", "properties.no.such.thing": "1"}, "k")
 
 
 def test_multi_record_batches_are_read_record_by_record(run, broker):

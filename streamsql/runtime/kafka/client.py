@@ -29,21 +29,50 @@ def client_config(options: dict[str, str], table: str) -> dict:
     return config
 
 
+# Java client properties librdkafka has no name for, that only tune Spark's Java clients (the
+# driver's librdkafka client goes without them; Spark's connector gets them all).
+JAVA_TUNING = frozenset({"fetch.max.wait.ms", "max.poll.records", "default.api.timeout.ms", "buffer.memory",
+                         "max.block.ms", "exclude.internal.topics", "interceptor.classes", "metric.reporters"})
+_JAAS = re.compile(r"\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule)"
+                   r"\s+required((?:\s+[\w.]+\s*=\s*\"(?:[^\"\\]|\\.)*\")*)\s*;?\s*")
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
 def _librdkafka(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k != "streamsql.table"}
+    """The config for librdkafka: Java's ``sasl.jaas.config`` for PLAIN and SCRAM (Flink's way of
+    giving SASL credentials) as librdkafka's ``sasl.username`` / ``sasl.password``, Java's
+    tuning-only properties left out."""
+    settings = {k: v for k, v in config.items() if k != "streamsql.table" and k not in JAVA_TUNING}
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        match = _JAAS.fullmatch(jaas)
+        if match is None:
+            module = jaas.split()[0] if jaas.split() else "(empty)"
+            raise ConnectorError(f"Table '{config['streamsql.table']}': 'properties.sasl.jaas.config' uses {module}:"
+                                 " streamsql takes PlainLoginModule and ScramLoginModule with username and password"
+                                 " (SASL PLAIN and SCRAM); Kerberos (GSSAPI) and OAUTHBEARER are not supported yet")
+        given = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _JAAS_OPTION.findall(match.group(2))}
+        for key in ("username", "password"):
+            if key in given:
+                settings.setdefault(f"sasl.{key}", given[key])
+    return settings
 
 
 def consumer(config: dict, group: bool = False):
     """A consumer that never joins a group (offsets are assigned); ``group``: keep 'group.id'."""
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import KafkaException
 
     # An assigned offset below the partition's start (deleted by retention) reads from its start.
     settings = {**_librdkafka(config), "enable.auto.commit": "false", "enable.auto.offset.store": "false",
                 "auto.offset.reset": "earliest", "isolation.level": config.get("isolation.level", ISOLATION)}
     if not group or "group.id" not in settings:
         settings["group.id"] = settings.get("group.id", "streamsql-reader")
+    errors: list = []
+    settings["error_cb"] = errors.append  # why a broker cannot be used (a SASL failure, ...): named in errors
     try:
-        return Consumer(settings, logger=_QUIET)
+        client = _Consumer(settings, logger=_QUIET)
+        client.errors = errors
+        return client
     except KafkaException as error:
         raise ConnectorError(f"Table '{config['streamsql.table']}': Kafka client properties: {error.args[0].str()}") from None
 
@@ -58,6 +87,30 @@ def producer(config: dict, extra: dict | None = None):
         return Producer(settings, logger=_QUIET)
     except KafkaException as error:
         raise ConnectorError(f"Table '{config['streamsql.table']}': Kafka client properties: {error.args[0].str()}") from None
+
+
+class _Recording:
+    """Mixed into confluent-kafka's Consumer: the errors librdkafka reported (``errors``)."""
+
+    errors: list
+
+
+def _Consumer(settings: dict, logger):  # noqa: N802 (it makes the consumer)
+    from confluent_kafka import Consumer
+
+    return type("RecordingConsumer", (_Recording, Consumer), {})(settings, logger=logger)
+
+
+def reason(client, error) -> str:
+    """A failed call's message, with the cause librdkafka reported meanwhile when it says more
+    (a SASL authentication failure shows as 'Broker transport failure' otherwise)."""
+    text = error.args[0].str() if hasattr(error.args[0], "str") else str(error)
+    try:
+        client.poll(0.5)  # serves the error callback: what librdkafka found meanwhile
+    except Exception:  # a closed client, a producer's poll: no more to say
+        pass
+    causes = [e.str() for e in getattr(client, "errors", []) if "auth" in e.str().lower() or "SASL" in e.str()]
+    return f"{text} ({causes[-1]})" if causes else text
 
 
 class _Quiet:
@@ -83,7 +136,7 @@ def topic_partitions(client, topics: list[str], pattern: str | None, table: str)
     try:
         metadata = client.list_topics(timeout=TIMEOUT_S)
     except KafkaException as error:
-        raise ConnectorError(f"Table '{table}': cannot reach Kafka: {error.args[0].str()}") from None
+        raise ConnectorError(f"Table '{table}': cannot reach Kafka: {reason(client, error)}") from None
     if pattern is not None:
         regex = re.compile(pattern)
         names = sorted(name for name in metadata.topics if regex.fullmatch(name) and not name.startswith("__"))
