@@ -40,6 +40,17 @@ FLINK = {
     # keys computed per row, beside constant ones: still in key order
     "SELECT JSON_OBJECT(KEY k VALUE v, 'm' VALUE 0), JSON_OBJECT(KEY k VALUE CAST(NULL AS INT), 'm' VALUE v ABSENT ON"
     " NULL) FROM (VALUES ('b', 1), ('z', 2)) AS t(k, v)": [['{"b":1,"m":0}', '{"m":1}'], ['{"m":0,"z":2}', '{"m":2}']],
+    # TIMESTAMPs as Java's ISO_LOCAL_DATE_TIME (no zone, the fraction's trailing zeros dropped), DOUBLE and
+    # FLOAT as BigDecimal writes Java's Double.toString (1.0E+20, 123456789, 0.0000010), top level and inside
+    "SELECT JSON_STRING(TIMESTAMP '2024-01-02 03:04:00'), JSON_STRING(TIMESTAMP '2024-01-02 03:04:05.100'),"
+    " JSON_STRING(CAST(TIMESTAMP '2024-01-02 03:04:05.123456' AS TIMESTAMP(6))), JSON_OBJECT('a' VALUE CAST(1e20 AS"
+    " DOUBLE), 'b' VALUE CAST(0.000001 AS DOUBLE), 'c' VALUE CAST(1.5 AS FLOAT), 'd' VALUE CAST(12.30 AS DECIMAL(5,2))),"
+    " JSON_ARRAY(CAST(123456789.0 AS DOUBLE), CAST(1e7 AS DOUBLE), CAST(-0.0 AS DOUBLE)), JSON_STRING(CAST(1e7 AS"
+    " DOUBLE)), JSON_STRING(CAST(3.0E-7 AS DOUBLE)), JSON_STRING(CAST(1.5 AS FLOAT)),"
+    " JSON_OBJECT('t' VALUE TIMESTAMP '2024-01-02 03:04:05', 'x' VALUE CAST(0.1 AS DOUBLE))":
+        [['"2024-01-02T03:04:00"', '"2024-01-02T03:04:05.1"', '"2024-01-02T03:04:05.123456"',
+          '{"a":1.0E+20,"b":0.0000010,"c":1.5,"d":12.30}', '[123456789,1.0E+7,0.0]', '1.0E+7', '3.0E-7', '1.5',
+          '{"t":"2024-01-02T03:04:05","x":0.1}']],
 }
 
 

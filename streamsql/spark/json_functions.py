@@ -39,8 +39,34 @@ def json_text(self, node: exp.Expression) -> str:
     value = self.sql(node)
     if node.type is not None and node.type.is_type(exp.DType.MAP):  # Flink writes a MAP's keys in order
         value = f"MAP_FROM_ENTRIES(ARRAY_SORT(MAP_ENTRIES({value})))"
+    if node.type is not None and node.type.is_type(exp.DType.DOUBLE, exp.DType.FLOAT):
+        return _number_text(f"CAST({value} AS STRING)")
+    if node.type is not None and node.type.is_type(exp.DType.TIMESTAMP):
+        return _timestamp_text(value)
     encoded = f"TO_JSON(NAMED_STRUCT('v', {value}))"
     return f"NULLIF(REGEXP_EXTRACT({encoded}, '^\\\\{{\"v\":(.*)\\\\}}$', 1), '')"
+
+
+def _number_text(text: str) -> str:
+    """A DOUBLE or FLOAT as Flink's JSON functions write it: Java's shortest text made a BigDecimal
+    and written back (BigDecimal.toString): ``1.0E20`` is ``1.0E+20``, ``1.23456789E8``
+    ``123456789``, ``1.0E-6`` ``0.0000010``; plain texts and exponents below -6 stay; -0.0 is 0.0."""
+    parts = "'^(-?)([0-9])\\\\.([0-9]+)E(-?[0-9]+)$'"
+    sign, digit, fraction = (f"REGEXP_EXTRACT({text}, {parts}, {i})" for i in (1, 2, 3))
+    power = f"CAST(REGEXP_EXTRACT({text}, {parts}, 4) AS INT)"
+    return (f"CASE WHEN {text} IS NULL THEN NULL WHEN {text} = '-0.0' THEN '0.0'"
+            f" WHEN {text} NOT LIKE '%E%' OR {power} < -6 THEN {text}"
+            f" WHEN {power} < 0 THEN CONCAT({sign}, '0.', REPEAT('0', -{power} - 1), {digit}, {fraction})"
+            f" WHEN LENGTH({fraction}) >= {power} THEN CONCAT({sign}, {digit}, SUBSTRING({fraction}, 1, {power}),"
+            f" IF(LENGTH({fraction}) > {power}, CONCAT('.', SUBSTRING({fraction}, {power} + 1)), ''))"
+            f" ELSE CONCAT({sign}, {digit}, '.', {fraction}, 'E+', {power}) END")
+
+
+def _timestamp_text(value: str) -> str:
+    """A TIMESTAMP as Flink's JSON functions write it (Java's ISO_LOCAL_DATE_TIME): seconds
+    always, the fraction without its trailing zeros, no zone: ``"2024-01-02T03:04:05.1"``."""
+    text = f"DATE_FORMAT({value}, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS\")"
+    return f"CONCAT('\"', REGEXP_REPLACE(REGEXP_REPLACE({text}, '0+$', ''), '\\\\.$', ''), '\"')"
 
 
 def json_object(self, e: exp.JSONObject) -> str:
