@@ -11,7 +11,18 @@ in batch mode in one warm Spark session, after a small warm-up run of its own:
     iceberg-part   the same into a table partitioned by identity(p) (created by pyiceberg
                    first): pyiceberg splits each task's rows by partition
 
+With ``--changes N --keys K`` it measures the upsert path instead (runtime.iceberg.upsert):
+a changelog of N changes over K keys (id BIGINT key, v BIGINT, s STRING; +I, -U/+U pairs and
+some -D, in order) handed to the sink as one micro-batch, ``write_iceberg_batch`` with a job
+and batch id, against the same N rows appended to a table without a key:
+
+    append         the N rows as +I into a keyless table (the append path)
+    upsert-empty   the N changes into an empty keyed table (no file to rewrite)
+    upsert-full    the N changes into the keyed table holding all K keys (every file rewritten)
+    upsert-few     N/100 changes over K/100 keys into the full table (pruned by the keys' range)
+
 Usage: bench/iceberg_sink.py [--rows N] [--variants parquet,iceberg,...] [--runs N]
+       bench/iceberg_sink.py --changes 200000 --keys 20000 [--runs N]
 Prints seconds and rows/s per variant and run.
 """
 
@@ -54,12 +65,77 @@ def partitioned_table(path: Path) -> None:
         spec.add_identity("p")
 
 
+def changelog(spark, changes: int, keys: int):
+    """``changes`` rows of a changelog over ``keys`` keys, in batch order: each key's +I first,
+    then -U/+U pairs; every 10th key's last change a -D."""
+    from pyspark.sql import functions as F
+
+    rounds = max(1, changes // keys)
+    frame = spark.range(changes).select((F.col("id") % keys).alias("key"), (F.col("id") / keys).cast("long").alias("round"),
+                                        F.col("id").alias("seq"))
+    kind = (F.when(F.col("round") == 0, F.lit("+I"))
+            .when((F.col("round") == rounds - 1) & (F.col("key") % 10 == 0), F.lit("-D"))
+            .when(F.col("round") % 2 == 1, F.lit("-U")).otherwise(F.lit("+U")))
+    return (frame.select(kind.alias("__rowkind"), F.col("key").alias("id"), F.col("round").alias("v"),
+                         F.concat(F.lit("value-"), F.col("seq")).alias("s"), "seq")
+            .repartition(4, "id").sortWithinPartitions("seq").drop("seq"))  # a key's changes in one task, in order
+
+
+def upsert_main(args) -> None:
+    from pyspark.sql import functions as F
+
+    from streamsql.catalog import Catalog
+    from streamsql.dialect.script import parse_script
+    from streamsql.plan.define import define
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.iceberg.sink import resolve, write_iceberg_batch
+
+    work = Path(tempfile.mkdtemp(prefix="iceberg-upsert-bench-"))
+    engine = Engine(Catalog(work / "catalog"), base_dir=work, log=lambda _: None)
+    spark = engine.spark
+    print(f"{args.changes:,} changes over {args.keys:,} keys, one micro-batch, {spark.sparkContext.defaultParallelism} cores")
+
+    def table(name: str, keyed: bool):
+        key = ", PRIMARY KEY (id) NOT ENFORCED" if keyed else ""
+        sql = (f"CREATE TABLE {name} (id BIGINT, v BIGINT, s STRING{key}) WITH ('connector' = 'iceberg', 'catalog-name' ="
+               f" 'bench', 'catalog-type' = 'jdbc', 'warehouse' = '{work}', 'catalog-database' = 'db')")
+        return define(parse_script(sql)[0].expression, "default_database")
+
+    batches = iter(range(1_000_000))
+    for run in range(args.runs):
+        for variant in ("append", "upsert-empty", "upsert-full", "upsert-few"):
+            name = f"{variant.replace('-', '_')}_{run}"
+            changes, keys = (args.changes // 100, args.keys // 100) if variant == "upsert-few" else (args.changes, args.keys)
+            frame = changelog(spark, changes, keys).cache()
+            frame.count()
+            if variant == "append":
+                frame = frame.withColumn("__rowkind", F.lit("+I"))
+            target = table(name, keyed=variant != "append")
+            if variant in ("upsert-full", "upsert-few"):  # all K keys in the table first, a range of keys a file
+                fill = changelog(spark, args.keys, args.keys).repartitionByRange(4, "id")
+                write_iceberg_batch(fill, target, "bench-fill", next(batches))
+            began = time.perf_counter()
+            write_iceberg_batch(frame, target, "bench", next(batches))
+            seconds = time.perf_counter() - began
+            frame.unpersist()
+            held = resolve(target)[0].scan().to_arrow().num_rows
+            print(f"  {variant:13s} {changes:9,} rows {seconds:6.1f} s  {changes / seconds:10,.0f} rows/s"
+                  f"  (the table then holds {held:,} rows)", flush=True)
+    engine.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--changes", type=int, help="measure the upsert path: this many changes (see the docstring)")
+    parser.add_argument("--keys", type=int, default=20_000)
     args = parser.parse_args()
+    if args.changes:
+        upsert_main(args)
+        return
     from streamsql.catalog import Catalog
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.results import ResultWriter

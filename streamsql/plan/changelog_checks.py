@@ -42,6 +42,7 @@ SINK_CHANGES: dict[str, str] = {
     "blackhole": "all",            # swallows anything
     "jdbc": "upsert",              # upserts by the PRIMARY KEY; insert-only without one
     "delta": "upsert",             # MERGE by the PRIMARY KEY; appends without one (runtime.delta)
+    "iceberg": "upsert",           # by the PRIMARY KEY (copy-on-write, runtime.iceberg.upsert); appends without one
     "kafka": "insert-only",        # a topic is an append-only log (Flink's KafkaDynamicSink)
     "upsert-kafka": "upsert",      # records by key, -D as tombstones (a PRIMARY KEY is required)
 }

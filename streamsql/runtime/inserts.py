@@ -171,7 +171,7 @@ def commit_result(spark, frame, table: TableDef, committer, results: Path, n: in
     if last is not None and last.get("snapshot"):
         before = spark.read.parquet(last["snapshot"])
         added, removed = result.exceptAll(before), before.exceptAll(result)
-    deletes = UPDATE_AFTER in accepted_kinds(table) and table.options["connector"] in ("jdbc", "delta")
+    deletes = UPDATE_AFTER in accepted_kinds(table) and table.options["connector"] in ("jdbc", "delta", "iceberg")
     if removed is not None and not deletes:
         changed = removed.limit(3).collect()
         if changed:
@@ -197,10 +197,15 @@ def commit_result(spark, frame, table: TableDef, committer, results: Path, n: in
             write_delta_batch(changes, table, bounded_app_id(results.parent, committer.key), n)
         else:
             write_changelog_batch(changes, table, job_key=committer.key, batch_id=n)
-    elif table.options["connector"] == "iceberg":  # appends only: a removed row was refused above
+    elif table.options["connector"] == "iceberg":  # keyed: the changes upserted; else appends (removals refused above)
         from streamsql.runtime.iceberg.sink import bounded_job_id, write_iceberg_batch
 
-        write_iceberg_batch(added, table, bounded_job_id(results.parent, committer.key), n)
+        changes = added
+        if deletes:
+            changes = added.select(F.lit(INSERT).alias(ROWKIND_COLUMN), "*")
+            if removed is not None:  # deletes first: a key's last change in the batch wins
+                changes = removed.select(F.lit(DELETE).alias(ROWKIND_COLUMN), "*").unionByName(changes)
+        write_iceberg_batch(changes, table, bounded_job_id(results.parent, committer.key), n)
     else:
         write_files(added, table, committer.stage(n))
     committer.commit(n, snapshot=str(snapshot), **extra)

@@ -6,5 +6,7 @@ to pyiceberg's SQL catalog, the layout of Iceberg's Java JdbcCatalog, on SQLite 
 PostgreSQL), checks the declared columns against the Iceberg schema (``schema``), Spark
 reads the snapshot's Parquet data files itself (``source``), and writes are Parquet files
 written from the executors and committed once on the driver by a fast append whose snapshot
-summary carries the job and the micro-batch, so a replayed micro-batch is skipped (``sink``).
+summary carries the job and the micro-batch, so a replayed micro-batch is skipped (``sink``);
+into a table with a PRIMARY KEY an updating query's changes are applied by key, copy-on-write,
+in one snapshot with the same summary (``upsert``).
 """

@@ -83,6 +83,23 @@ def declared_schema(table: TableDef):
     return pa.schema(fields)
 
 
+def creating_schema(table: TableDef):
+    """The pyiceberg Schema a sink creates a missing table with: the declared columns (ints
+    widened), the PRIMARY KEY's columns required and the table's identifier fields, as
+    Flink's Iceberg catalog creates a table with a primary key."""
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema, assign_fresh_schema_ids
+
+    names = {c.name.lower(): c.name for c in table.physical_columns}
+    key = [names.get(k.lower(), k) for k in table.primary_key]
+    arrow = pa.schema([f.with_nullable(f.name not in key) for f in declared_schema(table)])
+    schema = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow))
+    if not key:
+        return schema
+    return Schema(*schema.fields, identifier_field_ids=[schema.find_field(k).field_id for k in key])
+
+
 def canonical(kind) -> str:
     """An Arrow type as text without what does not matter here: large or not, nested names and nullability."""
     import pyarrow as pa

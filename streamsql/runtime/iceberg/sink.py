@@ -8,9 +8,13 @@ batches to the table's schema and writes them with pyiceberg's own writer
 (``_dataframe_to_data_files``: files of the table's target size under its data location,
 split by its partition spec, Parquet with field ids and column statistics) and hands back
 the pickled ``DataFile`` entries, a few hundred bytes each, which the driver appends.
-A batch-mode ``INSERT OVERWRITE`` deletes the table's rows in the same transaction. An
-updating query is refused at plan time (the sink takes inserts only: upserts by ``PRIMARY
-KEY`` are not implemented).
+A batch-mode ``INSERT OVERWRITE`` deletes the table's rows in the same transaction. A
+table with ``PRIMARY KEY (k) NOT ENFORCED`` takes an updating query in upsert mode
+(runtime.iceberg.upsert): each key's last change of the batch, applied copy-on-write in one
+snapshot (the rows of the batch's keys deleted, the +I/+U rows added); only the key columns
+are collected on the driver. Without a key an updating query is refused at plan time, as
+Flink refuses it (plan.changelog_checks.SINK_CHANGES). A table the sink creates has the key
+as its identifier fields (required columns), as Flink's Iceberg catalog creates it.
 
 **Exactly once per micro-batch.** Each commit's snapshot summary carries the job's identity
 (``streamsql.job-id``: the job key as runtime.jdbc builds it, the job's state directory
@@ -41,7 +45,7 @@ from pathlib import Path
 from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.iceberg import catalog
-from streamsql.runtime.iceberg.schema import columns, declared_schema
+from streamsql.runtime.iceberg.schema import columns, creating_schema
 
 JOB_PROPERTY = "streamsql.job-id"
 BATCH_PROPERTY = "streamsql.batch-id"
@@ -52,7 +56,7 @@ WRITTEN_SCHEMA = "file BINARY, rows BIGINT"
 
 def resolve(table: TableDef):
     """(the sink's pyiceberg table, created when missing, and its matched columns)."""
-    iceberg = catalog.load(table, creating_schema=declared_schema(table))
+    iceberg = catalog.load(table, creating_schema=creating_schema(table))
     return iceberg, columns(table, iceberg.schema(), reading=False)
 
 
@@ -79,6 +83,11 @@ def write_iceberg_batch(frame, table: TableDef, job: str | None = None, batch_id
     if job is not None and _done(iceberg, job, batch_id):
         compute_only(frame)
         return {"rows": 0, "skipped": True}
+    properties = {JOB_PROPERTY: job, BATCH_PROPERTY: str(batch_id)} if job is not None else {}
+    if table.primary_key and not overwrite:
+        from streamsql.runtime.iceberg.upsert import upsert_batch
+
+        return upsert_batch(frame, table, iceberg, matched, properties, job, batch_id)
     kinds = [f"`{ROWKIND_COLUMN}`"] if ROWKIND_COLUMN in frame.columns else []
     frame = frame.selectExpr(*kinds, *[f"`{c.declared}` AS `{c.iceberg}`" for c in matched])
     writer = FileWriter(_writer_metadata(iceberg), _io_properties(iceberg), f"Table '{table.name.name}'")
@@ -86,7 +95,6 @@ def write_iceberg_batch(frame, table: TableDef, job: str | None = None, batch_id
     files = [pickle.loads(row.file) for row in written]
     if not files and not overwrite:
         return {"rows": 0, "skipped": False}
-    properties = {JOB_PROPERTY: job, BATCH_PROPERTY: str(batch_id)} if job is not None else {}
     if not _commit(table, iceberg, files, properties, overwrite, job, batch_id):
         return {"rows": 0, "skipped": True}
     return {"rows": sum(row.rows for row in written), "skipped": False}
@@ -98,23 +106,32 @@ def _done(iceberg, job: str, batch_id: int) -> bool:
 
 
 def _commit(table: TableDef, iceberg, files: list, properties: dict, overwrite: bool, job, batch_id) -> bool:
-    """One snapshot with the files (after deleting every row, to overwrite); retried on a lost
-    race after checking again that the batch is not in. False: it was (another attempt's)."""
-    from pyiceberg.exceptions import CommitFailedException
+    """One snapshot with the files (after deleting every row, to overwrite); see ``committed``."""
     from pyiceberg.expressions import AlwaysTrue
+
+    def commit(iceberg) -> None:
+        with iceberg.transaction() as transaction:
+            if overwrite:
+                transaction.delete(AlwaysTrue(), snapshot_properties=properties)
+            with transaction.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                for data_file in files:
+                    append.append_data_file(data_file)
+
+    return committed(table, iceberg, job, batch_id, commit)
+
+
+def committed(table: TableDef, iceberg, job, batch_id, commit) -> bool:
+    """``commit(iceberg)``, one atomic Iceberg commit, retried on a lost race with another writer
+    (on the new metadata, after checking again that the batch is not in). False: it was."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     from streamsql.errors import ConnectorError
 
     for attempt in range(COMMIT_ATTEMPTS):
         try:
-            with iceberg.transaction() as transaction:
-                if overwrite:
-                    transaction.delete(AlwaysTrue(), snapshot_properties=properties)
-                with transaction.update_snapshot(snapshot_properties=properties).fast_append() as append:
-                    for data_file in files:
-                        append.append_data_file(data_file)
+            commit(iceberg)
             return True
-        except CommitFailedException as error:
+        except (CommitFailedException, ValidationException) as error:
             if attempt == COMMIT_ATTEMPTS - 1:
                 raise ConnectorError(f"Table '{table.name.name}': committing to the {catalog.described(table)} failed"
                                      f" {COMMIT_ATTEMPTS} times (other writers): {catalog.first_line(error)}") from None
