@@ -51,6 +51,13 @@ FLINK = {
         [['"2024-01-02T03:04:00"', '"2024-01-02T03:04:05.1"', '"2024-01-02T03:04:05.123456"',
           '{"a":1.0E+20,"b":0.0000010,"c":1.5,"d":12.30}', '[123456789,1.0E+7,0.0]', '1.0E+7', '3.0E-7', '1.5',
           '{"t":"2024-01-02T03:04:05","x":0.1}']],
+    # JSON_QUOTE escapes '/' and every character above U+007F (a code point beyond U+FFFF as Flink 2.3
+    # writes it: its own hex, then its low surrogate's); other control characters stay
+    "SELECT JSON_QUOTE('a/b\"c\\d'), JSON_QUOTE(CONCAT('tab', CHR(9), 'x')), JSON_QUOTE(CONCAT(CHR(233), CHR(1),"
+    " CHR(127), 'q')), JSON_QUOTE('\U0001F600x'), JSON_QUOTE(''), JSON_QUOTE(CAST(NULL AS STRING)),"
+    " JSON_QUOTE(CONCAT('a', CHR(10), 'b', CHR(13), CHR(8), CHR(12)))":
+        [['"a\\/b\\"c\\\\d"', '"tab\\tx"', '"\\u00e9\x01\x7fq"', '"\\u1f600\\ude00x"', '""', '',
+          '"a\\nb\\r\\b\\f"']],
 }
 
 

@@ -69,6 +69,28 @@ def _timestamp_text(value: str) -> str:
     return f"CONCAT('\"', REGEXP_REPLACE(REGEXP_REPLACE({text}, '0+$', ''), '\\\\.$', ''), '\"')"
 
 
+# JSON_QUOTE's escapes (Flink's JsonQuoteFunction): these characters, then every one above
+# U+007F as \\uXXXX; other control characters stay as they are.
+_QUOTE_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n",
+                  "\r": "\\r", "\t": "\\t"}
+
+
+def _json_quote(text: str) -> str:
+    """Flink's JSON_QUOTE, character by character (code points: Spark's SPLIT by '' and ASCII)."""
+    def literal(value: str) -> str:
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    def hex4(code: str) -> str:
+        return f"LPAD(LOWER(HEX({code})), 4, '0')"
+
+    cases = " ".join(f"WHEN c = CHAR({ord(char)}) THEN {literal(escaped)}" for char, escaped in _QUOTE_ESCAPES.items())
+    # a code point beyond U+FFFF as Flink 2.3 writes it: its own hex, then its low surrogate's
+    high = f"CONCAT('\\\\u', LOWER(HEX(ASCII(c))), '\\\\u', {hex4('56320 + (ASCII(c) - 65536) % 1024')})"
+    each = (f"c -> CASE {cases} WHEN ASCII(c) > 65535 THEN {high}"
+            f" WHEN ASCII(c) > 127 THEN CONCAT('\\\\u', {hex4('ASCII(c)')}) ELSE c END")
+    return f"CONCAT('\"', ARRAY_JOIN(TRANSFORM(SPLIT({text}, ''), {each}), ''), '\"')"
+
+
 def json_object(self, e: exp.JSONObject) -> str:
     """Flink's JSON_OBJECT: its members ordered by key (Java's String order), a repeated key's
     last value kept (under ABSENT ON NULL its last value that is not NULL), as Flink's
@@ -219,7 +241,7 @@ TEMPLATES = {
     "JSON_STRING": lambda self, e, a: json_text(self, e.expressions[0]),
     "JSON_ARRAY": _json_array,
     "JSON_ARRAYAGG": _json_arrayagg,
-    "JSON_QUOTE": lambda self, e, a: json_text(self, exp.cast(e.expressions[0], "STRING")),
+    "JSON_QUOTE": lambda self, e, a: _json_quote(f"CAST({a[0]} AS STRING)"),
     "JSON_UNQUOTE": lambda self, e, a: (f"CASE WHEN {a[0]} RLIKE '^\".*\"$' THEN COALESCE(FROM_JSON(CONCAT('{{\"v\":', {a[0]}, '}}'),"
                                         f" 'v STRING').v, {a[0]}) ELSE {a[0]} END"),
 }
