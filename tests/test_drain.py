@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_for, write
-from tests.test_exactly_once import lines, start
+from tests.test_exactly_once import kill_9, lines, start
 
 pytestmark = pytest.mark.spark
 
@@ -89,3 +90,48 @@ END;
     generated = lines(outs["generated"])
     starts = [line.split(",")[0] for line in generated]
     assert len(starts) == len(set(starts)) >= 2  # one row per second of event time, none twice
+
+
+def _catches_sigusr1(pid: int) -> bool:
+    """The process has installed its SIGUSR1 handler (bit 10 of SigCgt in /proc/<pid>/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) & (1 << (signal.SIGUSR1 - 1)))
+
+
+def test_a_job_restarted_and_drained_before_its_first_batch_fires_its_restored_windows(tmp_path):
+    """Killed with a window open in its state, restarted, and drained as soon as it listens:
+    the restored window fires (the drain once stopped a query that had not run a micro-batch
+    yet, and the window was lost)."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    for f in range(3):  # 0..29 s, one file a batch; [20, 30) stays open until the drain
+        rows = "".join(f"{'ab'[i % 2]},2026-01-01 00:00:{i:02d}\n" for i in range(f * 10, f * 10 + 10))
+        os.utime(write(source / f"{f}.csv", rows), (time.time() - 60 + f,) * 2)
+    script = write(tmp_path / "job.sql", f"""
+CREATE TABLE src (k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s',
+        'source.max-files-per-batch' = '1');
+CREATE TABLE out (k STRING, window_start TIMESTAMP(3), n BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
+INSERT INTO out SELECT k, window_start, COUNT(*)
+  FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+""")
+    fired = sorted(f"{k},2026-01-01 00:00:{s:02d}.000,5" for s in (0, 10) for k in "ab")
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: lines(out) == fired or job.poll() is not None, 240), lines(out)
+        time.sleep(3)  # the batch that fired them committed
+        kill_9(job, "driver")
+        job = start(tmp_path, script)
+        assert wait_for(lambda: _catches_sigusr1(job.pid) or job.poll() is not None, 60)
+        os.kill(job.pid, signal.SIGUSR1)
+        assert job.wait(240) == 0, job.stderr.read()
+        log = job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert lines(out) == sorted(fired + ["a,2026-01-01 00:00:20.000,5", "b,2026-01-01 00:00:20.000,5"]), log

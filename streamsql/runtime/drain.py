@@ -21,6 +21,7 @@ from pathlib import Path
 from streamsql.plan.objects import TableDef
 
 SENTINEL = "9999-12-31 23:59:59.999"
+PREFIX = "streamsql-drain-"  # of the sentinel directories, which name a query's drained sources
 
 
 class DrainSources:
@@ -38,7 +39,7 @@ class DrainSources:
         if self._root is None:
             from streamsql.runtime.process_dir import process_dir
 
-            self._root = Path(tempfile.mkdtemp(prefix="streamsql-drain-", dir=process_dir()))
+            self._root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=process_dir()))
         return self._root
 
     def discard(self) -> None:
@@ -67,8 +68,22 @@ class DrainSources:
             os.replace(tmp, folder / "drain.csv")
 
 
+def is_sentinel_source(source) -> bool:
+    """A source of a micro-batch's progress is a sentinel directory (a drain's, or end of
+    input's), not one of the job's own sources."""
+    return PREFIX in (source.get("description") or "")
+
+
 def drained(query) -> bool:
-    """The query has run the micro-batch in which its watermark reached the sentinel."""
-    progress = query.lastProgress or {}
+    """The query has run the micro-batch in which its watermark reached the sentinel, or it
+    reads no sentinel directory (nothing of it waits on a watermark). Only an executed
+    batch reports a watermark: a progress without one (Spark reports a trigger that found no
+    new data too, the first one of a job restarted from its checkpoint among them) has not
+    drained — stopping there lost the open windows of the restored state."""
+    progress = query.lastProgress
+    if not progress:
+        return False
+    if not any(is_sentinel_source(source) for source in progress.get("sources") or []):
+        return True
     watermark = (progress.get("eventTime") or {}).get("watermark")
-    return watermark is None or watermark.startswith("9999")
+    return watermark is not None and watermark.startswith("9999")

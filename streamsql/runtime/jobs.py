@@ -21,6 +21,7 @@ from pathlib import Path
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.commits import write_atomically
+from streamsql.runtime.drain import is_sentinel_source
 
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
@@ -194,7 +195,7 @@ def input_rows(progress) -> int:
     sources = progress.get("sources") or []
     if not sources:
         return progress.numInputRows
-    return sum(s.get("numInputRows", 0) or 0 for s in sources if "streamsql-drain-" not in (s.get("description") or ""))
+    return sum(s.get("numInputRows", 0) or 0 for s in sources if not is_sentinel_source(s))
 
 
 def late_rows_dropped(progress) -> int:

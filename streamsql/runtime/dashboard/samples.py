@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from streamsql.runtime.drain import is_sentinel_source
 from streamsql.runtime.jobs import NO_WATERMARK, input_rows, late_rows_dropped
 
 HISTORY = 100  # as many as Spark keeps (spark.sql.streaming.numRecentProgressUpdates)
@@ -56,7 +57,7 @@ def record_batch(record, query: str, progress) -> None:
     totals["rows_in"] += input_rows(progress)
     for source in progress.get("sources") or []:
         description = source.get("description") or "?"
-        if "streamsql-drain-" not in description:
+        if not is_sentinel_source(source):
             totals["sources"][description] = totals["sources"].get(description, 0) + (source.get("numInputRows") or 0)
     operators = totals["operators"]
     for index, op in enumerate(progress.get("stateOperators") or []):
