@@ -79,12 +79,12 @@ def test_unsupported_builtin_is_named_with_its_position():
 
 @pytest.mark.parametrize("join", [", LATERAL TABLE(split_words(s)) AS w(word)",
                                   " LEFT JOIN LATERAL TABLE(split_words(s)) AS w(word) ON TRUE"])
-def test_a_table_function_call_is_refused_naming_it_and_unnest(join):
-    """Flink's LATERAL TABLE(f(..)) calls a user-defined table function; streamsql has none:
-    one message at TABLE, naming the call and UNNEST, not a missing function 'TABLE'."""
+def test_an_unregistered_table_function_is_refused_naming_it_and_unnest(join):
+    """LATERAL TABLE(f(..)) of no registered function: one message at TABLE, naming the call
+    and UNNEST, not a missing function 'TABLE'."""
     with pytest.raises(ValidationError) as caught:
         plan(f"SELECT s, word\n  FROM t{join}")
-    assert caught.value.message.startswith("LATERAL TABLE(split_words(...)) calls a table function")
+    assert caught.value.message.startswith("LATERAL TABLE(split_words(...)): no table function named 'split_words'")
     assert "CROSS JOIN UNNEST(column)" in caught.value.message
     column = len("  FROM t") + join.index("TABLE") + 1
     assert caught.value.position == Position(3, column)

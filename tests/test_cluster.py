@@ -53,6 +53,20 @@ def runs_in(x: int) -> str:
 
 def tag(s: str) -> str:
     return udf_helpers.tagged(s)
+
+
+from pyflink.common import Row  # noqa: E402  (PyFlink's surface: streamsql's, shipped with it)
+from pyflink.table import DataTypes  # noqa: E402
+from pyflink.table.udf import TableFunction, udtf  # noqa: E402
+
+
+class Letters(TableFunction):
+    def eval(self, s):
+        for i, c in enumerate(s):
+            yield Row(c, i)
+
+
+letters = udtf(Letters(), result_types=[DataTypes.STRING(), DataTypes.INT()])
 '''
 HELPERS = '''
 def tagged(s):
@@ -142,6 +156,8 @@ SELECT usr, COUNT(*) AS n, SUM(id) AS ids, window_start, window_end
 FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY usr, window_start, window_end;
 SELECT id, tag(usr) AS tagged FROM clicks WHERE id > 2;
 SELECT DISTINCT runs_in(id) AS place FROM clicks;
+CREATE TEMPORARY FUNCTION letters AS 'my_udfs.letters' LANGUAGE PYTHON;
+SELECT f0 AS letter, COUNT(*) AS n, SUM(f1) AS at FROM clicks, LATERAL TABLE(letters(usr)) GROUP BY f0;
 CREATE TEMPORARY TABLE gen (id BIGINT, v INT) WITH ('connector' = 'datagen', 'number-of-rows' = '100',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100', 'seed' = '7', 'scan.parallelism' = '2');
 SELECT COUNT(*) AS rows_, SUM(id) AS ids, SUM(v) AS vs FROM gen;
@@ -152,7 +168,7 @@ SELECT COUNT(*) AS rows_, SUM(id) AS ids, SUM(v) AS vs FROM gen;
     local, local_seconds = finished(tmp_path, "local[1]", script)
     print(f"windowed + UDF job: cluster {remote_seconds:.1f} s, local[1] {local_seconds:.1f} s")
 
-    windows, tagged, place, generated = _results(remote)
+    windows, tagged, place, letters, generated = _results(remote)
     assert sorted(windows) == [
         "ann,1,1,2026-01-01 00:00:00.000,2026-01-01 00:00:10.000",
         "ann,1,3,2026-01-01 00:00:10.000,2026-01-01 00:00:20.000",
@@ -164,8 +180,15 @@ SELECT COUNT(*) AS rows_, SUM(id) AS ids, SUM(v) AS vs FROM gen;
     assert sorted(tagged) == ["3,ann#3", "4,cy#2", "5,bob#3", "6,ann#3"]
     assert place == ["executor shipped"]  # the UDF ran in the worker's executor, importing the driver's streamsql
     assert generated[0].startswith("100,5050,")  # datagen's reader (streamsql code) ran there too
-    local_windows, local_tagged, local_place, local_generated = _results(local)
-    assert (sorted(local_windows), sorted(local_tagged), local_generated) == (sorted(windows), sorted(tagged), generated)
+    expected = {}  # a table function (a PyFlink TableFunction class, its Rows) ran there too
+    for _, usr, _ in rows:
+        for i, c in enumerate(usr):
+            n, at = expected.get(c, (0, 0))
+            expected[c] = (n + 1, at + i)
+    assert sorted(letters) == sorted(f"{c},{n},{at}" for c, (n, at) in expected.items())
+    local_windows, local_tagged, local_place, local_letters, local_generated = _results(local)
+    assert (sorted(local_windows), sorted(local_tagged), sorted(local_letters), local_generated) == (
+        sorted(windows), sorted(tagged), sorted(letters), generated)
     assert local_place == ["driver installed"]
 
 
@@ -173,7 +196,7 @@ def _results(lines: list[str]) -> list[list[str]]:
     """The SELECTs' rows, split at their header lines."""
     results: list[list[str]] = []
     for line in lines:
-        if line.startswith(("usr,", "id,", "place", "rows_,")):
+        if line.startswith(("usr,", "id,", "place", "letter,", "rows_,")):
             results.append([])
         else:
             results[-1].append(line)

@@ -108,6 +108,15 @@ def _unnest_sql(generator: Generator, e: exp.Unnest) -> str:
     return f"UNNEST({generator.expressions(e, flat=True)}) WITH ORDINALITY AS {generator.sql(e, 'alias')}"
 
 
+UDF_TYPE = "udf_type"  # the meta key of a bound Python UDF call's Flink result type (plan.planner)
+
+
+def _annotate_call(annotator, e: exp.Anonymous):
+    """A Python UDF's call typed as its declared result; another unknown call as sqlglot does."""
+    declared = e.meta.get(UDF_TYPE)
+    return annotator._set_type(e, declared.copy() if declared is not None else annotator.schema.get_udf_type(e))
+
+
 def _annotate_unnest(annotator, e):
     from streamsql.plan.unnest import annotate
 
@@ -128,6 +137,7 @@ class Flink(Dialect):
         F.SplitIndex: {"returns": exp.DType.VARCHAR},
         F.FlinkDateFormat: {"returns": exp.DType.VARCHAR},
         F.FlinkCall: {"annotator": B.annotate},
+        exp.Anonymous: {"annotator": _annotate_call},
         F.FlinkAggCall: {"annotator": B.annotate},
         exp.Extract: {"returns": exp.DType.BIGINT},
         exp.JSONObject: {"returns": exp.DType.VARCHAR},

@@ -53,9 +53,9 @@ def unknown_function(call: exp.Anonymous) -> ValidationError:
         inner = call.expressions[0] if call.expressions else None
         name = inner.name if isinstance(inner, exp.Anonymous) else inner.sql_name() if isinstance(inner, exp.Func) else None
         shown = f"LATERAL TABLE({name}(...))" if name else "LATERAL TABLE(...)"
-        return ValidationError(f"{shown} calls a table function, and streamsql has none yet (no user-defined table "
-                               "functions); to expand an ARRAY or MAP column into rows, use CROSS JOIN UNNEST(column) "
-                               "AS t(...)", start_position(call))
+        return ValidationError(f"{shown}: no table function named '{name}' (register one written with PyFlink's "
+                               "@udtf by CREATE FUNCTION ... LANGUAGE PYTHON; to expand an ARRAY or MAP column into "
+                               "rows, use CROSS JOIN UNNEST(column) AS t(...))", start_position(call))
     builtin = coverage().get(call.name.upper())
     if builtin is not None and builtin.status == "not supported":
         return ValidationError(f"Built-in function {builtin.name} is not supported: {builtin.notes}", start_position(call))

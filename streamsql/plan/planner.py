@@ -15,7 +15,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from streamsql.catalog import Catalog
 from streamsql.catalog_files import reported_at
-from streamsql.dialect.flink import Flink
+from streamsql.dialect.flink import UDF_TYPE, Flink
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import Position, StreamsqlError, ValidationError
 from streamsql.plan.grouping import check_grouping
@@ -54,6 +54,7 @@ from streamsql.plan.state_ttl import read_hints
 from streamsql.plan.temporal import check_temporal_joins, lookup_only
 from streamsql.plan.typecheck import check_types
 from streamsql.plan import unnest
+from streamsql.plan.table_functions import check_scalar_use, unnest_table_calls
 from streamsql.plan.udfs import load_function
 from streamsql.plan.argmax_join import rewrite_argmax_joins
 from streamsql.plan.inline import hoist_window_inputs
@@ -364,16 +365,24 @@ class Planner:
         return obj
 
     def _bind_functions(self, query: exp.Query, plan: QueryPlan) -> None:
+        unnest_table_calls(query, self._function)
         for call in query.find_all(exp.Anonymous):
-            name = ObjectName(self.catalog.current_database, call.name, self.catalog.current_catalog)
-            definition = self.catalog.get(name, "function") or self.catalog.get(
-                ObjectName(self.catalog.current_database, call.name.lower(), self.catalog.current_catalog), "function"
-            )
-            if definition is None:
+            function = self._function(call.name)
+            if function is None:
                 raise unknown_function(call)
-            function = load_function(definition)
+            check_scalar_use(call, function)
             call.set("this", function.name)
+            call.meta[UDF_TYPE] = function.result_type
             _merge(plan.functions, [function])
+
+    def _function(self, name: str):
+        """The registered Python function of that name (as written, or in lower case), or None."""
+        for written in (name, name.lower()):
+            definition = self.catalog.get(
+                ObjectName(self.catalog.current_database, written, self.catalog.current_catalog), "function")
+            if definition is not None:
+                return load_function(definition)
+        return None
 
 
 def _check_stars_have_tables(query: exp.Expression) -> None:

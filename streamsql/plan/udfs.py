@@ -1,8 +1,11 @@
 """Finding Python UDFs and their result types, before Spark starts.
 
 `CREATE FUNCTION f AS 'module.function' LANGUAGE PYTHON` names a function in a module
-found next to the script or on PYTHONPATH. Its result type comes from
-``@streamsql.udf(result_type='INT')`` or from the return annotation.
+found next to the script or on PYTHONPATH. A scalar function's result type comes from
+``@streamsql.plan.udfs.udf(result_type='INT')``, from the return annotation, or from
+PyFlink's ``@udf(result_type=DataTypes.INT())``; a table function is PyFlink's
+``@udtf(result_types=[...])`` (its rows: an ARRAY of ROWs here, which LATERAL TABLE
+unnests). A module written for PyFlink loads unchanged without PyFlink (streamsql.pyflink).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from sqlglot import exp
 from streamsql.errors import ValidationError
 from streamsql.plan.objects import FunctionDef
 from streamsql.plan.types import build_type
+from streamsql.plan.udf_types import row_fields, type_sql
 
 _ANNOTATION_TYPES = {
     int: "BIGINT",
@@ -35,12 +39,17 @@ _ANNOTATION_TYPES = {
 
 @dataclass
 class PythonFunction:
-    """A loaded UDF: the callable, its Flink result type and whether it takes pandas Series."""
+    """A loaded UDF: the callable, its Flink result type and whether it takes pandas Series.
+    A table function (``table``) returns an ARRAY of ROWs, one per row it yields; ``instance``
+    is the ScalarFunction or TableFunction object whose ``eval`` is ``function`` (its ``open``
+    runs once per worker)."""
 
     name: str
     function: Callable
     result_type: exp.DataType
     vectorized: bool
+    table: bool = False
+    instance: object = None
 
 
 def udf(result_type: str | None = None, vectorized: bool = False) -> Callable:
@@ -54,6 +63,12 @@ def udf(result_type: str | None = None, vectorized: bool = False) -> Callable:
     return mark
 
 
+def udf_spark_name(name: str) -> str:
+    """The name a UDF is registered under in Spark beside its own (spark.dialect calls it by
+    this one: a Spark built-in of the same name would win)."""
+    return f"streamsql_udf_{name}"
+
+
 def add_search_path(directory: str | Path) -> None:
     """Let UDF modules next to a script be found (the script's folder goes first)."""
     directory = str(Path(directory).resolve())
@@ -62,6 +77,9 @@ def add_search_path(directory: str | Path) -> None:
 
 
 def load_function(definition: FunctionDef) -> PythonFunction:
+    from streamsql.pyflink import install
+
+    install()  # a module written for PyFlink imports pyflink.table.udf
     module_name, _, attribute = definition.identifier.rpartition(".")
     name = definition.name.name
     if not module_name:
@@ -74,9 +92,55 @@ def load_function(definition: FunctionDef) -> PythonFunction:
             " script or on PYTHONPATH"
         ) from None
     function = getattr(module, attribute, None)
+    if hasattr(function, "_func") and hasattr(function, "_func_type"):  # PyFlink's udf/udtf/udaf (or ours)
+        return _pyflink_function(name, function)
     if not callable(function):
         raise ValidationError(f"Function {name}: module '{module_name}' has no function '{attribute}'")
     return PythonFunction(name, function, _result_type(name, function), getattr(function, "__streamsql_vectorized__", False))
+
+
+def _pyflink_function(name: str, wrapper) -> PythonFunction:
+    """A function PyFlink's decorators made: scalar (``_result_type``), table
+    (``_result_types``); an aggregate function is refused."""
+    func = wrapper._func
+    instance = func if hasattr(func, "eval") and not callable(func) or _is_udf_object(func) else None
+    call = instance.eval if instance is not None else func
+    if hasattr(wrapper, "_accumulator_type"):
+        raise ValidationError(f"Function {name} is a Python aggregate function (udaf): streamsql runs scalar and "
+                              "table functions (udf, udtf), not aggregate ones yet")
+    try:
+        if hasattr(wrapper, "_result_types"):
+            return PythonFunction(name, call, _rows_type(name, wrapper._result_types), False, True, instance)
+        if getattr(wrapper, "_result_type", None) is None:
+            raise ValidationError(f"Function {name}: its @udf declares no result_type")
+        result = build_type(type_sql(wrapper._result_type))
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"Function {name}: {error}") from None
+    return PythonFunction(name, call, result, wrapper._func_type == "pandas", False, instance)
+
+
+def _is_udf_object(func) -> bool:
+    return any(c.__name__ in ("ScalarFunction", "TableFunction") for c in type(func).__mro__)
+
+
+def _rows_type(name: str, declared) -> exp.DataType:
+    """A table function's rows as an ARRAY of ROWs: its result types as columns f0, f1, ...
+    (PyFlink's names: a DataTypes.ROW's too, whose field names PyFlink drops), or the fields of
+    a ROW written as text ('ROW<a INT, b STRING>')."""
+    if declared is None:
+        raise ValidationError(f"Function {name}: its @udtf declares no result_types")
+    row = row_fields(declared)
+    if row is not None:
+        declared = [t for _, t in row]
+    fields = None
+    if isinstance(declared, str):  # a ROW written out keeps its names
+        row = build_type(declared)
+        if row.is_type(exp.DType.STRUCT):
+            fields = [(f.name, f.args["kind"].sql(dialect="flink")) for f in row.expressions]
+    if fields is None:
+        types = list(declared) if isinstance(declared, (list, tuple)) else [declared]
+        fields = [(f"f{i}", type_sql(t)) for i, t in enumerate(types)]
+    return build_type("ARRAY<ROW<" + ", ".join(f"`{n}` {t}" for n, t in fields) + ">>")
 
 
 def _result_type(name: str, function: Callable) -> exp.DataType:

@@ -38,6 +38,47 @@ def reporting_failures(function, name: str, vectorized: bool):
     return functools.update_wrapper(call, function)
 
 
+def opened(instance, function):
+    """``function`` (an instance's ``eval``), the instance's ``open`` run before its first call
+    in each worker (PyFlink's ScalarFunction/TableFunction life cycle)."""
+    state = []
+
+    def call(*args):
+        if not state:
+            instance.open(_Context())
+            state.append(True)
+        return function(*args)
+
+    return functools.update_wrapper(call, function)
+
+
+class _Context:
+    """The FunctionContext ``open`` receives: no job parameters are set."""
+
+    def get_job_parameter(self, key, default_value):
+        return default_value
+
+
+def as_rows(function, width: int):
+    """A table function as a scalar one: the list of the rows it yields (or returns), each a
+    tuple of ``width`` values; a one-column function may yield bare values. None: no rows."""
+
+    def call(*args):
+        produced = function(*args)
+        if produced is None:
+            return []
+        if width == 1:
+            return [(row[0] if isinstance(row, tuple) and len(row) == 1 else row,) for row in produced]
+        rows = []
+        for row in produced:
+            if not isinstance(row, (tuple, list)) or len(row) != width:
+                raise TypeError(f"a row of {width} values expected, got {row!r}")
+            rows.append(tuple(row))
+        return rows
+
+    return functools.update_wrapper(call, function)
+
+
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
 

@@ -6,7 +6,7 @@ import site
 import sys
 from pathlib import Path
 
-from streamsql.plan.udfs import PythonFunction
+from streamsql.plan.udfs import PythonFunction, udf_spark_name
 from streamsql.spark.dialect import spark_type
 
 
@@ -23,13 +23,19 @@ def register_udf(spark, function: PythonFunction) -> None:
         for local in _modules_beside(module):
             cloudpickle.register_pickle_by_value(local)
     cloudpickle.register_pickle_by_value(udf_calls)
-    call = udf_calls.reporting_failures(function.function, function.name, function.vectorized)
+    call = function.function
+    if function.instance is not None and hasattr(function.instance, "open"):
+        call = udf_calls.opened(function.instance, call)
+    if function.table:
+        call = udf_calls.as_rows(call, len(function.result_type.expressions[0].expressions))
+    call = udf_calls.reporting_failures(call, function.name, function.vectorized)
     return_type = spark_type(function.result_type)
     if function.vectorized:
         wrapped = pandas_udf(call, return_type)
     else:
         wrapped = udf(call, return_type, useArrow=True)
     spark.udf.register(function.name, wrapped)
+    spark.udf.register(udf_spark_name(function.name), wrapped)
 
 
 def _modules_beside(module) -> list:

@@ -22,6 +22,8 @@ from streamsql.spark import native_functions as NF
 from streamsql.spark.unnest import lateral_views
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.dialect.decimals import exact, precision_scale
+from streamsql.dialect.flink import UDF_TYPE
+from streamsql.plan.udfs import udf_spark_name
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -268,6 +270,14 @@ def _select(self, e: exp.Select) -> str:
     return Spark.Generator.TRANSFORMS[exp.Select](self, lateral_views(e))
 
 
+def _call_sql(self, e: exp.Anonymous) -> str:
+    """A Python UDF's call by the name it is registered under in Spark (its own name would
+    lose to a Spark built-in of that name, e.g. SPLIT); another call as written."""
+    if e.meta.get(UDF_TYPE) is not None:
+        return self.func(udf_spark_name(e.name), *e.expressions)
+    return Spark.Generator.anonymous_sql(self, e)
+
+
 class SparkTarget(Spark):
     """The Spark dialect streamsql generates."""
 
@@ -288,6 +298,7 @@ class SparkTarget(Spark):
             F.Proctime: lambda self, e: "CURRENT_TIMESTAMP()",
             F.FlinkCall: SF.flink_call_sql,
             F.FlinkAggCall: SF.flink_call_sql,
+            exp.Anonymous: _call_sql,
             exp.Select: _select,
             exp.JSONObject: JF.json_object,
             exp.Extract: NF.extract_sql,
