@@ -773,3 +773,61 @@ def test_avro_keys_and_an_upsert_kafka_round_trip(run, broker, tmp_path):
                            " SELECT k, n FROM totals")) == [["a", "3"], ["b", "1"], ["c", "1"]]
     keys = sorted(m.key() for m in broker.read_all(out))
     assert keys == [b"\x02\x02a", b"\x02\x02b", b"\x02\x02c"]  # the key record: its one nullable field
+
+
+def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
+    """Streamed, as Flink's per-partition watermarks: partition 0's 300 records (even seconds)
+    are read whole in the first micro-batch while partition 1 has its first 10 (odd seconds);
+    its other 290 arrive after. The table's watermark is partition 1's, so none of them is
+    late and every 1-minute window fires with its 60 records at the drain (one stream of both
+    partitions took partition 0's watermark and dropped partition 1's later records). The
+    consumer group gets each partition's offsets from its own stream."""
+    import os
+    import signal
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tests.test_jobs import committed_batches, start
+
+    name, group = topic(broker, 2), f"g-{uuid.uuid4().hex[:8]}"
+
+    def records(seconds):
+        return [(None, json.dumps({"n": s, "ts": f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000"})) for s in seconds]
+
+    broker.produce(name, records(range(0, 600, 2)), partition=0)
+    broker.produce(name, records(range(1, 21, 2)), partition=1)
+    out = tmp_path / "out"
+    script = tmp_path / "job.sql"
+    script.write_text(
+        kafka("kbids", "n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", broker, name,
+              f", 'scan.startup.mode' = 'earliest-offset', 'properties.group.id' = '{group}'")
+        + f"CREATE TABLE counts (window_start TIMESTAMP(3), n BIGINT) WITH ('connector' = 'filesystem',"
+          f" 'path' = '{out}', 'format' = 'csv');"
+          "INSERT INTO counts SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE kbids, DESCRIPTOR(ts),"
+          " INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;")
+    env_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"], saved = env_path, os.environ.get("PYTHONPATH")
+    try:
+        job = start(tmp_path, "run", str(script))
+    finally:
+        os.environ.pop("PYTHONPATH") if saved is None else os.environ.__setitem__("PYTHONPATH", saved)
+    try:
+        assert wait_for(lambda: committed_batches(tmp_path) >= 1 or job.poll() is not None, 240), "no batch"
+        assert job.poll() is None, job.stderr.read()
+        broker.produce(name, records(range(21, 600, 2)), partition=1)
+        batches = committed_batches(tmp_path)
+        assert wait_for(lambda: committed_batches(tmp_path) >= batches + 2 or job.poll() is not None, 240)
+        os.kill(job.pid, signal.SIGUSR1)  # drain: the last windows fire
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    rows = sorted(line for f in out.glob("part-*.csv") for line in f.read_text().splitlines())
+    assert rows == [f"2024-01-01 00:{m:02d}:00.000,60" for m in range(10)], rows
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(name, 0), TopicPartition(name, 1)], timeout=10)
+    finally:
+        consumer.close()
+    assert [c.offset for c in committed] == [300, 300]

@@ -343,3 +343,33 @@ def test_the_avro_schema_is_the_one_flink_derives():
 def test_what_the_avro_format_refuses(columns, extra, message):
     with pytest.raises(ConnectorError, match=message):
         _avro_table(columns, extra)
+
+
+@pytest.mark.parametrize("sql, streaming, real_time", [
+    ("CREATE TABLE k (n INT) WITH ('connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:1',"
+     " 'format' = 'json')", True, False),  # no watermark: one stream
+    ("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'topic-pattern'"
+     " = 't.*', 'properties.bootstrap.servers' = 'h:1', 'format' = 'json')", True, False),  # topics come and go
+    ("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'topic' = 't',"
+     " 'properties.bootstrap.servers' = 'h:1', 'format' = 'json')", False, False),  # a batch read
+    ("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'topic' = 't',"
+     " 'properties.bootstrap.servers' = 'h:1', 'format' = 'json')", True, True),  # real-time mode
+    ("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'topic' = 't',"
+     " 'properties.bootstrap.servers' = 'h:1', 'format' = 'debezium-json')", True, False),  # a changelog
+])
+def test_a_stream_of_every_partition_where_no_per_partition_watermark_is_wanted(sql, streaming, real_time):
+    """(The driver asks Kafka for the partitions only where a stream per partition is due.)"""
+    from streamsql.runtime.kafka.reader import split_streams
+
+    assert split_streams(table(sql), streaming, real_time) is None
+
+
+def test_a_checkpoint_of_other_streams_is_a_job_error_saying_why():
+    from streamsql.errors import JobStateError
+    from streamsql.runtime.failures import translate
+
+    error = translate(Exception("java.lang.AssertionError: assertion failed: There are [4] sources in the checkpoint"
+                                " offsets and now there are [6] sources requested by the query. Cannot continue."))
+    assert isinstance(error, JobStateError)
+    assert error.message.startswith("The job's checkpoint holds the positions of 4 streams and its query now reads 6")
+    assert "gained partitions" in error.message and "assertion" not in error.message

@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from streamsql.errors import EXECUTOR_MARK, ConnectorError, DataError, ExecutionError, StreamsqlError
+from streamsql.errors import EXECUTOR_MARK, ConnectorError, DataError, ExecutionError, JobStateError, StreamsqlError
 from streamsql.runtime import udf_calls
 from streamsql.runtime.sources import MALFORMED_MARK
 
 _CONNECTOR = re.compile(re.escape(EXECUTOR_MARK) + r"([^\n]*)")
+_SOURCES_CHANGED = re.compile(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are \[(\d+)\]")
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
@@ -30,6 +31,14 @@ def translate(error: Exception) -> StreamsqlError:
     connector = _CONNECTOR.search(text)
     if connector:  # a ConnectorError raised in an executor (a jdbc read or lookup)
         return ConnectorError(connector.group(1).strip())
+    changed = _SOURCES_CHANGED.search(text)
+    if changed:
+        return JobStateError(
+            f"The job's checkpoint holds the positions of {changed.group(1)} streams and its query now reads"
+            f" {changed.group(2)}, so it cannot resume from it. A watermarked Kafka table is streamed one partition"
+            " at a time (a watermark each, as Flink's): a topic that has gained partitions since the job started is"
+            " the usual cause. Start the job afresh (delete its state directory under the catalog's _checkpoints,"
+            " and what it wrote), e.g. from its consumer group's offsets ('scan.startup.mode' = 'group-offsets').")
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))

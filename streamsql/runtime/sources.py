@@ -53,9 +53,13 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     if table.options["connector"] in GENERATED:
         return _with_computed_columns(_generated_frame(spark, table, streaming), table, streaming, drains, False)
     if table.options["connector"] in KAFKA:
-        from streamsql.runtime.kafka.frames import kafka_frame
+        from functools import reduce
 
-        return _with_computed_columns(kafka_frame(spark, table, streaming, real_time), table, streaming, drains, False)
+        from streamsql.runtime.kafka.frames import kafka_frames
+
+        branches = [_with_computed_columns(frame, table, streaming, drains, False)
+                    for frame in kafka_frames(spark, table, streaming, real_time)]  # (a watermark each)
+        return reduce(lambda a, b: a.unionByName(b), branches)
     if table.options["connector"] == "jdbc":
         from streamsql.runtime.jdbc_source import jdbc_frame
 

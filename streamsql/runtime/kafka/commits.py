@@ -11,7 +11,8 @@ confluent-kafka.
 A listener, rather than the sink's foreachBatch: every sink (files, JDBC, Kafka, print)
 gets it without the sink knowing about sources, and the offsets are the ones Spark
 committed to its checkpoint (a batch that failed never reports progress). The progress
-tells sources apart by their subscription (``KafkaV2[Subscribe[a,b]]``), so two tables of
+tells sources apart by their subscription (``KafkaV2[Subscribe[a,b]]``, or one partition's
+``KafkaV2[Assign[a-0]]``: a watermarked table streams a partition each), so two tables of
 one session on the same topics with different groups both commit what either stream read.
 A failed commit loses nothing (the checkpoint holds the offsets): it is skipped.
 """
@@ -26,11 +27,16 @@ from streamsql.plan.objects import TableDef
 _LOCK = threading.Lock()
 
 
-def commit_to_group(spark, table: TableDef, topics: list[str], pattern: str | None) -> None:
-    """Commit the end offsets of every micro-batch that reads ``topics`` (or ``pattern``)."""
+def commit_to_group(spark, table: TableDef, topics: list[str], pattern: str | None,
+                    split: tuple[str, int] | None = None) -> None:
+    """Commit the end offsets of every micro-batch that reads ``topics`` (or ``pattern``, or
+    the one partition ``split``: a stream of its own, ``KafkaV2[Assign[topic-0]]``)."""
     from streamsql.runtime.kafka.client import client_config
 
-    described = f"SubscribePattern[{pattern}]" if pattern is not None else f"Subscribe[{','.join(topics)}]"
+    if split is not None:
+        described = f"Assign[{split[0]}-{split[1]}]"
+    else:
+        described = f"SubscribePattern[{pattern}]" if pattern is not None else f"Subscribe[{','.join(topics)}]"
     config = client_config(table.options, table.name.name)
     with _LOCK:
         listener = getattr(spark, "_streamsql_group_commits", None)

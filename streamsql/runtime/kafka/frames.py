@@ -21,14 +21,28 @@ from streamsql.runtime.kafka.formats import column_expressions, debezium_rows, d
 OFFSET_COLUMN = "__streamsql_offset"  # a record's offset in its partition (a bounded read's order)
 
 
-def kafka_frame(spark, table: TableDef, streaming: bool, real_time: bool = False):
+def kafka_frames(spark, table: TableDef, streaming: bool, real_time: bool = False) -> list:
+    """The table as one DataFrame, or streamed with a watermark over several partitions as one
+    per partition (runtime.kafka.reader.split_streams), each to get a watermark of its own:
+    Spark's watermark of a stream is the largest time it saw less the delay, over all its
+    partitions (a partition read ahead made another's rows late), and of several the smallest
+    (spark.sql.streaming.multipleWatermarkPolicy 'min'), which is Flink's for a Kafka table."""
+    from streamsql.runtime.kafka.reader import split_streams
+
+    splits = split_streams(table, streaming, real_time)
+    if splits is None:
+        return [kafka_frame(spark, table, streaming, real_time)]
+    return [kafka_frame(spark, table, streaming, real_time, split, len(splits)) for split in splits]
+
+
+def kafka_frame(spark, table: TableDef, streaming: bool, real_time: bool = False, split=None, splits: int = 1):
     from streamsql.runtime.kafka.reader import raw_records
 
     if streaming and is_bounded_kafka(table) and not source_changelog(table).insert_only:
         raise ConnectorError(
             f"Table '{table.name.name}' is a bounded changelog topic: it is read as its final table, in one batch."
             " Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream its changes.")
-    raw = raw_records(spark, table, streaming, real_time)  # Spark's Kafka connector (runtime.kafka.reader)
+    raw = raw_records(spark, table, streaming, real_time, split, splits)  # Spark's Kafka connector (reader)
     if table.options["connector"] == "upsert-kafka":
         return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":

@@ -6,7 +6,8 @@ Where a read starts and ends is Flink's: the driver resolves every 'scan.startup
 and hands them to Spark as ``startingOffsets`` / ``endingOffsets`` JSON. A batch read
 ``assign``s exactly the partitions it resolved. A stream ``subscribe``s (or
 ``subscribePattern``), so Spark discovers partitions added later (read from their start,
-as Flink's partition discovery does); it resumes from its checkpoint, where
+as Flink's partition discovery does) — but a watermarked one ``assign``s one partition per
+stream (``split_streams``: a watermark each, runtime.kafka.frames); it resumes from its checkpoint, where
 ``startingOffsets`` no longer counts. Spark's streaming source has no end offsets, so a
 bounded table streamed (bounded input run as micro-batches, availableNow) drops the records
 past its bound per partition.
@@ -123,9 +124,30 @@ def spark_options(options: dict[str, str]) -> dict[str, str]:
             "kafka.isolation.level": options.get("properties.isolation.level", ISOLATION)}
 
 
-def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False):
+def split_streams(table: TableDef, streaming: bool, real_time: bool) -> list[tuple[str, int]] | None:
+    """The partitions a watermarked stream reads as one stream each (so that each has its own
+    watermark and the table's is their minimum, as Flink's per-partition watermarks), or
+    None: one stream of every partition (no watermark, one partition, a topic pattern whose
+    topics come and go, a real-time read, a changelog topic normalized as one stream)."""
+    from streamsql.plan.kafka_options import source_changelog
+
+    if not streaming or real_time or table.watermark is None or "topic-pattern" in table.options \
+            or not source_changelog(table).insert_only:
+        return None
+    offsets = Offsets(table.options, table.name.name)
+    try:
+        layout = offsets.layout()
+    finally:
+        offsets.close()
+    splits = [(t, p) for t, parts in sorted(layout.items()) for p in parts]
+    return splits if len(splits) > 1 else None
+
+
+def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False,
+                split: tuple[str, int] | None = None, splits: int = 1):
     """The table's records as ``RAW_SCHEMA``, from its startup offsets (to its bound, or for
-    a batch read to the current end)."""
+    a batch read to the current end). ``split``: a stream of that one partition only, one of
+    ``splits`` (split_streams), which share the rows-per-batch bound."""
     name, options = table.name.name, table.options
     offsets = Offsets(options, name)
     try:
@@ -134,17 +156,25 @@ def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False
         end = offsets.end(layout) if not streaming or is_bounded_kafka(table) else None
     finally:
         offsets.close()
+    if split is not None:
+        topic, partition = split
+        start = {topic: {k: v for k, v in start[topic].items() if int(k) == partition}}
+        if end is not None:
+            end = {topic: {k: v for k, v in end[topic].items() if int(k) == partition}}
     if end is not None:  # (a startup past the bound reads nothing)
         end = {t: {p: max(o, start[t][p]) for p, o in parts.items()} for t, parts in end.items()}
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
     settings = {**spark_options(options), "failOnDataLoss": "true", "includeHeaders": str(headers).lower()}
     if streaming:
-        if "topic-pattern" in options:
+        if split is not None:
+            settings["assign"] = json.dumps({split[0]: [split[1]]})
+        elif "topic-pattern" in options:
             settings["subscribePattern"] = options["topic-pattern"]
         else:
             settings["subscribe"] = ",".join(layout)
         if not real_time:  # a real-time batch reads what arrives while it lasts (spark.real_time)
-            settings["maxOffsetsPerTrigger"] = options.get("source.max-rows-per-batch", str(DEFAULT_ROWS_PER_BATCH))
+            rows = int(options.get("source.max-rows-per-batch", DEFAULT_ROWS_PER_BATCH))
+            settings["maxOffsetsPerTrigger"] = str(max(1, rows // splits))
         settings["startingOffsets"] = json.dumps(start) if any(start.values()) else "earliest"
         settings["groupIdPrefix"] = "streamsql"
     else:
@@ -160,7 +190,7 @@ def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False
     if streaming and "properties.group.id" in options:
         from streamsql.runtime.kafka.commits import commit_to_group
 
-        commit_to_group(spark, table, sorted(layout), options.get("topic-pattern"))
+        commit_to_group(spark, table, sorted(layout), options.get("topic-pattern"), split)
     return raw.selectExpr("key", "value", "topic", "`partition`", "`offset`", "`timestamp`",
                           f"{TIMESTAMP_TYPE} AS timestamp_type",
                           f"{HEADERS} AS headers" if headers else "CAST(NULL AS MAP<STRING, BINARY>) AS headers",
