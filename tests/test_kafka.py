@@ -831,3 +831,55 @@ def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
     finally:
         consumer.close()
     assert [c.offset for c in committed] == [300, 300]
+
+
+def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(broker, tmp_path):
+    """'scan.watermark.idle-timeout', as Flink's: partition 1 has records up to second 9 and
+    then none; partition 0 goes on. Without a timeout partition 1 holds every window open
+    until the drain; with 1 s, the windows partition 0's time has passed fire while the job
+    runs (partition 1 left out of the watermark), each once, and the drain fires the rest."""
+    import os
+    import signal
+
+    from tests.test_jobs import committed_batches, start
+
+    name = topic(broker, 2)
+
+    def records(seconds):
+        return [(None, json.dumps({"n": s, "ts": f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000"})) for s in seconds]
+
+    broker.produce(name, records(range(0, 60, 2)), partition=0)
+    broker.produce(name, records(range(1, 10, 2)), partition=1)
+    out = tmp_path / "out"
+    script = tmp_path / "job.sql"
+    script.write_text(
+        kafka("kbids", "n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", broker, name,
+              ", 'scan.startup.mode' = 'earliest-offset', 'scan.watermark.idle-timeout' = '1 s'")
+        + f"CREATE TABLE counts (window_start TIMESTAMP(3), n BIGINT) WITH ('connector' = 'filesystem',"
+          f" 'path' = '{out}', 'format' = 'csv');"
+          "INSERT INTO counts SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE kbids, DESCRIPTOR(ts),"
+          " INTERVAL '10' SECOND)) GROUP BY window_start, window_end;")
+
+    def rows() -> list:
+        return sorted(line for f in out.glob("part-*.csv") for line in f.read_text().splitlines())
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), saved]))
+    try:
+        job = start(tmp_path, "run", str(script))
+    finally:
+        os.environ.pop("PYTHONPATH") if saved is None else os.environ.__setitem__("PYTHONPATH", saved)
+    expected = [f"2024-01-01 00:00:{w:02d}.000,{10 if w == 0 else 5}" for w in range(0, 110, 10) if w < 60] + [
+        f"2024-01-01 00:01:{w - 60:02d}.000,5" for w in range(60, 110, 10)]
+    try:
+        assert wait_for(lambda: committed_batches(tmp_path) >= 1 or job.poll() is not None, 240), "no batch"
+        time.sleep(2)  # partition 1 quiet for longer than the timeout
+        broker.produce(name, records(range(60, 120, 2)), partition=0)
+        assert wait_for(lambda: rows() == expected or job.poll() is not None, 120), rows()  # [110, 120) still open
+        os.kill(job.pid, signal.SIGUSR1)  # drain
+        assert job.wait(240) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert rows() == sorted(expected + ["2024-01-01 00:01:50.000,5"])

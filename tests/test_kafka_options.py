@@ -373,3 +373,29 @@ def test_a_checkpoint_of_other_streams_is_a_job_error_saying_why():
     assert isinstance(error, JobStateError)
     assert error.message.startswith("The job's checkpoint holds the positions of 4 streams and its query now reads 6")
     assert "gained partitions" in error.message and "assertion" not in error.message
+
+
+def test_an_idle_partition_s_heartbeat_is_due_once_it_has_been_quiet_for_the_timeout(tmp_path):
+    from streamsql.runtime.kafka.idleness import _Watched, heartbeat_due, write_heartbeat
+
+    watched = _Watched(tmp_path, 2.0, active_at=100.0)
+    assert heartbeat_due(watched, 0, 101.0, "2024-01-01T00:00:58.000Z") is None  # quiet for less than 2 s
+    assert heartbeat_due(watched, 3, 103.0, "2024-01-01T00:00:58.000Z") is None  # active again
+    assert heartbeat_due(watched, 0, 104.5, "2024-01-01T00:00:58.000Z") is None
+    assert heartbeat_due(watched, 0, 105.0, None) is None  # no event time seen yet
+    assert heartbeat_due(watched, 0, 105.0, "2024-01-01T00:00:58.000Z") == "2024-01-01T00:00:58.000Z"
+    watched.sent = "2024-01-01T00:00:58.000Z"
+    assert heartbeat_due(watched, 0, 106.0, "2024-01-01T00:00:58.000Z") is None  # that time was sent
+    assert heartbeat_due(watched, 0, 106.0, "2024-01-01T00:01:04.000Z") == "2024-01-01T00:01:04.000Z"
+    folder = tmp_path / "beats"
+    folder.mkdir()
+    write_heartbeat(folder, "2024-01-01T00:01:04.000Z")
+    assert [f.read_text() for f in folder.iterdir()] == ["2024-01-01 00:01:04.000\n"]
+
+
+def test_the_idle_timeout_is_a_duration():
+    sql = ("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH (" + BASE + ", 'format' = 'json',"
+           " 'scan.watermark.idle-timeout' = '{}')")
+    assert table(sql.format("5 s")).options["scan.watermark.idle-timeout"] == "5 s"
+    with pytest.raises(ConnectorError, match="'scan.watermark.idle-timeout' must be a duration"):
+        table(sql.format("soon"))

@@ -40,6 +40,7 @@ KAFKA_OPTIONS = COMMON | {
     "topic", "topic-pattern", "format", "key.fields", "scan.startup.mode", "scan.startup.timestamp-millis",
     "scan.startup.specific-offsets", "scan.bounded.mode", "scan.bounded.timestamp-millis",
     "scan.bounded.specific-offsets", "scan.topic-partition-discovery.interval", "source.max-rows-per-batch",
+    "scan.watermark.idle-timeout",
 }
 UPSERT_KAFKA_OPTIONS = COMMON | {"topic", "scan.bounded.mode", "scan.bounded.timestamp-millis",
                                  "scan.bounded.specific-offsets", "source.max-rows-per-batch",

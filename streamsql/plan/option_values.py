@@ -41,7 +41,7 @@ ONLY_VALUE = {
 }
 DATAGEN_ONLY_VALUE = {"var-len": ("false", "datagen strings have the fixed 'length'; variable-length strings are not supported yet")}
 
-DURATION = {"source.monitor-interval"}
+DURATION = {"source.monitor-interval", "scan.watermark.idle-timeout"}
 INTEGER = {  # non-negative integers
     "events.num", "first-event.rate", "next-event.rate", "person.proportion", "auction.proportion",
     "bid.proportion", "bid.hot-ratio.auctions", "bid.hot-ratio.bidders", "auction.hot-ratio.sellers",

@@ -56,6 +56,13 @@ class DrainSources:
         self.folders.add(folder)
         return folder
 
+    def heartbeat_directory(self, table: TableDef, split: tuple[str, int]) -> Path:
+        """The (empty) directory of one Kafka partition's idleness heartbeats
+        (runtime.kafka.idleness)."""
+        folder = self.root / f"{table.name.database}__{table.name.name}__idle__{split[0]}__{split[1]}"
+        folder.mkdir(exist_ok=True)
+        return folder
+
     def release(self) -> None:
         """Write each source's sentinel row (renamed into place, so it is read whole)."""
         if self.released:

@@ -57,8 +57,11 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
 
         from streamsql.runtime.kafka.frames import kafka_frames
 
-        branches = [_with_computed_columns(frame, table, streaming, drains, False)
-                    for frame in kafka_frames(spark, table, streaming, real_time)]  # (a watermark each)
+        from streamsql.runtime.kafka.idleness import heartbeats
+
+        branches = [_with_computed_columns(frame, table, streaming, drains, False,
+                                           heartbeats(spark, table, split, drains))
+                    for split, frame in kafka_frames(spark, table, streaming, real_time)]  # (a watermark each)
         return reduce(lambda a, b: a.unionByName(b), branches)
     if table.options["connector"] == "jdbc":
         from streamsql.runtime.jdbc_source import jdbc_frame
@@ -132,9 +135,10 @@ def _in_name_order(directory: Path) -> str:
     return f"{directory}/[!._]*"
 
 
-def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_order: bool):
+def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_order: bool, heartbeats=None):
     """Physical columns, computed ones, the watermark (streaming) or the read order (batch;
-    streaming too when ``in_order``)."""
+    streaming too when ``in_order``). ``heartbeats``: a directory of rows that move this
+    stream's watermark and leave (runtime.kafka.idleness)."""
     from pyspark.sql import functions as F
 
     columns = [f"`{c.name}`" for c in table.columns if not c.is_computed]  # physical and metadata
@@ -153,16 +157,24 @@ def _with_computed_columns(frame, table: TableDef, streaming: bool, drains, in_o
         if streaming:
             if from_files:  # a micro-batch's files, each split's rows in the order they were read
                 frame = _numbered(frame)
+            if heartbeats is not None:  # a quiet partition's stream: rows marked to leave after the watermark
+                from streamsql.runtime.kafka.idleness import HEARTBEAT_COLUMN
+
+                beats = drain_rows(frame, table, heartbeats).withColumn(HEARTBEAT_COLUMN, F.lit(True))
+                frame = frame.withColumn(HEARTBEAT_COLUMN, F.lit(None).cast("boolean")).unionByName(beats)
             if drains is not None:  # the end-of-input signal: a sentinel row at the end of time
                 frame = frame.unionByName(drain_rows(frame, table, drains.directory(table)))
             frame = frame.withWatermark(table.watermark.column, _watermark_delay(table))
-            if drains is not None:
+            if drains is not None or heartbeats is not None:
                 # The sentinel moves the watermark, then leaves. Spark pushes a query's filters
                 # (a WHERE, a join key's IS NOT NULL) below the watermark, where they would
                 # remove the sentinel first; observe() is a node they cannot pass.
                 frame = frame.observe(f"streamsql_drain_{next(_BARRIERS)}", F.count(F.lit(1)))
+            if drains is not None:
                 time_column = F.col(f"`{table.watermark.column}`")
                 frame = frame.filter(time_column.isNull() | (time_column < F.lit(SENTINEL).cast("timestamp")))
+            if heartbeats is not None:
+                frame = frame.filter(F.col(HEARTBEAT_COLUMN).isNull()).drop(HEARTBEAT_COLUMN)
         elif per_split:  # the read order per partition: its offsets (the watermark is per partition)
             frame = frame.withColumn(SEQ_COLUMN, F.struct(F.col(SPLIT_COLUMN), F.col(OFFSET_COLUMN))).drop(OFFSET_COLUMN)
         else:  # the read order, for telling late rows apart (spark.windows): files by name, rows in order

@@ -22,7 +22,7 @@ OFFSET_COLUMN = "__streamsql_offset"  # a record's offset in its partition (a bo
 
 
 def kafka_frames(spark, table: TableDef, streaming: bool, real_time: bool = False) -> list:
-    """The table as one DataFrame, or streamed with a watermark over several partitions as one
+    """(partition or None, DataFrame) pairs: the table as one DataFrame, or streamed with a watermark over several partitions as one
     per partition (runtime.kafka.reader.split_streams), each to get a watermark of its own:
     Spark's watermark of a stream is the largest time it saw less the delay, over all its
     partitions (a partition read ahead made another's rows late), and of several the smallest
@@ -31,8 +31,8 @@ def kafka_frames(spark, table: TableDef, streaming: bool, real_time: bool = Fals
 
     splits = split_streams(table, streaming, real_time)
     if splits is None:
-        return [kafka_frame(spark, table, streaming, real_time)]
-    return [kafka_frame(spark, table, streaming, real_time, split, len(splits)) for split in splits]
+        return [(None, kafka_frame(spark, table, streaming, real_time))]
+    return [(split, kafka_frame(spark, table, streaming, real_time, split, len(splits))) for split in splits]
 
 
 def kafka_frame(spark, table: TableDef, streaming: bool, real_time: bool = False, split=None, splits: int = 1):
