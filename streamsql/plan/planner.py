@@ -17,8 +17,10 @@ from streamsql.catalog import Catalog
 from streamsql.catalog_files import reported_at
 from streamsql.dialect.flink import UDF_TYPE, Flink
 from streamsql.dialect.script import Statement, StatementSet
-from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.errors import StreamsqlError, ValidationError
 from streamsql.plan.grouping import check_grouping
+from streamsql.plan.binding import (check_stars_have_tables, group_window_time, merge, name_projections,
+                                    replace_relation, resolution_error, time_attribute, values_as_select)
 from streamsql.plan.builtins import check_functions, unknown_function
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.commands import command_text, set_step, stop_job
@@ -189,7 +191,7 @@ class Planner:
             raise ValidationError(f"Cannot INSERT INTO view '{table.name}'", identifier_position(target))
         if not CONNECTORS[table.options["connector"]].as_sink:
             raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
-        plan = self.plan_query(_values_as_select(node.expression))
+        plan = self.plan_query(values_as_select(node.expression))
         sources = insert_sources(table, columns, plan)
         self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node, table, self.catalog)
@@ -221,8 +223,8 @@ class Planner:
             self._bind_relation(table, plan, schema, relations, versioned)
         read_hints(query)
         self._bind_functions(query, plan)
-        labels = _name_projections(query)
-        _check_stars_have_tables(query)
+        labels = name_projections(query)
+        check_stars_have_tables(query)
         unnest.normalize(query)
         try:
             qualified = qualify(
@@ -230,8 +232,8 @@ class Planner:
                 validate_qualify_columns=True,
             )
         except OptimizeError as error:
-            raise _resolution_error(error) from None
-        _group_window_time(qualified)
+            raise resolution_error(error) from None
+        group_window_time(qualified)
         check_temporal_joins(qualified, versioned, relations, plan.derived)
         typed = annotate_types(qualified, schema=schema, dialect=Flink)
         unnest.check(typed)
@@ -240,7 +242,7 @@ class Planner:
         check_functions(typed, self.catalog.current_database)
         plan.query = typed
         plan.lookups = lookup_only(typed, plan.derived)
-        plan.columns = [Column(s.alias_or_name, s.type, time_attribute=_time_attribute(s, relations))
+        plan.columns = [Column(s.alias_or_name, s.type, time_attribute=time_attribute(s, relations))
                         for s in typed.selects]
         uniquify_names(plan.columns)
         plan.labels = [labels.get(i, c.name) for i, c in enumerate(plan.columns)]
@@ -251,7 +253,7 @@ class Planner:
         name = spark_name(obj.name)
         columns = self._input_columns(obj, plan, table)
         version = table.args.get("version")
-        bound = _replace_relation(table, name, table.alias or table.name, columns, schema, relations)
+        bound = replace_relation(table, name, table.alias or table.name, columns, schema, relations)
         if version is not None:  # checked (and dropped) once names are resolved: plan.temporal
             bound.set("version", version)
             versioned[id(bound)] = obj
@@ -261,13 +263,13 @@ class Planner:
         if isinstance(obj, ViewDef):
             with reported_at(reference):  # a broken table the view reads: show where the view is used
                 view_plan = self._view_plan(obj)
-            _merge(plan.tables, view_plan.tables)
+            merge(plan.tables, view_plan.tables)
             plan.derived.update(view_plan.derived)
             plan.derived[spark_name(obj.name)] = view_plan.query
-            _merge(plan.functions, view_plan.functions)
+            merge(plan.functions, view_plan.functions)
             return view_plan.columns
         check_source_path(obj, self._written)
-        _merge(plan.tables, [obj])
+        merge(plan.tables, [obj])
         return obj.columns
 
     def _bind_window(self, wrapper: exp.Table, tvf, plan: QueryPlan, schema: dict, relations: dict) -> None:
@@ -298,7 +300,7 @@ class Planner:
         if late_source is not None and "late-rows.table" in late_source.options:
             window.late_table = self._late_table(late_source)
         plan.derived[name] = window
-        _replace_relation(wrapper, name, wrapper.alias or argument.this.name, window.columns, schema, relations)
+        replace_relation(wrapper, name, wrapper.alias or argument.this.name, window.columns, schema, relations)
 
     def _bind_match(self, select: exp.Select, plan: QueryPlan, schema: dict, relations: dict) -> None:
         """FROM t MATCH_RECOGNIZE (...): a derived relation (plan.match_recognize) read by name."""
@@ -306,7 +308,7 @@ class Planner:
 
         self._derived_count += 1
         bind_match(self, select, f"__match_{self._derived_count}", plan,
-                   lambda table, name, alias, columns: _replace_relation(table, name, alias, columns, schema, relations))
+                   lambda table, name, alias, columns: replace_relation(table, name, alias, columns, schema, relations))
 
     def _late_table(self, source: TableDef) -> TableDef:
         """The table named by 'late-rows.table': it takes the source's physical columns."""
@@ -373,7 +375,7 @@ class Planner:
             check_scalar_use(call, function)
             call.set("this", function.name)
             call.meta[UDF_TYPE] = function.result_type
-            _merge(plan.functions, [function])
+            merge(plan.functions, [function])
 
     def _function(self, name: str):
         """The registered Python function of that name (as written, or in lower case), or None."""
@@ -383,98 +385,3 @@ class Planner:
             if definition is not None:
                 return load_function(definition)
         return None
-
-
-def _check_stars_have_tables(query: exp.Expression) -> None:
-    """`SELECT *` without FROM has no columns to take (Flink: "SELECT * requires a FROM clause")."""
-    for select in query.find_all(exp.Select):
-        if not select.args.get("from_") and any(isinstance(p, exp.Star) or isinstance(p, exp.Column) and
-                                                isinstance(p.this, exp.Star) for p in select.expressions):
-            raise ValidationError("SELECT * requires a FROM clause")
-
-
-def _replace_relation(node: exp.Table, name: str, alias: str, columns: list[Column], schema: dict, relations: dict) -> exp.Table:
-    """Point a FROM item at the Spark relation `name` (keeping the alias the query uses) and
-    make its columns known to name resolution and time-attribute tracking."""
-    schema[name] = {c.name: c.type.sql(dialect=Flink) for c in columns}
-    relations[alias] = columns
-    bound = exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias)))
-    node.replace(bound)
-    return bound
-
-
-def _group_window_time(query: exp.Expression) -> None:
-    """Flink lets a window aggregation select window_time while grouping by window_start
-    and window_end (it is determined by them); Spark wants it grouped too."""
-    for select in query.find_all(exp.Select):
-        group = select.args.get("group")
-        if not group:
-            continue
-        grouped = {(c.table, c.name) for c in group.expressions if isinstance(c, exp.Column)}
-        for column in select.find_all(exp.Column):
-            key = (column.table, "window_time")
-            if column.name == "window_time" and (column.table, "window_end") in grouped and key not in grouped:
-                group.append("expressions", exp.column("window_time", column.table))
-                grouped.add(key)
-
-
-def _time_attribute(projection: exp.Expression, relations: dict[str, list[Column]]) -> str | None:
-    """Whether an output column is still a time attribute: a plain reference to one
-    (outside a regular aggregation, window_time excepted) or PROCTIME()."""
-    from streamsql.dialect.functions import Proctime
-
-    node = projection.unalias()
-    if isinstance(node, Proctime):
-        return "proctime"
-    if not isinstance(node, exp.Column):
-        return None
-    select = projection.find_ancestor(exp.Select)
-    if select is not None and select.args.get("group") and node.name != "window_time":
-        return None
-    column = next((c for c in relations.get(node.table, []) if c.name == node.name), None)
-    return column.time_attribute if column else None
-
-
-def _merge(into: list, items: list) -> None:
-    for item in items:
-        if all(item is not existing for existing in into):
-            into.append(item)
-
-
-def _name_projections(query: exp.Query) -> dict[int, str]:
-    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position). Returns, for
-    the query's own SELECT, each unnamed expression as written (by position): the shell
-    shows that as the column's header."""
-    labels: dict[int, str] = {}
-    for select in query.find_all(exp.Select):
-        for index, projection in enumerate(select.expressions):
-            if isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
-                continue
-            if select is query:
-                labels[index] = projection.sql(dialect=Flink)
-            projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
-    return labels
-
-
-def _resolution_error(error: OptimizeError) -> ValidationError:
-    message = str(error)
-    match = re.search(r"Line: (\d+), Col: (\d+)", message)
-    message = re.sub(r"\.? ?Line: \d+, Col: \d+.*", "", message, flags=re.DOTALL).strip()
-    position = None
-    if match:
-        name = re.search(r"Column '([^']*)'", message)
-        length = len(name.group(1).strip('"`')) if name else 1
-        position = Position(int(match.group(1)), max(1, int(match.group(2)) - length + 1))
-    message = message.replace('"', "")
-    return ValidationError(message, position)
-
-
-def _values_as_select(query: exp.Expression) -> exp.Expression:
-    """``INSERT INTO t VALUES (...), ...``: the rows as a query of their own columns
-    (``SELECT * FROM (VALUES ...) AS v(EXPR$0, ...)``), as Flink plans them."""
-    if not isinstance(query, exp.Values) or not query.expressions:
-        return query
-    width = len(query.expressions[0].expressions)
-    names = [exp.to_identifier(f"EXPR${i}") for i in range(width)]
-    values = exp.Values(expressions=query.expressions, alias=exp.TableAlias(this=exp.to_identifier("v"), columns=names))
-    return exp.select(exp.Star()).from_(values)
