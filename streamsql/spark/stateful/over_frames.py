@@ -57,7 +57,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate, spreads
+from streamsql.spark.stateful import accumulate, agg_values, spreads
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
 ARRIVED = "__a"  # with a state TTL: when a pending row arrived (processing time, epoch ms)
@@ -196,7 +196,7 @@ def _contributions(plan, rows: pd.DataFrame) -> pd.DataFrame:
         valid = values.notna().to_numpy()
         out[f"__cn{i}"] = valid.astype("int64")
         if agg["function"] in ("SUM", "AVG"):
-            out[f"__cs{i}"] = accumulate._zero_nulls(values)
+            out[f"__cs{i}"] = agg_values.zero_nulls(values)
         if agg["function"] in ("MIN", "MAX"):
             out[f"__cm{i}"] = values
         if agg["function"] in spreads.SPREADS:  # SUM(x) and SUM(x * x), as Flink expands them
@@ -269,8 +269,8 @@ def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndar
             extreme = _range_extreme(combined[f"__cm{i}"], lo, hi, function, agg["kind"])
             t[f"__m{i}"] = extreme.where(pd.Series(count > 0)) if agg["kind"] != "object" else pd.Series(
                 [v if c > 0 else None for v, c in zip(extreme, count)], dtype=object)
-    result = accumulate._result(dict(agg, ms=None), i, t)
-    return accumulate._shape(result, agg)
+    result = agg_values.result(dict(agg, ms=None), i, t)
+    return agg_values.shape(result, agg)
 
 
 def _value(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
@@ -281,14 +281,14 @@ def _value(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray)
         at = hi - agg["offset"]
         found = at >= first_row
         default = combined[agg["default"]].take(hi).reset_index(drop=True) if agg.get("default") else None
-        return accumulate._shape(_taken(values, at, found, default), agg)
+        return agg_values.shape(_taken(values, at, found, default), agg)
     n = len(values)
     valid = values.notna().to_numpy()
     if agg["function"] == "FIRST_VALUE":
         at = _sparse_extreme(np.where(valid, np.arange(n), n), lo, hi, np.minimum)
     else:
         at = _sparse_extreme(np.where(valid, np.arange(n), -1), lo, hi, np.maximum)
-    return accumulate._shape(_taken(values, at, (at >= 0) & (at < n)), agg)
+    return agg_values.shape(_taken(values, at, (at >= 0) & (at < n)), agg)
 
 
 def _taken(values: pd.Series, at: np.ndarray, found: np.ndarray, otherwise: pd.Series | None = None) -> pd.Series:

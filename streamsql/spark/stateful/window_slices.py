@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate
+from streamsql.spark.stateful import accumulate, agg_values
 
 SLICE = "__sem"  # a group key: the slice's end (epoch ms)
 START, END = "__wstart", "__wend"  # a fired window's bounds (epoch ms)
@@ -108,7 +108,7 @@ def fire(plan: dict, state, fired: int, watermark: int):
         t = accumulate._multiset_stats(plan, t, multisets, wkeys)
         out = t[wkeys].copy()
         for i, (agg, name) in enumerate(zip(plan["aggs"], names)):
-            out[name] = accumulate._shape(accumulate._result(agg, i, t), agg).to_numpy()
+            out[name] = agg_values.shape(agg_values.result(agg, i, t), agg).to_numpy()
         out.insert(0, accumulate.ROWKIND, "+I")
     return _drop_done(window, state, watermark), out
 
