@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamsql.errors import ConnectorError
-from streamsql.plan.option_values import check_values, refuse_unsupported
+from streamsql.plan.jdbc_options import JDBC_PARTIAL_CACHE, JDBC_SCAN_PARTITION, check_jdbc
+from streamsql.plan.option_values import check_values, listing, refuse_unsupported
 from streamsql.plan.objects import TableDef
 from streamsql.plan.types import type_name
 
@@ -38,12 +39,6 @@ FORMAT_OPTIONS = {
     },
     "parquet": {"utc-timezone", "timestamp.time.unit", "write.int64.timestamp"},
 }
-
-# Flink's JDBC scan partitioning (all four or none) and lookup cache options.
-JDBC_SCAN_PARTITION = ("scan.partition.column", "scan.partition.num", "scan.partition.lower-bound",
-                       "scan.partition.upper-bound")
-JDBC_PARTIAL_CACHE = ("lookup.partial-cache.max-rows", "lookup.partial-cache.expire-after-write",
-                      "lookup.partial-cache.expire-after-access", "lookup.partial-cache.cache-missing-key")
 
 CONNECTORS = {
     "filesystem": ConnectorSpec(
@@ -109,32 +104,19 @@ ICEBERG_JDBC_CATALOG = "org.apache.iceberg.jdbc.JdbcCatalog"
 ICEBERG_CATALOG_HELP = ("pyiceberg has no Hadoop catalog, and a Hive metastore, REST or custom catalog is not"
                         " wired here")
 ICEBERG_URL_PARAMETERS = {"user", "password", "sslmode", "sslrootcert", "sslcert", "sslkey"}
-JDBC_DRIVERS = {"org.postgresql.Driver"}
-# URL parameters of PostgreSQL's JDBC driver we take, and their libpq names (currentSchema
-# becomes search_path).
-JDBC_URL_PARAMETERS = {
-    "user": "user", "password": "password", "sslmode": "sslmode", "sslcert": "sslcert", "sslkey": "sslkey",
-    "sslrootcert": "sslrootcert", "ApplicationName": "application_name", "connectTimeout": "connect_timeout",
-    "options": "options", "currentSchema": "options",
-}
-JDBC_DURATION_OPTIONS = ("sink.buffer-flush.interval", "connection.max-retry-timeout",
-                         "lookup.partial-cache.expire-after-write", "lookup.partial-cache.expire-after-access")
-JDBC_COUNTS = ("sink.buffer-flush.max-rows", "sink.parallelism", "scan.partition.num", "lookup.partial-cache.max-rows")
-
-
 def validate_options(table: TableDef) -> None:
     """Raise ConnectorError naming the table and the offending option."""
     options = table.options
     name = table.name.name
     connector = options.get("connector")
     if connector is None:
-        raise ConnectorError(f"Table '{name}' has no 'connector' option (one of: {_listing(CONNECTORS)})")
+        raise ConnectorError(f"Table '{name}' has no 'connector' option (one of: {listing(CONNECTORS)})")
     spec = CONNECTORS.get(connector)
     if spec is None:
-        raise ConnectorError(f"Table '{name}': unknown connector '{connector}' (available: {_listing(CONNECTORS)})")
+        raise ConnectorError(f"Table '{name}': unknown connector '{connector}' (available: {listing(CONNECTORS)})")
     missing = sorted(spec.required - set(options))
     if missing:
-        raise ConnectorError(f"Table '{name}': connector '{connector}' needs option(s) {_listing(missing)}")
+        raise ConnectorError(f"Table '{name}': connector '{connector}' needs option(s) {listing(missing)}")
     refuse_unsupported(table)
     if table.metadata_columns and connector not in KAFKA:
         column = table.metadata_columns[0]
@@ -149,13 +131,13 @@ def validate_options(table: TableDef) -> None:
     fmt = options.get("format")
     if "format" in spec.required:
         if fmt not in spec.formats:
-            raise ConnectorError(f"Table '{name}': unsupported format '{fmt}' (available: {_listing(spec.formats)})")
+            raise ConnectorError(f"Table '{name}': unsupported format '{fmt}' (available: {listing(spec.formats)})")
         allowed |= {f"{fmt}.{o}" for o in FORMAT_OPTIONS[fmt]}
     unknown = sorted(o for o in set(options) - allowed if not o.startswith(tuple(spec.prefixes)))
     if unknown:
         raise ConnectorError(
-            f"Table '{name}': unsupported option(s) {_listing(unknown)} for connector '{connector}'"
-            f" (supported: {_listing(sorted(allowed))})"
+            f"Table '{name}': unsupported option(s) {listing(unknown)} for connector '{connector}'"
+            f" (supported: {listing(sorted(allowed))})"
         )
     _check_values(table)
 
@@ -167,7 +149,7 @@ def _check_values(table: TableDef) -> None:
     if connector == "datagen":
         _check_datagen(table)
     if table.options['connector'] == "jdbc":
-        _check_jdbc(table)
+        check_jdbc(table)
     if table.options['connector'] == "delta":
         _check_delta(table)
     if table.options['connector'] == "iceberg":
@@ -195,11 +177,11 @@ def _check_datagen(table: TableDef) -> None:
         path, _, option = key[len("fields."):].rpartition(".")
         if path not in paths:
             raise ConnectorError(f"Table '{table.name.name}': option '{key}' names no column"
-                                 f" (columns: {_listing({c.name for c in table.physical_columns})}; inside an ARRAY"
+                                 f" (columns: {listing({c.name for c in table.physical_columns})}; inside an ARRAY"
                                  " 'element', a MAP 'key' and 'value', a ROW its fields' names)")
         if option not in DATAGEN_FIELD_OPTIONS:
             raise ConnectorError(
-                f"Table '{table.name.name}': unsupported option '{key}' (per field: {_listing(DATAGEN_FIELD_OPTIONS)})"
+                f"Table '{table.name.name}': unsupported option '{key}' (per field: {listing(DATAGEN_FIELD_OPTIONS)})"
             )
         if option == "kind" and value not in ("random", "sequence"):
             raise ConnectorError(f"Table '{table.name.name}': option '{key}' must be 'random' or 'sequence', not '{value}'")
@@ -267,39 +249,6 @@ def check_source_path(table: TableDef, written: set[str]) -> None:
         )
 
 
-def _check_jdbc(table: TableDef) -> None:
-    from streamsql.plan.durations import parse_duration
-
-    name, options = table.name.name, table.options
-    if not options["url"].startswith("jdbc:postgresql://"):
-        raise ConnectorError(
-            f"Table '{name}': option 'url' must be a PostgreSQL JDBC URL ('jdbc:postgresql://host:port/database'),"
-            f" not '{options['url']}': the jdbc connector writes into PostgreSQL only"
-        )
-    from urllib.parse import parse_qsl, urlsplit
-
-    unknown = sorted({key for key, _ in parse_qsl(urlsplit(options["url"]).query)} - set(JDBC_URL_PARAMETERS))
-    if unknown:
-        raise ConnectorError(
-            f"Table '{name}': URL parameter(s) {_listing(unknown)} not supported (supported: {_listing(JDBC_URL_PARAMETERS)})"
-        )
-    if "driver" in options and options["driver"] not in JDBC_DRIVERS:
-        raise ConnectorError(f"Table '{name}': option 'driver' must be {_listing(JDBC_DRIVERS)}, not '{options['driver']}'")
-    for key in JDBC_DURATION_OPTIONS:
-        if key in options and parse_duration(options[key]) is None:
-            raise ConnectorError(f"Table '{name}': option '{key}' must be a duration such as '1s' or '500 ms', not '{options[key]}'")
-    for key in JDBC_COUNTS:
-        if options.get(key, "1").strip() == "0":
-            raise ConnectorError(f"Table '{name}': option '{key}' must be at least 1")
-    _check_jdbc_scan(table)
-    for column in table.physical_columns:
-        if column.type.is_type("map", "struct"):
-            raise ConnectorError(
-                f"Table '{name}': the jdbc connector cannot write column '{column.name}' of type {type_name(column.type)}"
-                " (PostgreSQL has no ROW or MAP column type; arrays of scalars are fine)"
-            )
-
-
 def _check_delta(table: TableDef) -> None:
     """Time travel: a version (a non-negative integer, plan.option_values) or a timestamp, not both."""
     from datetime import datetime
@@ -307,15 +256,15 @@ def _check_delta(table: TableDef) -> None:
     name, options = table.name.name, table.options
     given = [key for key in ("version-as-of", "versionAsOf", "timestamp-as-of", "timestampAsOf") if key in options]
     if len(given) > 1:
-        raise ConnectorError(f"Table '{name}': options {_listing(given)} each choose the snapshot read; give one")
+        raise ConnectorError(f"Table '{name}': options {listing(given)} each choose the snapshot read; give one")
     mode = options.get("mode", "batch").lower()
     if mode not in ("batch", "streaming"):
         raise ConnectorError(f"Table '{name}': option 'mode' must be 'batch' or 'streaming', not '{options['mode']}'")
     streamed = [key for key in ("startingVersion", "ignoreChanges", "ignoreDeletes") if key in options]
     if mode == "batch" and streamed:
-        raise ConnectorError(f"Table '{name}': option(s) {_listing(streamed)} need 'mode' = 'streaming'")
+        raise ConnectorError(f"Table '{name}': option(s) {listing(streamed)} need 'mode' = 'streaming'")
     if mode == "streaming" and given:
-        raise ConnectorError(f"Table '{name}': option {_listing(given)} reads one snapshot; a 'mode' = 'streaming'"
+        raise ConnectorError(f"Table '{name}': option {listing(given)} reads one snapshot; a 'mode' = 'streaming'"
                              " table reads every commit (use 'startingVersion' to start at one)")
     for key in ("timestamp-as-of", "timestampAsOf"):
         if key in options:
@@ -340,44 +289,10 @@ def _check_iceberg(table: TableDef) -> None:
                              f"database', not '{uri}' (leave it out for a SQLite catalog in the warehouse)")
     unknown = sorted({p.split("=")[0] for p in (uri or "").partition("?")[2].split("&") if p} - ICEBERG_URL_PARAMETERS)
     if uri is not None and uri.startswith("jdbc:postgresql://") and unknown:
-        raise ConnectorError(f"Table '{name}': URL parameter(s) {_listing(unknown)} of 'uri' not supported (supported:"
-                             f" {_listing(ICEBERG_URL_PARAMETERS)})")
+        raise ConnectorError(f"Table '{name}': URL parameter(s) {listing(unknown)} of 'uri' not supported (supported:"
+                             f" {listing(ICEBERG_URL_PARAMETERS)})")
     if "snapshot-id" in options and "as-of-timestamp" in options:
         raise ConnectorError(f"Table '{name}': options 'as-of-timestamp', 'snapshot-id' each choose the snapshot read; give one")
-
-
-def _check_jdbc_scan(table: TableDef) -> None:
-    """Flink's rules for a partitioned scan and a lookup cache."""
-    name, options = table.name.name, table.options
-    given = [key for key in JDBC_SCAN_PARTITION if key in options]
-    if given and len(given) < len(JDBC_SCAN_PARTITION):
-        raise ConnectorError(f"Table '{name}': either all or none of the options {_listing(JDBC_SCAN_PARTITION)}"
-                             f" must be given (missing: {_listing(set(JDBC_SCAN_PARTITION) - set(given))})")
-    if given:
-        bounds = []
-        for key in ("scan.partition.lower-bound", "scan.partition.upper-bound"):
-            try:
-                bounds.append(int(options[key]))
-            except ValueError:
-                raise ConnectorError(f"Table '{name}': option '{key}' must be an integer, not '{options[key]}'") from None
-        if bounds[0] > bounds[1]:
-            raise ConnectorError(f"Table '{name}': 'scan.partition.lower-bound' = '{bounds[0]}' must not be larger"
-                                 f" than 'scan.partition.upper-bound' = '{bounds[1]}'")
-        column = next((c for c in table.physical_columns if c.name.lower() == options["scan.partition.column"].lower()),
-                      None)
-        if column is None:
-            raise ConnectorError(f"Table '{name}': 'scan.partition.column' = '{options['scan.partition.column']}' is"
-                                 f" not one of its columns ({_listing(c.name for c in table.physical_columns)})")
-        if not column.type.is_type("tinyint", "smallint", "int", "bigint", "decimal"):
-            raise ConnectorError(f"Table '{name}': 'scan.partition.column' must be a column of an integer type,"
-                                 f" not '{column.name}' of type {type_name(column.type)}")
-    cache = options.get("lookup.cache", "NONE").upper()
-    if cache not in ("NONE", "PARTIAL"):
-        raise ConnectorError(f"Table '{name}': option 'lookup.cache' must be 'NONE' or 'PARTIAL', not"
-                             f" '{options['lookup.cache']}' (FULL caching is not supported)")
-    partial = [key for key in JDBC_PARTIAL_CACHE if key in options]
-    if partial and cache != "PARTIAL":
-        raise ConnectorError(f"Table '{name}': option(s) {_listing(partial)} need 'lookup.cache' = 'PARTIAL'")
 
 
 def csv_option(options: dict[str, str], name: str, default: str | None = None, scope: str = "") -> str | None:
@@ -417,7 +332,3 @@ def csv_format(options: dict[str, str], scope: str = "") -> dict[str, str]:
 
 def is_true(options: dict[str, str], key: str, default: bool = False) -> bool:
     return options.get(key, str(default)).lower() == "true"
-
-
-def _listing(names) -> str:
-    return ", ".join(f"'{n}'" for n in sorted(names))

@@ -13,6 +13,7 @@ import re
 from streamsql.changelog import INSERT_ONLY, RETRACT, ChangelogMode, upsert
 from streamsql.errors import ConnectorError
 from streamsql.plan.objects import Column, TableDef
+from streamsql.plan.option_values import listing
 from streamsql.plan.types import type_name
 
 STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp", "specific-offsets")
@@ -131,7 +132,7 @@ def check_kafka(table: TableDef) -> None:
     _check_columns(table)
     guarantee = options.get("sink.delivery-guarantee", "at-least-once")
     if guarantee not in DELIVERY:
-        _fail(table, f"option 'sink.delivery-guarantee' must be one of {_listing(DELIVERY)}, not '{guarantee}'")
+        _fail(table, f"option 'sink.delivery-guarantee' must be one of {listing(DELIVERY)}, not '{guarantee}'")
     if guarantee == "exactly-once" and not options.get("sink.transactional-id-prefix", "").strip():
         _fail(table, "'sink.delivery-guarantee' = 'exactly-once' needs 'sink.transactional-id-prefix' (as in Flink):"
                      " the prefix of the transactional ids its writers use, unique to the job")
@@ -159,21 +160,21 @@ def _check_formats(table: TableDef, upserting: bool) -> None:
         _fail(table, "set either 'format' or 'value.format', not both")
     fmt = value_format(table)
     if fmt is None:
-        _fail(table, "needs option 'format' (or 'value.format'): one of " + _listing(VALUE_FORMATS))
+        _fail(table, "needs option 'format' (or 'value.format'): one of " + listing(VALUE_FORMATS))
     if fmt not in VALUE_FORMATS:
-        _fail(table, f"unsupported value format '{fmt}' (available: {_listing(VALUE_FORMATS)})")
+        _fail(table, f"unsupported value format '{fmt}' (available: {listing(VALUE_FORMATS)})")
     keys = key_fields(table)
     if keys and "key.format" not in options:
         _fail(table, "'key.fields' needs 'key.format' (the format the record key is written in)")
     if "key.format" in options:
         if options["key.format"] not in KEY_FORMATS:
-            _fail(table, f"unsupported key format '{options['key.format']}' (available: {_listing(KEY_FORMATS)})")
+            _fail(table, f"unsupported key format '{options['key.format']}' (available: {listing(KEY_FORMATS)})")
         if not keys:
             _fail(table, "'key.format' needs 'key.fields' (the columns the record key holds, separated by ';')")
     names = [c.name for c in table.physical_columns]
     for key in keys:
         if key not in names:
-            _fail(table, f"key field '{key}' is not a physical column (columns: {_listing(names)})")
+            _fail(table, f"key field '{key}' is not a physical column (columns: {listing(names)})")
     if "key.fields-prefix" in options:
         _fail(table, "option 'key.fields-prefix' is not supported yet: name the key columns as the key's fields")
     include = options.get("value.fields-include", "ALL").upper()
@@ -211,10 +212,10 @@ def _check_scan(table: TableDef) -> None:
     options = table.options
     startup = options.get("scan.startup.mode", "group-offsets")
     if startup not in STARTUP_MODES:
-        _fail(table, f"option 'scan.startup.mode' must be one of {_listing(STARTUP_MODES)}, not '{startup}'")
+        _fail(table, f"option 'scan.startup.mode' must be one of {listing(STARTUP_MODES)}, not '{startup}'")
     bounded = options.get("scan.bounded.mode", "unbounded")
     if bounded not in BOUNDED_MODES:
-        _fail(table, f"option 'scan.bounded.mode' must be one of {_listing(BOUNDED_MODES)}, not '{bounded}'")
+        _fail(table, f"option 'scan.bounded.mode' must be one of {listing(BOUNDED_MODES)}, not '{bounded}'")
     for scope, mode in (("scan.startup", startup), ("scan.bounded", bounded)):
         _needs(table, f"{scope}.timestamp-millis", mode == "timestamp", scope)
         _needs(table, f"{scope}.specific-offsets", mode == "specific-offsets", scope)
@@ -260,12 +261,10 @@ def _check_columns(table: TableDef) -> None:
                      f" record: metadata column '{table.metadata_columns[0].name}' is not supported")
     for column in table.metadata_columns:
         if column.metadata not in METADATA:
-            _fail(table, f"column '{column.name}': unknown metadata key '{column.metadata}' (available: {_listing(METADATA)})")
+            _fail(table, f"column '{column.name}': unknown metadata key '{column.metadata}' (available: {listing(METADATA)})")
 
 
 def _fail(table: TableDef, message: str):
     raise ConnectorError(f"Table '{table.name.name}': {message}")
 
 
-def _listing(names) -> str:
-    return ", ".join(f"'{n}'" for n in sorted(names))

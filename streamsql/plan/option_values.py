@@ -132,3 +132,8 @@ def _is_number(text: str, minimum: float | None = None, maximum: float | None = 
 
 def _fail(table: TableDef, message: str):
     raise ConnectorError(f"Table '{table.name.name}': {message}")
+
+
+def listing(names) -> str:
+    """Option or parameter names as an error lists them: quoted, sorted, comma-separated."""
+    return ", ".join(f"'{n}'" for n in sorted(names))

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from streamsql.changelog import DELETE
 from streamsql.errors import ConnectorError
-from streamsql.plan.connectors import JDBC_URL_PARAMETERS
+from streamsql.plan.jdbc_options import JDBC_URL_PARAMETERS
 from streamsql.plan.durations import parse_duration
 from streamsql.plan.objects import TableDef
 
