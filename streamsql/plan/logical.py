@@ -27,13 +27,14 @@ from sqlglot import exp
 
 from streamsql.dialect.functions import Proctime
 from streamsql.plan.grouping import aggregate_calls
-from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text
+from streamsql.plan.logical_from import Scope, and_text, conjuncts, from_clause, text, window_of, window_role
 from streamsql.plan.objects import TableDef, uniquify_names
+from streamsql.plan.rank_patterns import RANKINGS, rank_pattern
 from streamsql.plan.state_ttl import hinted_ttl
 from streamsql.plan.aggregate_operators import (
     Deduplicate, GroupAggregate, OverAggregate, Rank, WindowAggregate, WindowDeduplicate, WindowRank,
 )
-from streamsql.plan.operators import Calc, Correlate, Field, Limit, Operator, Sort, SortLimit, Union, Unrecognized, WindowSpec, walk
+from streamsql.plan.operators import Calc, Correlate, Field, Limit, Operator, Sort, SortLimit, Union, Unrecognized, walk
 
 
 def build_operator_plan(plan, bounded: Callable[[TableDef], bool], state_ttl: str | None = None) -> Operator:
@@ -107,7 +108,7 @@ class Builder:
         return Correlate(inputs=[counted], fields=counted.fields, call=f"$REPLICATE_ROWS$($copies, {', '.join(names)})")
 
     def select(self, select: exp.Select, rank: tuple[str, int, bool] | None = None) -> Operator:
-        pattern = None if rank else _rank_pattern(select, self._view_query, RANKINGS)
+        pattern = None if rank else rank_pattern(select, self._view_query, RANKINGS)
         if pattern is not None:
             return self._ranked(select, pattern)
         source, scope, conditions = from_clause(self, select)
@@ -141,12 +142,12 @@ class Builder:
     def _aggregate(self, select: exp.Select, source, scope: Scope, conditions) -> Operator:
         source = _filter(source, conditions)
         group = list(select.args["group"].expressions) if select.args.get("group") else []
-        spec = _window_of(group, scope)
-        keys = [g for g in group if not (spec and _role(g, scope, spec))]
+        spec = window_of(group, scope)
+        keys = [g for g in group if not (spec and window_role(g, scope, spec))]
         fields = []
         for projection in select.expressions:
             node = projection.unalias()
-            role = _role(node, scope, spec) if spec else None
+            role = window_role(node, scope, spec) if spec else None
             time = ("proctime" if spec.proctime else "rowtime") if role and role.role == "time" else None
             fields.append(Field(projection.alias_or_name, projection.type, time, role))
         uniquify_names(fields)
@@ -200,7 +201,7 @@ class Builder:
         fields = output_fields(others, scope)
         if output_rank:
             fields.append(Field(call.alias_or_name, call.type))
-        spec = _window_of(partition, scope)
+        spec = window_of(partition, scope)
         keys = [text(p) for p in partition]
         time = scope.lookup(order[0].this) if len(order) == 1 else None
         time_attribute = time.time_attribute if time is not None else None
@@ -363,73 +364,6 @@ def _over_calls(select: exp.Select) -> bool:
     return any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window))
 
 
-def _role(node, scope: Scope, spec: WindowSpec):
-    f = scope.lookup(node)
-    return f.window if f is not None and f.window is not None and f.window.spec == spec else None
-
-
-def _window_of(keys, scope: Scope) -> WindowSpec | None:
-    """The window whose start and end are both among these keys (columns in scope)."""
-    roles: dict[WindowSpec, set[str]] = {}
-    for key in keys:
-        f = scope.lookup(key)
-        if f is not None and f.window is not None:
-            roles.setdefault(f.window.spec, set()).add(f.window.role)
-    return next((spec for spec, found in roles.items() if {"start", "end"} <= found), None)
-
-
 def _order_text(ordered: exp.Expression) -> str:
     node = ordered.this if isinstance(ordered, exp.Ordered) else ordered
     return f"{text(node)} {'DESC' if ordered.args.get('desc') else 'ASC'}"
-
-
-RANKINGS = {exp.RowNumber: "ROW_NUMBER", exp.Rank: "RANK", exp.DenseRank: "DENSE_RANK"}  # Flink's Rank's rankType
-
-
-def _rank_pattern(select: exp.Select, view_query, functions=(exp.RowNumber,)):
-    """(inner select, rank column, N, other outer conditions) when `select` filters the
-    ROW_NUMBER() (or another of ``functions``) of its FROM subquery (or view) by `rn <= N`,
-    `rn < N` or `rn = 1`."""
-    source = select.args.get("from_")
-    if source is None or select.args.get("joins"):
-        return None
-    if isinstance(source.this, exp.Subquery):
-        inner = source.this.this
-    elif isinstance(source.this, exp.Table):
-        inner = view_query(source.this)
-    else:
-        return None
-    if not isinstance(inner, exp.Select):
-        return None
-    numbers = {p.alias_or_name for p in inner.expressions
-               if isinstance(p.unalias(), exp.Window) and isinstance(p.unalias().this, tuple(functions))}
-    if not numbers:
-        return None
-    conditions = conjuncts(select.args.get("where"))
-    for condition in conditions:
-        found = _rank_bound(condition, numbers)
-        if found is not None:
-            rest = [c for c in conditions if c is not condition]
-            return inner, found[0], found[1], rest
-    return None
-
-
-def _rank_bound(condition, numbers: set[str]) -> tuple[str, int] | None:
-    if not isinstance(condition, (exp.LTE, exp.LT, exp.EQ, exp.GTE, exp.GT)):
-        return None
-    a, b = condition.this, condition.expression
-    flipped = isinstance(a, exp.Literal)
-    column, literal = (b, a) if flipped else (a, b)
-    if not (isinstance(column, exp.Column) and column.name in numbers and isinstance(literal, exp.Literal)):
-        return None
-    if not literal.name.isdigit():
-        return None
-    n = int(literal.name)
-    op = type(condition)
-    if flipped:
-        op = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.LT: exp.GT}.get(op, op)
-    if op is exp.LTE or (op is exp.EQ and n == 1):
-        return column.name, n
-    if op is exp.LT and n > 1:
-        return column.name, n - 1
-    return None

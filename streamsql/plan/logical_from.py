@@ -318,3 +318,19 @@ def _time_operand(node, lscope: Scope, rscope: Scope) -> tuple[str, str] | None:
     if side is None or side[1].time_attribute is None:
         return None
     return side[0], side[1].time_attribute
+
+
+def window_role(node, scope: Scope, spec: WindowSpec):
+    """The window role ('start', 'end', ...) of a column in scope, for the window ``spec``; None."""
+    f = scope.lookup(node)
+    return f.window if f is not None and f.window is not None and f.window.spec == spec else None
+
+
+def window_of(keys, scope: Scope) -> WindowSpec | None:
+    """The window whose start and end are both among these keys (columns in scope)."""
+    roles: dict[WindowSpec, set[str]] = {}
+    for key in keys:
+        f = scope.lookup(key)
+        if f is not None and f.window is not None:
+            roles.setdefault(f.window.spec, set()).add(f.window.role)
+    return next((spec for spec, found in roles.items() if {"start", "end"} <= found), None)

@@ -156,13 +156,13 @@ def _versioned_view(table: exp.Table, target: ViewDef, query, relations: dict, p
     event time (``SELECT .. FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t
     DESC) AS rn FROM s) WHERE rn = 1``). Its key is k, its version time t, and its versions
     are the rows it deduplicates: the view's query without the ROW_NUMBER and its filter."""
-    from streamsql.plan.logical import _rank_pattern
+    from streamsql.plan.rank_patterns import rank_pattern
 
     refused = ValidationError(
         f"Temporal Table Join requires primary key in versioned table '{target.name.name}', but no primary key can"
         " be found: a view is versioned when it keeps each key's last row by event time (ROW_NUMBER() OVER"
         " (PARTITION BY key ORDER BY rowtime DESC) = 1 over an append-only input)", position)
-    pattern = _rank_pattern(query, lambda t: None) if isinstance(query, exp.Select) else None
+    pattern = rank_pattern(query, lambda t: None) if isinstance(query, exp.Select) else None
     if pattern is None:
         raise refused
     inner, name, limit, rest = pattern

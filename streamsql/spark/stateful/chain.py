@@ -242,7 +242,7 @@ class _Compiler:
 
     def query(self, query: exp.Expression) -> Stage | None:
         """The stage computing ``query``, or None when Spark streams all of it natively."""
-        from streamsql.plan.logical import RANKINGS, _rank_pattern
+        from streamsql.plan.rank_patterns import RANKINGS, rank_pattern
 
         if isinstance(query, exp.SetOperation) and (_stateful_inside(query) or query.args.get("distinct")
                                              or isinstance(query, (exp.Intersect, exp.Except))):
@@ -272,7 +272,7 @@ class _Compiler:
         sets = grouping_sets_union(query)
         if sets is not None:
             return self.query(sets)
-        pattern = _rank_pattern(query, self._view_query, RANKINGS)
+        pattern = rank_pattern(query, self._view_query, RANKINGS)
         if pattern is not None:
             from streamsql.spark.stateful.rank_cut import cut_rank
 

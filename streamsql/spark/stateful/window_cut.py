@@ -110,7 +110,7 @@ def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
     window-attached aggregate, Nexmark q5's ``GROUP BY starttime, endtime``): the positions of
     the window_start and window_end keys among the GROUP BY's; else None. A window TVF's own
     rows are ``cut_window_aggregate``'s."""
-    from streamsql.plan.logical import _window_of
+    from streamsql.plan.logical_from import window_of
     from streamsql.plan.logical_from import from_clause
 
     group = select.args.get("group")
@@ -121,7 +121,7 @@ def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
     except Exception:  # a shape the builder does not know: not this one
         return None
     keys = list(group.expressions)
-    spec = _window_of(keys, scope)
+    spec = window_of(keys, scope)
     if spec is None:
         return None
     roles = {}
