@@ -18,7 +18,8 @@ import pytest
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.physical import runs_on_stateful_operators
 from streamsql.spark.stateful import window_aggregate as wa
-from streamsql.spark.stateful.chain import AggregateStage, WindowAggregateStage, compile_query, inserts_only
+from streamsql.spark.stateful.chain import compile_query
+from streamsql.spark.stateful.stages import AggregateStage, WindowAggregateStage, inserts_only
 from streamsql.spark.stateful.specs import AggSpec
 from tests.conftest import write
 from tests.test_operator_plan import DDL, steps
@@ -87,7 +88,7 @@ def test_a_group_by_of_a_window_aggregate_s_bounds_is_a_window_aggregate():
     the window's end; insert-only, so a window join can read it (Nexmark q5)."""
     from streamsql.plan.aggregate_operators import WindowAggregate
     from streamsql.plan.operators import walk
-    from streamsql.spark.stateful.chain import JoinStage
+    from streamsql.spark.stateful.stages import JoinStage
 
     top = f"SELECT MAX(c.n) AS top, c.ws, c.we FROM {HOP_COUNTS} c GROUP BY c.ws, c.we;"
     assert [n.kind for n in walk(_operators(top)) if isinstance(n, WindowAggregate)] == ["WindowAggregate"] * 2
@@ -133,7 +134,7 @@ def test_three_windows_cascade():
 def test_a_window_over_an_over_aggregate_s_rows_reads_its_stage():
     """An OVER aggregate ordered by event time emits each row as the watermark passes it,
     so the window over its rows takes them as a window aggregate's."""
-    from streamsql.spark.stateful.chain import OverStage
+    from streamsql.spark.stateful.stages import OverStage
 
     ddl = ("CREATE TEMPORARY VIEW sums AS SELECT auction, ts, SUM(price) OVER (PARTITION BY auction ORDER BY ts"
            " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM feed;")

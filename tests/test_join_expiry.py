@@ -15,7 +15,7 @@ import pytest
 
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.stateful import generations, joining
-from streamsql.spark.stateful.chain import JoinStage
+from streamsql.spark.stateful.stages import JoinStage
 from tests import depth
 from tests.conftest import write
 from tests.test_generations import Handle, _plain

@@ -160,7 +160,8 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     from streamsql.plan.operators import ChangelogNormalize, Scan, short_mode, walk
     from streamsql.spark.dialect import to_spark_sql
     from streamsql.spark.physical import runs_on_stateful_operators
-    from streamsql.spark.stateful.chain import AggregateStage, compile_query, inserts_only
+    from streamsql.spark.stateful.chain import compile_query
+    from streamsql.spark.stateful.stages import AggregateStage, inserts_only
     from tests.test_operator_plan import build_operator_plan, is_bounded, steps
 
     cdc = (f"CREATE TEMPORARY TABLE cdc (id BIGINT, city STRING, amount BIGINT) WITH ({BASE},"

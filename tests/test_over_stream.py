@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from streamsql.spark.stateful.chain import OverStage
+from streamsql.spark.stateful.stages import OverStage
 from tests.conftest import write
 from tests.test_stateful_chain import stages, streamed_and_batch
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from streamsql.spark.dialect import to_spark_sql
-from streamsql.spark.stateful.chain import AggregateStage, CalcStage, JoinStage
+from streamsql.spark.stateful.stages import AggregateStage, CalcStage, JoinStage
 from tests.conftest import write
 from tests.test_stateful_chain import stages, streamed_and_batch
 

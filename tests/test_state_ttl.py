@@ -10,7 +10,8 @@ from streamsql.plan import operators as ops
 from streamsql.plan.aggregate_operators import GroupAggregate
 from streamsql.plan.join_operators import Join
 from streamsql.runtime.sources import is_bounded
-from streamsql.spark.stateful.chain import AggregateStage, compile_query, inserts_only
+from streamsql.spark.stateful.chain import compile_query
+from streamsql.spark.stateful.stages import AggregateStage, inserts_only
 from tests.test_operator_plan import below, build, steps
 
 
@@ -84,7 +85,7 @@ def test_an_inner_join_of_inserts_with_a_ttl_runs_on_streamsql_s_join():
     """Spark's stream-stream join keeps its state for ever: with a TTL (hinted or set) a
     regular inner join goes to streamsql's join operator instead."""
     from streamsql.spark.physical import runs_on_stateful_operators
-    from streamsql.spark.stateful.chain import JoinStage
+    from streamsql.spark.stateful.stages import JoinStage
 
     sql = "SELECT {hint} b.price, u.name FROM bid b JOIN users u ON b.bidder = u.id"
     assert compile_query(steps(sql.format(hint="") + ";")[-1].plan, is_bounded) is None
@@ -113,7 +114,7 @@ def test_which_joins_emit_inserts_only():
 def test_several_inner_joins_of_inserts_with_a_ttl_nest_on_streamsql_s_join():
     """``a JOIN b JOIN c`` with a TTL: one join per level, each on streamsql's join operator
     with its own sides' TTLs (a hint names the inputs of the join it belongs to)."""
-    from streamsql.spark.stateful.chain import CalcStage, JoinStage
+    from streamsql.spark.stateful.stages import CalcStage, JoinStage
 
     sql = ("SELECT {hint} b.price, u.name, a.seller FROM bid b JOIN users u ON b.bidder = u.id"
            " JOIN auction a ON a.id = b.auction;")

@@ -16,9 +16,8 @@ import pytest
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.chain import (
-    AggregateStage, CalcStage, OverStage, RankStage, compile_query, inserts_only,
-)
+from streamsql.spark.stateful.chain import compile_query
+from streamsql.spark.stateful.stages import AggregateStage, CalcStage, OverStage, RankStage, inserts_only
 from tests.conftest import write
 from tests.test_operator_plan import steps
 

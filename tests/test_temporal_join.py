@@ -15,7 +15,7 @@ from streamsql.errors import ValidationError
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.physical import runs_on_stateful_operators
 from streamsql.spark.stateful import temporal_join as tj
-from streamsql.spark.stateful.chain import JoinStage, inserts_only
+from streamsql.spark.stateful.stages import JoinStage, inserts_only
 from tests.conftest import write
 from tests.test_operator_plan import DDL, build_operator_plan, is_bounded, steps
 
@@ -122,7 +122,8 @@ def test_a_stream_cuts_the_temporal_join_with_each_side_s_time():
 
 
 def test_an_upsert_kafka_table_s_changes_are_cut_as_the_versions():
-    from streamsql.spark.stateful.chain import SourceStage, compile_query
+    from streamsql.spark.stateful.chain import compile_query
+    from streamsql.spark.stateful.stages import SourceStage
 
     upsert = ("CREATE TEMPORARY TABLE rates (cur BIGINT, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts,"
               " PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', 'topic' = 'r',"
@@ -196,7 +197,8 @@ def test_a_changelog_s_rows_join_with_their_own_kinds():
 
 
 def test_a_left_side_of_another_operator_s_inserts_keeps_the_join_insert_only():
-    from streamsql.spark.stateful.chain import OverStage, compile_query
+    from streamsql.spark.stateful.chain import compile_query
+    from streamsql.spark.stateful.stages import OverStage
 
     plan = _plan("SELECT b.auction, b.s * r.rate FROM (SELECT auction, bidder, ts, SUM(price) OVER (PARTITION BY"
                  " auction ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM bid) b JOIN rates FOR"

@@ -17,7 +17,8 @@ from streamsql.plan.logical import build_operator_plan
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.physical import runs_on_stateful_operators, stateful_operators
 from streamsql.spark.stateful import window_join as wj
-from streamsql.spark.stateful.chain import CalcStage, JoinStage, compile_query, inserts_only
+from streamsql.spark.stateful.chain import compile_query
+from streamsql.spark.stateful.stages import CalcStage, JoinStage, inserts_only
 from streamsql.spark.stateful.join_cut import residual_tree
 from tests.conftest import write
 from tests.test_operator_plan import steps

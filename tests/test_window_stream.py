@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from streamsql.spark.physical import runs_on_stateful_operators
 from streamsql.spark.stateful import accumulate
 from streamsql.spark.stateful import window_aggregate as wa
-from streamsql.spark.stateful.chain import AggregateStage, RankStage, WindowAggregateStage, inserts_only
+from streamsql.spark.stateful.stages import AggregateStage, RankStage, WindowAggregateStage, inserts_only
 from streamsql.spark.stateful.group_aggregate import build_plan
 from streamsql.spark.stateful.specs import AggSpec
 from tests.conftest import wait_for, write
@@ -169,7 +169,7 @@ PLAIN_TVF = {  # a TVF's rows feeding no window operator: plain rows with window
 
 
 def test_a_tvf_s_rows_feeding_no_window_operator_are_read_as_plain_rows():
-    from streamsql.spark.stateful.chain import JoinStage
+    from streamsql.spark.stateful.stages import JoinStage
 
     tvf = "TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))"
     stage = stages(f"SELECT window_start, COUNT(*) AS n FROM {tvf} GROUP BY window_start;")

@@ -244,7 +244,7 @@ class Engine:
         always when they update as they stream (a changelog cannot be shown without them),
         unless the writer shows them its own way (the shell's live result)."""
         if plan is not None and self.stages_of(plan) is not None:
-            from streamsql.spark.stateful.chain import inserts_only
+            from streamsql.spark.stateful.stages import inserts_only
 
             if not inserts_only(self.stages_of(plan)):
                 return True

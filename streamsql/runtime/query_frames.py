@@ -78,7 +78,7 @@ def query_frame(engine, plan: QueryPlan, streaming: bool, late_writes: list | No
     stages = engine.stages_of(plan) if streaming else None
     if stages is not None:  # runs on streamsql's stateful operators
         from streamsql.changelog import ROWKIND_COLUMN
-        from streamsql.spark.stateful.chain import inserts_only
+        from streamsql.spark.stateful.stages import inserts_only
         from streamsql.spark.stateful.run import stage_frame
 
         frame = stage_frame(spark, stages, sql_of).toDF(ROWKIND_COLUMN, *[c.name for c in plan.columns])

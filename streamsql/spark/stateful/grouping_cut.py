@@ -11,7 +11,7 @@ import itertools
 
 from sqlglot import exp
 
-from streamsql.spark.stateful.chain import _same, _Unsupported
+from streamsql.spark.stateful.stages import Unsupported, same_form
 
 _SETS = (exp.GroupingSets, exp.Rollup, exp.Cube)
 
@@ -38,22 +38,22 @@ def grouping_sets_union(select: exp.Select) -> exp.Expression | None:
     every = _distinct(plain + [key for sets in choices for keys in sets for key in keys])
     # A NULL of the key's type stands for it where a set leaves it out (else a bare NULL:
     # the union takes the type of another set's).
-    types = {_same(p.unalias()): p.unalias().type for p in select.expressions}
-    types.update({_same(key): key.type for key in every if _known(key.type)})
+    types = {same_form(p.unalias()): p.unalias().type for p in select.expressions}
+    types.update({same_form(key): key.type for key in every if _known(key.type)})
     branches = []
     for combination in itertools.product(*choices):
         keys = _distinct(plain + [key for keys in combination for key in keys])
-        kept = {_same(key) for key in keys}
+        kept = {same_form(key) for key in keys}
         branch = select.copy()
         branch.set("group", exp.Group(expressions=[key.copy() for key in keys]) if keys else None)
-        left_out = {_same(key): types.get(_same(key)) for key in every if _same(key) not in kept}
+        left_out = {same_form(key): types.get(same_form(key)) for key in every if same_form(key) not in kept}
         branch.set("expressions", [exp.alias_(_grouped(p.unalias(), left_out, kept), p.alias_or_name)
                                    for p in branch.expressions])
         having = branch.args.get("having")
         if having is not None:
             having.set("this", _grouped(having.this, left_out, kept))
         if not keys and not any(p.find(exp.AggFunc) for p in branch.expressions):
-            raise _Unsupported()  # the empty set without an aggregate: one row of NULLs, not a projection
+            raise Unsupported()  # the empty set without an aggregate: one row of NULLs, not a projection
         branches.append(branch)
     return exp.union(*branches, distinct=False) if len(branches) > 1 else branches[0]
 
@@ -69,15 +69,15 @@ def _keys(element: exp.Expression) -> list[exp.Expression]:
     if isinstance(element, exp.Paren):
         return [element.this]
     if isinstance(element, _SETS):
-        raise _Unsupported()  # nested grouping sets
+        raise Unsupported()  # nested grouping sets
     return [element]
 
 
 def _distinct(keys: list[exp.Expression]) -> list[exp.Expression]:
     seen, out = set(), []
     for key in keys:
-        if _same(key) not in seen:
-            seen.add(_same(key))
+        if same_form(key) not in seen:
+            seen.add(same_form(key))
             out.append(key)
     return out
 
@@ -88,12 +88,12 @@ def _grouped(expression: exp.Expression, left_out: dict, kept: set[str]) -> exp.
     rows as they are, a kept key is read as it is, a left-out one is NULL."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, (exp.Grouping, exp.GroupingId)):
-            bits = [int(_same(arg) in left_out) for arg in node.expressions]
+            bits = [int(same_form(arg) in left_out) for arg in node.expressions]
             return exp.cast(exp.Literal.number(int("".join(map(str, bits)) or "0", 2)), "BIGINT")  # Flink's type
-        if isinstance(node, (exp.AggFunc, exp.Filter, exp.Literal)) or _same(node) in kept:
+        if isinstance(node, (exp.AggFunc, exp.Filter, exp.Literal)) or same_form(node) in kept:
             return node
-        if _same(node) in left_out:
-            type_ = left_out[_same(node)]
+        if same_form(node) in left_out:
+            type_ = left_out[same_form(node)]
             return exp.cast(exp.null(), type_.copy()) if _known(type_) else exp.null()
         for child in list(node.iter_expressions()):
             child.replace(visit(child))

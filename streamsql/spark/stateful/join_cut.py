@@ -23,7 +23,7 @@ from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.logical_from import conjuncts
 from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
-from streamsql.spark.stateful.chain import JoinStage, _Unsupported, epoch_millis
+from streamsql.spark.stateful.stages import JoinStage, Unsupported, epoch_millis
 from streamsql.spark.stateful.join import JOIN_TYPES, SEMI
 from streamsql.spark.stateful.join_expiry import EXPIRES, expiring_sides
 
@@ -82,22 +82,22 @@ def read_versions(select: exp.Select) -> None:
 def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     """Rewrite ``select`` in place to read the join's stage; (its inputs, its changelog aliases)."""
     if node.join_type not in JOIN_TYPES:
-        raise _Unsupported()
+        raise Unsupported()
     (join,) = select.args["joins"]
     if join.args.get("using") or join.args.get("method"):
-        raise _Unsupported()
+        raise Unsupported()
     left_item, right_item = select.args["from_"].this, join.this
     left, right = left_item.alias_or_name, right_item.alias_or_name
     temporal = right_item.meta.get(TEMPORAL)
     if temporal is not None and (set(changelogs) - {left, right} or node.join_type not in ("InnerJoin", "LeftOuterJoin")
                                  or right in changelogs and not _source_versions(inputs, right_item)):
-        raise _Unsupported()  # versions from another operator's changelog: not yet
+        raise Unsupported()  # versions from another operator's changelog: not yet
     window = node.kind == "WindowJoin"
     fired = tuple(window and _whole_windows(_side_stage(inputs, item)) for item in (left_item, right_item))
     per_batch = all(fired)
     if window and (set(changelogs) - {a for a, f in zip((left, right), fired) if f}
                    or [t for t, _ in node.ends] != [left, right]):
-        raise _Unsupported()  # a window join over another stateful operator's rows: not yet
+        raise Unsupported()  # a window join over another stateful operator's rows: not yet
     inner = node.join_type == "InnerJoin"
     keys, residual = [], []
     for condition in conjuncts(join.args.get("on")):
@@ -112,7 +112,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
     if not keys:  # no equi-key: an equality with a constant is the key (one bucket, as Flink's one task)
         constant = next(((c, p) for c in residual if (p := _constant_pair(c, left, right)) is not None), None)
         if constant is None:
-            raise _Unsupported()
+            raise Unsupported()
         residual.remove(constant[0])
         keys.append(constant[1])
     pushed: dict[str, list[exp.Expression]] = {left: [], right: []}
@@ -121,7 +121,7 @@ def cut_join(select: exp.Select, node, inputs: list, changelogs: list[str]):
             pushed[_side(condition, left, right)].append(condition)
             residual.remove(condition)
     if temporal is not None and not inner and (residual or pushed[right]):
-        raise _Unsupported()  # a LEFT temporal join tests the version it picked: not the versions first
+        raise Unsupported()  # a LEFT temporal join tests the version it picked: not the versions first
     expires = [None, None]
     if inner and temporal is None and not window:  # a side's rows no window still to come can match
         expires = [None if alias in changelogs else found for alias, found in zip((left, right), expiring_sides(
@@ -196,7 +196,7 @@ def _side_stage(inputs: list, item: exp.Expression):
 
 def _updates(inputs: list, item: exp.Expression) -> bool:
     """Whether a join side is a stage's changelog of more than inserts."""
-    from streamsql.spark.stateful.chain import inserts_only
+    from streamsql.spark.stateful.stages import inserts_only
 
     stage = _side_stage(inputs, item)
     return stage is not None and not inserts_only(stage)
@@ -208,7 +208,7 @@ def _source_versions(inputs: list, item: exp.Expression) -> bool:
     debezium-json topic's -D is its before-image; an upsert-kafka table's come through
     ChangelogNormalize, every record in turn, a tombstone's -D the row it deletes (so,
     as in Flink, the key's last version is taken back from that version's time on)."""
-    from streamsql.spark.stateful.chain import SourceStage
+    from streamsql.spark.stateful.stages import SourceStage
 
     return isinstance(_side_stage(inputs, item), SourceStage)
 
@@ -220,7 +220,7 @@ def _whole_windows(stage) -> bool:
     """Whether a window join's side is an event-time window aggregate's rows (read through
     projections and filters): it emits a window whole, in the micro-batch whose watermark
     passed the window's end. Two such sides emit a window in the same one."""
-    from streamsql.spark.stateful.chain import CalcStage, WindowAggregateStage
+    from streamsql.spark.stateful.stages import CalcStage, WindowAggregateStage
 
     def whole(stage) -> bool:
         if isinstance(stage, WindowAggregateStage):
@@ -275,7 +275,7 @@ _ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
 
 def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
     """An ON condition as ``predicates`` evaluates it in the join operator (columns by their
-    ``__l<j>``/``__r<j>`` names); a shape it does not evaluate raises _Unsupported."""
+    ``__l<j>``/``__r<j>`` names); a shape it does not evaluate raises Unsupported."""
     def tree(node: exp.Expression):
         if isinstance(node, exp.Paren):
             return tree(node.this)
@@ -319,7 +319,7 @@ def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
         if isinstance(node, exp.Like):
             like = ("like", tree(node.this), tree(node.expression))
             return ("not", like) if node.args.get("negate") else like
-        raise _Unsupported()  # an outer join's ON condition the operator does not evaluate yet
+        raise Unsupported()  # an outer join's ON condition the operator does not evaluate yet
 
     return tree(condition)
 

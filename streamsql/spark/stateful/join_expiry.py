@@ -22,7 +22,7 @@ def expiring_sides(node, aliases: tuple[str, str], stages: tuple) -> list:
     """Per side (left, right): the SQL of its rows' ``t + c`` in epoch ms, or None where they
     stay. ``node``: the operator plan's Join; ``stages``: the stage each side reads (None: a
     table or subquery)."""
-    from streamsql.spark.stateful.chain import epoch_millis
+    from streamsql.spark.stateful.stages import epoch_millis
 
     found: list = [None, None]
     if not hasattr(node, "retires"):  # a join the cut makes itself (semi_cut, scalar_cut): no bound
@@ -37,7 +37,7 @@ def expiring_sides(node, aliases: tuple[str, str], stages: tuple) -> list:
 def _window_end(stage, name: str) -> bool:
     """Whether ``stage`` is an event-time window aggregate of its own input whose output
     column ``name`` is its window end, as it is."""
-    from streamsql.spark.stateful.chain import WindowAggregateStage
+    from streamsql.spark.stateful.stages import WindowAggregateStage
 
     if not isinstance(stage, WindowAggregateStage) or stage.proctime or stage.cascaded or stage.window_views:
         return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from streamsql.spark.stateful.chain import _same, _Unsupported
+from streamsql.spark.stateful.stages import Unsupported, same_form
 from streamsql.spark.stateful.over_cut import TEMPORAL_SORT
 
 SORTED, RANKED, NUMBER, ORDERED = "__sorted", "__ranked", "__rn", "__ordered"
@@ -35,13 +35,13 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
     order = select.args.get("order")
     node = compiler.builder.query(select)
     if not isinstance(node, Sort) or not node.temporal:
-        raise _Unsupported()
+        raise Unsupported()
     base, names = _unordered(compiler, select, "order")
     keys = []
     for ordered in order.expressions:
         name = _output_name(ordered.this, base, names)
         if name is None:
-            raise _Unsupported()
+            raise Unsupported()
         keys.append(exp.Ordered(this=exp.column(name, SORTED), desc=ordered.args.get("desc"),
                                 nulls_first=ordered.args.get("nulls_first")))
     frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
@@ -60,18 +60,18 @@ def ranked_limit(compiler, select: exp.Select) -> exp.Select:
     value = limit.args.get("expression") or limit.this if limit is not None else None
     if select.args.get("offset") is not None or not (
             isinstance(value, exp.Literal) and value.name.isdigit() and int(value.name) > 0):
-        raise _Unsupported()
+        raise Unsupported()
     order = select.args.get("order")
     base, names = _unordered(compiler, select, "order", "limit")
     keys, hidden = [], []
     for i, ordered in enumerate(order.expressions if order is not None else []):
         if ordered.args.get("nulls_first") is not None and bool(ordered.args["nulls_first"]) == bool(
                 ordered.args.get("desc")):
-            raise _Unsupported()  # NULLs ordered otherwise than the Rank operator's (first ascending, last descending)
+            raise Unsupported()  # NULLs ordered otherwise than the Rank operator's (first ascending, last descending)
         name = _output_name(ordered.this, base, names)
         if name is None:
             if base.args.get("distinct"):
-                raise _Unsupported()  # a hidden key would change what DISTINCT compares
+                raise Unsupported()  # a hidden key would change what DISTINCT compares
             name = f"__o{i}"
             base.append("expressions", exp.alias_(ordered.this.copy(), name))
             hidden.append(name)
@@ -93,7 +93,7 @@ def _unordered(compiler, select: exp.Select, *clauses: str) -> tuple[exp.Select,
         base.set(clause, None)
     names = [field.name for field in compiler.builder.select(base).fields]
     if len(set(names)) != len(names) or any(name.startswith("__") for name in names):
-        raise _Unsupported()
+        raise Unsupported()
     return base, names
 
 
@@ -103,11 +103,11 @@ def _output_name(expression: exp.Expression, select: exp.Select, names: list[str
     if isinstance(expression, exp.Literal) and not expression.is_string and expression.name.isdigit():
         position = int(expression.name)
         if not 1 <= position <= len(names):
-            raise _Unsupported()
+            raise Unsupported()
         return names[position - 1]
     if isinstance(expression, exp.Column) and expression.name in names and (
             not expression.table or not any(p.alias_or_name == expression.name and p.unalias() is not p
                                             for p in select.expressions)):
         return expression.name
     return next((p.alias_or_name for p in select.expressions
-                 if p.alias_or_name in names and _same(p.unalias()) == _same(expression)), None)
+                 if p.alias_or_name in names and same_form(p.unalias()) == same_form(expression)), None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful.chain import OVERED, OverStage, _same, _Unsupported
+from streamsql.spark.stateful.stages import OVERED, OverStage, Unsupported, same_form
 
 TEMPORAL_SORT = "temporal_sort"  # meta of the OVER window limit_cut.sorted_by_time writes
 OVER_FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
@@ -25,34 +25,34 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
 
     node = next((n for n in walk(compiler.builder.select(query)) if isinstance(n, OverAggregate)), None)
     if node is None or any(query.args.get(k) for k in ("distinct", "order", "limit", "offset", "qualify")):
-        raise _Unsupported()
+        raise Unsupported()
     if inputs:
-        raise _Unsupported()  # Flink's OverAggregate takes insert-only input
+        raise Unsupported()  # Flink's OverAggregate takes insert-only input
     named = {w.this.name: w for w in query.args.get("windows") or []}
     calls = [w for w in query.find_all(exp.Window) if w.args.get("over") and w.find_ancestor(exp.Select) is query]
     in_projections = {id(n) for p in query.expressions for n in p.walk()}
     if not calls or any(id(c) not in in_projections for c in calls):
-        raise _Unsupported()  # an OVER call outside the SELECT list
+        raise Unsupported()  # an OVER call outside the SELECT list
     windows = [_definition(c, named) for c in calls]
     if len({_window_key(w) for w in windows}) != 1:
-        raise _Unsupported()  # Flink: all aggregates must be computed on the same window
+        raise Unsupported()  # Flink: all aggregates must be computed on the same window
     window = windows[0]
     order = window.args.get("order")
     if order is None or order.expressions[0].args.get("desc"):
-        raise _Unsupported()
+        raise Unsupported()
     time_column = order.expressions[0].this
     attribute = _time_attribute(node, time_column)
     if attribute is None:
-        raise _Unsupported()
+        raise Unsupported()
     unit, preceding = _frame(window.args.get("spec"))
     if len(order.expressions) > 1 and not window.meta.get(TEMPORAL_SORT):
-        raise _Unsupported()  # further keys only order a TemporalSort's rows of equal time
+        raise Unsupported()  # further keys only order a TemporalSort's rows of equal time
 
     names: dict[str, str] = {}
     selects: list[exp.Expression] = []
 
     def column_of(expression: exp.Expression, prefix: str) -> str:
-        key = _same(expression)
+        key = same_form(expression)
         if key not in names:
             names[key] = f"{prefix}{len(selects)}"
             selects.append(exp.alias_(expression.copy(), names[key]))
@@ -102,23 +102,23 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
     if isinstance(call, exp.Lag):  # Flink's streaming LAG keeps no retraction: unbounded frames only
         offset, default = call.args.get("offset"), call.args.get("default")
         if preceding is not None or (offset is not None and not (isinstance(offset, exp.Literal) and offset.is_int)):
-            raise _Unsupported()
+            raise Unsupported()
         if isinstance(default, exp.Null):
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
     if isinstance(call, FlinkAggCall) and call.name.upper() in VALUE_FUNCTIONS:
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
-            raise _Unsupported()
+            raise Unsupported()
         return call.name.upper(), call.expressions[0], {}
     function = OVER_FUNCTIONS.get(type(call))
     if function is None or isinstance(call.this, exp.Distinct) or call.args.get("expressions"):
-        raise _Unsupported()
+        raise Unsupported()
     return function, call.this, {}
 
 
 def _window_key(window: exp.Window) -> tuple:
     parts = [*(window.args.get("partition_by") or []), window.args.get("order"), window.args.get("spec")]
-    return tuple(_same(p) if p is not None else None for p in parts)
+    return tuple(same_form(p) if p is not None else None for p in parts)
 
 
 def _definition(call: exp.Window, named: dict) -> exp.Window:
@@ -127,7 +127,7 @@ def _definition(call: exp.Window, named: dict) -> exp.Window:
     if name is None:
         return call
     if any(call.args.get(k) for k in ("partition_by", "order", "spec")) or name.name not in named:
-        raise _Unsupported()
+        raise Unsupported()
     return named[name.name]
 
 
@@ -151,18 +151,18 @@ def _frame(spec: exp.WindowSpec | None) -> tuple[str, int | None]:
         return "RANGE", None
     unit, start, end = (spec.args.get("kind") or "").upper(), spec.args.get("start"), spec.args.get("end")
     if unit not in ("ROWS", "RANGE") or (end is not None and str(end).upper() != "CURRENT ROW"):
-        raise _Unsupported()
+        raise Unsupported()
     if str(start).upper() == "UNBOUNDED":
         return unit, None
     if str(start).upper() == "CURRENT ROW":
         return unit, 0
     if (spec.args.get("start_side") or "").upper() != "PRECEDING":
-        raise _Unsupported()
+        raise Unsupported()
     if unit == "ROWS" and isinstance(start, exp.Literal) and not start.is_string:
         return unit, int(start.name)
     if unit == "RANGE":
         try:
             return unit, interval_ms(start, "RANGE")
         except ValidationError:
-            raise _Unsupported() from None
-    raise _Unsupported()
+            raise Unsupported() from None
+    raise Unsupported()

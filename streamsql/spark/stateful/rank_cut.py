@@ -10,8 +10,8 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.plan.grouping import aggregate_calls
-from streamsql.spark.stateful.chain import (
-    RANKED, RankStage, WindowAggregateStage, _carry_rowkind, _same, _Unsupported,
+from streamsql.spark.stateful.stages import (
+    RANKED, RankStage, WindowAggregateStage, carry_rowkind, same_form, Unsupported,
 )
 
 
@@ -26,12 +26,12 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
     inner, name, limit, rest = pattern
     node = next((n for n in walk(compiler.builder.select(outer)) if isinstance(n, (Rank, Deduplicate))), None)
     if node is None:
-        raise _Unsupported()
+        raise Unsupported()
     inner = inner.copy()
     per_window = getattr(node, "window", None) is not None
     rank_type = getattr(node, "rank_type", "ROW_NUMBER")
     if rank_type != "ROW_NUMBER" and not per_window:
-        raise _Unsupported()  # ties under retraction: refused at plan time, as Flink refuses them
+        raise Unsupported()  # ties under retraction: refused at plan time, as Flink refuses them
     inputs, changelogs = compiler._inputs(inner, window_rows=per_window)
     window_end = None
     if per_window and not _over_window_aggregate(inner, inputs):
@@ -39,22 +39,22 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
 
         window_end, per_window = window_rows_end(compiler, inner), False
     if inner.args.get("group") or aggregate_calls(inner) or inner.args.get("distinct"):
-        raise _Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
+        raise Unsupported()  # ROW_NUMBER over an aggregate of the same SELECT
     call = next(p for p in inner.expressions if p.alias_or_name == name)
     window = call.unalias()
     others = [p for p in inner.expressions if p is not call]
     if any(p.find(exp.Window) for p in others):
-        raise _Unsupported()
+        raise Unsupported()
     partition = list(window.args.get("partition_by") or [])
     order = list(window.args["order"].expressions) if window.args.get("order") else []
     selects = [p.copy() for p in others]
     # A key the rows already carry is used by name (a second copy of an event-time
     # column would be a second event-time column to Spark); others are computed.
-    carried = {_same(p.unalias()): p.alias_or_name for p in others}
+    carried = {same_form(p.unalias()): p.alias_or_name for p in others}
 
     def key_column(expression: exp.Expression, name: str) -> str:
-        if _same(expression) in carried:
-            return carried[_same(expression)]
+        if same_form(expression) in carried:
+            return carried[same_form(expression)]
         selects.append(exp.alias_(expression.copy(), name))
         return name
 
@@ -69,7 +69,7 @@ def cut_rank(compiler, outer: exp.Select, pattern) -> RankStage:
         window_end = window_end.alias_or_name
     inner.set("expressions", selects)
     if changelogs:
-        _carry_rowkind(inner, changelogs)
+        carry_rowkind(inner, changelogs)
     output_rank = any(c.name == name for p in outer.expressions for c in p.find_all(exp.Column))
     alias = outer.args["from_"].this.alias_or_name
     output = exp.select(exp.column(ROWKIND_COLUMN, alias), *[p.copy() for p in outer.expressions])

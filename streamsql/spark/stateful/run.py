@@ -7,9 +7,10 @@ import itertools
 
 from sqlglot import exp
 
-from streamsql.spark.stateful.chain import (
-    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, SourceStage, Stage,
-    WindowAggregateStage,
+from streamsql.spark.stateful.stages import (
+
+    OVERED, RANKED, AggregateStage, CalcStage, JoinStage, OverStage, RankStage, SourceStage, Stage, WindowAggregateStage,
+
 )
 from streamsql.spark.stateful.split import AGGREGATED, AggregateSplit
 

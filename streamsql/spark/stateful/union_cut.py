@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful.chain import CalcStage, _Unsupported, stage_view
+from streamsql.spark.stateful.stages import CalcStage, Unsupported, stage_view
 
 BRANCH, UNIONED, COPIES = "__branch", "__unioned", "__copies"
 
@@ -20,7 +20,7 @@ BRANCH, UNIONED, COPIES = "__branch", "__unioned", "__copies"
 def cut_union(compiler, union: exp.SetOperation):
     """The stage of a UNION [ALL], INTERSECT or EXCEPT (see the module)."""
     if union.args.get("with_") or any(union.args.get(k) for k in ("order", "limit", "offset")):
-        raise _Unsupported()
+        raise Unsupported()
     if isinstance(union, (exp.Intersect, exp.Except)):
         if union.args.get("distinct"):
             return compiler.query(_counted(compiler, union))
@@ -28,7 +28,7 @@ def cut_union(compiler, union: exp.SetOperation):
     if union.args.get("distinct"):
         names = [field.name for field in compiler.builder.query(union).fields]
         if len(set(names)) != len(names):
-            raise _Unsupported()
+            raise Unsupported()
         every = union.copy()
         every.set("distinct", False)
         distinct = exp.select(*[exp.alias_(exp.column(n, UNIONED), n) for n in names]).from_(
@@ -72,7 +72,7 @@ def _counted(compiler, node: exp.SetOperation) -> exp.Select:
         sides.append((query, names, marks))
     output = sides[0][1]
     if any(len(set(names)) != len(names) or len(names) != len(output) for _, names, _ in sides):
-        raise _Unsupported()
+        raise Unsupported()
     branches = [exp.select(*[exp.alias_(exp.column(name, BRANCH), out) for name, out in zip(names, output)],
                            exp.alias_(exp.Literal.number(marks[0]), "__in_left"),
                            exp.alias_(exp.Literal.number(marks[1]), "__in_right")).from_(

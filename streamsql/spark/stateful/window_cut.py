@@ -17,8 +17,8 @@ from sqlglot import exp
 
 from streamsql.plan.windows import WindowRelation
 from streamsql.spark.physical import OPERATOR_WINDOWS
-from streamsql.spark.stateful.chain import (
-    CalcStage, OverStage, WindowAggregateStage, _has_subquery, _Unsupported, epoch_millis, read_stage, stage_view,
+from streamsql.spark.stateful.stages import (
+    CalcStage, OverStage, WindowAggregateStage, has_subquery, Unsupported, epoch_millis, read_stage, stage_view,
 )
 from streamsql.spark.stateful.specs import ORDERED, SPREADS
 from streamsql.spark.stateful.split import split_group_aggregate
@@ -46,10 +46,10 @@ def _one_window(compiler, select: exp.Select, proctime: bool = False) -> tuple[e
     the clock passes its last window: it is computed as one batch instead)."""
     tables = window_tables(compiler, select)
     if len(tables) != 1 or select.args.get("joins"):
-        raise _Unsupported()
+        raise Unsupported()
     table, window = tables[0]
     if window.kind not in KINDS or (window.proctime and not (proctime and _unbounded(compiler))):
-        raise _Unsupported()
+        raise Unsupported()
     return table, window
 
 
@@ -60,18 +60,18 @@ def _unbounded(compiler) -> bool:
 def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     """The stage of a window aggregate; anything else reading a window relation is refused."""
     if not select.args.get("group"):
-        raise _Unsupported()
+        raise Unsupported()
     table, window = _one_window(compiler, select, proctime=True)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
     if split is None or any(c.function in ORDERED for c in split.calls):
-        raise _Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
+        raise Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
     bounds = {}
     for name, key in zip(split.keys, select.args["group"].expressions):
         if isinstance(key, exp.Column) and key.table in ("", alias) and key.name in ("window_start", "window_end"):
             bounds.setdefault(key.name, name)
     if set(bounds) != {"window_start", "window_end"}:
-        raise _Unsupported()  # Flink groups a window aggregate by both bounds
+        raise Unsupported()  # Flink groups a window aggregate by both bounds
     time = epoch_millis(exp.column(window.time_column, alias))
     split.input_query.set("expressions", [*split.input_query.expressions, exp.alias_(time, EVENT_TIME)])
     stage = WindowAggregateStage(split=split, kind=window.kind, parameters=dict(window.parameters),
@@ -92,7 +92,7 @@ def _cascade(compiler, stage: WindowAggregateStage, window: WindowRelation) -> N
     if below is None:
         return  # Spark streams the window's input natively
     if window.proctime or not _fired_by_watermark(below):
-        raise _Unsupported()  # a window over a changelog, or over rows of no event time
+        raise Unsupported()  # a window over a changelog, or over rows of no event time
     view = stage_view()
     stage.inputs.append((view, below))
     stage.cascaded = True
@@ -165,12 +165,12 @@ def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
     FROM item, partitioned by both window bounds): the projection of the window's end in
     epoch ms, which the window rank operator fires by (``window_rank``)."""
     where = select.args.get("where")
-    if where is not None and _has_subquery(where):
-        raise _Unsupported()
+    if where is not None and has_subquery(where):
+        raise Unsupported()
     source = select.args["from_"].this if select.args.get("from_") else None
     if isinstance(source, exp.Subquery) and not select.args.get("joins"):  # the TVF's rows through a subquery
         if not (compiler._window_rows(source.this) and _keeps_window_end(source.this)):
-            raise _Unsupported()
+            raise Unsupported()
         alias = source.alias_or_name
     else:
         alias = _one_window(compiler, select)[0].alias_or_name
@@ -178,7 +178,7 @@ def window_rows_end(compiler, select: exp.Select) -> exp.Alias:
     bounds = {p.name for p in over.args.get("partition_by") or []
               if isinstance(p, exp.Column) and p.table in ("", alias) and p.name in ("window_start", "window_end")}
     if bounds != {"window_start", "window_end"}:
-        raise _Unsupported()  # Flink's window Top-N partitions by both bounds
+        raise Unsupported()  # Flink's window Top-N partitions by both bounds
     return exp.alias_(epoch_millis(exp.column("window_end", alias)), WINDOW_END)
 
 
