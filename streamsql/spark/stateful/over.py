@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, generations, over_frames, state_layouts, transport
+from streamsql.spark.stateful import accumulate, default_buckets, generations, over_frames, range_kernels, state_layouts, transport
 from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
@@ -164,4 +164,4 @@ def _retiring(plan: dict) -> str | None:
 def _ship_by_value() -> None:
     from streamsql.spark.stateful import ship_by_value
 
-    ship_by_value(accumulate, generations, state_layouts, over_frames, sys.modules[__name__])
+    ship_by_value(accumulate, generations, state_layouts, over_frames, range_kernels, sys.modules[__name__])

@@ -57,7 +57,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate, agg_values, spreads
+from streamsql.spark.stateful import accumulate, agg_values, range_kernels, spreads
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
 ARRIVED = "__a"  # with a state TTL: when a pending row arrived (processing time, epoch ms)
@@ -252,21 +252,21 @@ def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndar
         return _value(plan, agg, i, combined, lo, hi)
     t = pd.DataFrame(index=range(len(lo)))
     function = agg["function"]
-    rows = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), lo, hi)
+    rows = range_kernels.range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), lo, hi)
     if agg["column"] is None:  # COUNT(*)
         t[f"__c{i}"] = pd.Series(rows, dtype="int64")
     else:
-        count = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), lo, hi)
+        count = range_kernels.range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), lo, hi)
         if function == "COUNT":
             t[f"__c{i}"] = pd.Series(count, dtype="int64")
         elif function in ("SUM", "AVG"):
-            t[f"__s{i}"] = pd.Series(_range_sum(_sums(combined[f"__cs{i}"], agg), lo, hi))
+            t[f"__s{i}"] = pd.Series(range_kernels.range_sum(_sums(combined[f"__cs{i}"], agg), lo, hi))
             t[f"__n{i}"] = pd.Series(count, dtype="int64")
         elif function in spreads.SPREADS:
-            sums = [_partition_range_sum(combined[f"{c}{i}"].to_numpy(), lo, hi, group) for c in ("__cs", "__cq")]
+            sums = [range_kernels.partition_range_sum(combined[f"{c}{i}"].to_numpy(), lo, hi, group) for c in ("__cs", "__cq")]
             return spreads.over_spread(agg, count, *sums, clip=plan["preceding"] is not None)
         else:
-            extreme = _range_extreme(combined[f"__cm{i}"], lo, hi, function, agg["kind"])
+            extreme = range_kernels.range_extreme(combined[f"__cm{i}"], lo, hi, function, agg["kind"])
             t[f"__m{i}"] = extreme.where(pd.Series(count > 0)) if agg["kind"] != "object" else pd.Series(
                 [v if c > 0 else None for v, c in zip(extreme, count)], dtype=object)
     result = agg_values.result(dict(agg, ms=None), i, t)
@@ -285,9 +285,9 @@ def _value(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndarray)
     n = len(values)
     valid = values.notna().to_numpy()
     if agg["function"] == "FIRST_VALUE":
-        at = _sparse_extreme(np.where(valid, np.arange(n), n), lo, hi, np.minimum)
+        at = range_kernels.sparse_extreme(np.where(valid, np.arange(n), n), lo, hi, np.minimum)
     else:
-        at = _sparse_extreme(np.where(valid, np.arange(n), -1), lo, hi, np.maximum)
+        at = range_kernels.sparse_extreme(np.where(valid, np.arange(n), -1), lo, hi, np.maximum)
     return agg_values.shape(_taken(values, at, (at >= 0) & (at < n)), agg)
 
 
@@ -295,65 +295,6 @@ def _taken(values: pd.Series, at: np.ndarray, found: np.ndarray, otherwise: pd.S
     """values[at] where ``found``, else ``otherwise`` (NULL without it)."""
     picked = values.take(np.where(found, at, 0)).reset_index(drop=True)
     return picked.where(pd.Series(found), otherwise) if otherwise is not None else picked.where(pd.Series(found))
-
-
-def _range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """sum(values[lo:hi + 1]) per row, from prefix sums (integers wrap as Java's do)."""
-    prefix = np.concatenate([np.zeros(1, dtype=values.dtype) if values.dtype != object else
-                             np.array([0], dtype=object), np.cumsum(values)])
-    return prefix[hi + 1] - prefix[lo]
-
-
-def _partition_range_sum(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """sum(values[lo:hi + 1]) per row, from running sums that restart at each partition: a
-    frame from the partition's start (UNBOUNDED PRECEDING) is its running sum, added in the
-    order Flink's accumulator adds, with no other partition's sums subtracted from it."""
-    if values.dtype == object:  # DECIMALs, exactly: a difference of prefix sums loses nothing
-        with spreads.exact():
-            return _range_sum(values, lo, hi)
-    running = pd.Series(values).groupby(group, sort=False).cumsum().to_numpy()
-    at_start = (lo == 0) | (group[np.maximum(lo - 1, 0)] != group[lo])
-    return running[hi] - np.where(at_start, 0, running[np.maximum(lo - 1, 0)])
-
-
-def _range_extreme(values: pd.Series, lo: np.ndarray, hi: np.ndarray, function: str, kind: str) -> pd.Series:
-    """MIN or MAX of values[lo:hi + 1] per row, NULLs skipped (a sparse table for numbers)."""
-    if kind not in ("int", "float"):
-        items = values.to_numpy(dtype=object)
-        pick = min if function == "MIN" else max
-        out = []
-        for a, b in zip(lo, hi):
-            present = [v for v in items[a:b + 1] if v is not None and v is not pd.NaT and v == v]
-            out.append(pick(present) if present else None)
-        return pd.Series(out, dtype=object)
-    if kind == "int":
-        fill = np.iinfo("int64").max if function == "MIN" else np.iinfo("int64").min
-        array = values.to_numpy(dtype="float64" if values.dtype == "float64" else "int64", na_value=fill)
-        array = array.astype("int64")
-    else:
-        fill = np.inf if function == "MIN" else -np.inf
-        array = values.to_numpy(dtype="float64", na_value=np.nan)
-        array = np.where(np.isnan(array), fill, array)
-    out = _sparse_extreme(array, lo, hi, np.minimum if function == "MIN" else np.maximum)
-    return pd.Series(out, dtype="Int64" if kind == "int" else "float64")
-
-
-def _sparse_extreme(array: np.ndarray, lo: np.ndarray, hi: np.ndarray, combine) -> np.ndarray:
-    """combine (np.minimum or np.maximum) over array[lo:hi + 1] per row, from a sparse table."""
-    levels = [array]
-    width = 1
-    while width * 2 <= len(array):
-        previous = levels[-1]
-        levels.append(combine(previous[:-width], previous[width:]))
-        width *= 2
-    length = hi - lo + 1
-    level = np.floor(np.log2(np.maximum(length, 1))).astype("int64")
-    out = np.empty(len(lo), dtype=array.dtype)
-    for k in np.unique(level):
-        rows = level == k
-        table = levels[k]
-        out[rows] = combine(table[lo[rows]], table[hi[rows] - (1 << k) + 1])
-    return out
 
 
 def _history(plan, combined: pd.DataFrame, group: np.ndarray, watermark_ms: int | None) -> pd.DataFrame | None:
@@ -407,7 +348,7 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
     out = combined.iloc[last].reset_index(drop=True)
     out[MS] = _FIRST
     out[SEQ] = -1
-    out[COUNT_ROWS] = _range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), starts, last)
+    out[COUNT_ROWS] = range_kernels.range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), starts, last)
     for i, agg in enumerate(plan["aggs"]):
         if agg["column"] is None:
             continue
@@ -417,14 +358,14 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
         if agg["function"] in VALUE_FUNCTIONS:  # the first or last value that is not NULL
             out[f"__cv{i}"] = _value(plan, agg, i, combined, starts, last).values
             continue
-        out[f"__cn{i}"] = _range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
+        out[f"__cn{i}"] = range_kernels.range_sum(combined[f"__cn{i}"].to_numpy(dtype="int64"), starts, last)
         if agg["function"] in spreads.SPREADS:
             for c in ("__cs", "__cq"):
-                out[f"{c}{i}"] = _partition_range_sum(combined[f"{c}{i}"].to_numpy(), starts, last, group)
+                out[f"{c}{i}"] = range_kernels.partition_range_sum(combined[f"{c}{i}"].to_numpy(), starts, last, group)
         if agg["function"] in ("SUM", "AVG"):
-            out[f"__cs{i}"] = _range_sum(_sums(combined[f"__cs{i}"], agg), starts, last)
+            out[f"__cs{i}"] = range_kernels.range_sum(_sums(combined[f"__cs{i}"], agg), starts, last)
         if agg["function"] in ("MIN", "MAX"):
-            out[f"__cm{i}"] = _range_extreme(combined[f"__cm{i}"], starts, last, agg["function"], agg["kind"]).values
+            out[f"__cm{i}"] = range_kernels.range_extreme(combined[f"__cm{i}"], starts, last, agg["function"], agg["kind"]).values
     return out
 
 
