@@ -20,6 +20,21 @@ from data import KINDS, side_input_ddl, table_ddl  # noqa: E402  (pure Python: n
 from job import query_file  # noqa: E402
 
 
+def streaming_environment(cores: int):
+    """PyFlink's TableEnvironment in streaming mode, parallelism ``cores``, as both Flink
+    benchmarks run it (files here, Kafka in flink_kafka_job.py)."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = env.get_config()
+    config.set("parallelism.default", str(cores))
+    config.set("taskmanager.numberOfTaskSlots", str(cores))
+    config.set("pipeline.object-reuse", "true")
+    config.set("table.exec.source.idle-timeout", "1 s")
+    config.set("python.executable", sys.executable)
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--query", required=True)
@@ -27,15 +42,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
 
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    env = streaming_environment(args.cores)
     config = env.get_config()
-    config.set("parallelism.default", str(args.cores))
-    config.set("taskmanager.numberOfTaskSlots", str(args.cores))
-    config.set("pipeline.object-reuse", "true")
-    config.set("table.exec.source.idle-timeout", "1 s")
-    config.set("python.executable", sys.executable)
     config.set("python.files", str(ROOT / "queries" / "nexmark" / "nexmark_udfs.py"))
     env.execute_sql("CREATE DATABASE nexmark")
     env.execute_sql("USE nexmark")
@@ -44,8 +52,14 @@ def main() -> None:
     env.execute_sql(side_input_ddl().rstrip().rstrip(";"))
     env.execute_sql("SELECT 1").wait()  # start the mini-cluster before timing
     statements = [s.strip() for s in _strip_comments(query_file(args.query).read_text()).split(";")]
+    print(json.dumps({"seconds": timed_statements(env, filter(None, statements))}))
+
+
+def timed_statements(env, statements) -> float:
+    """Seconds to run a query file's statements (its USE skipped, its UDFs registered as
+    PyFlink wants them, its INSERTs waited for)."""
     started = time.perf_counter()
-    for statement in filter(None, statements):
+    for statement in statements:
         if statement.upper().startswith("USE "):
             continue
         if statement.upper().startswith("CREATE TEMPORARY FUNCTION"):
@@ -54,7 +68,7 @@ def main() -> None:
         result = env.execute_sql(statement)
         if statement.upper().startswith("INSERT"):
             result.wait()
-    print(json.dumps({"seconds": time.perf_counter() - started}))
+    return time.perf_counter() - started
 
 
 def _register_udf(env, statement: str) -> None:

@@ -11,14 +11,13 @@ Prints one JSON line: the seconds from the query file's first statement to the I
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "queries" / "nexmark"))  # a query's Python UDF, imported when planning
 
-from flink_job import _register_udf, _strip_comments  # noqa: E402  (pure Python: no streamsql import)
+from flink_job import _strip_comments, streaming_environment, timed_statements  # noqa: E402  (pure Python: no streamsql import)
 
 
 def main() -> None:
@@ -28,31 +27,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
 
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    config.set("parallelism.default", str(args.cores))
-    config.set("taskmanager.numberOfTaskSlots", str(args.cores))
-    config.set("pipeline.object-reuse", "true")
-    config.set("table.exec.source.idle-timeout", "1 s")
-    config.set("python.executable", sys.executable)
+    env = streaming_environment(args.cores)
     env.execute_sql("CREATE DATABASE nexmark")
     env.execute_sql("USE nexmark")
     for statement in _statements(Path(args.ddl).read_text()):
         env.execute_sql(statement)
     env.execute_sql("SELECT 1").wait()  # start the mini-cluster before timing
-    started = time.perf_counter()
-    for statement in _statements(Path(args.script).read_text()):
-        if statement.upper().startswith("USE "):
-            continue
-        if statement.upper().startswith("CREATE TEMPORARY FUNCTION"):
-            _register_udf(env, statement)
-            continue
-        result = env.execute_sql(statement)
-        if statement.upper().startswith("INSERT"):
-            result.wait()
-    print(json.dumps({"seconds": time.perf_counter() - started}))
+    print(json.dumps({"seconds": timed_statements(env, _statements(Path(args.script).read_text()))}))
 
 
 def _statements(text: str) -> list[str]:

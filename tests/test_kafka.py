@@ -775,6 +775,36 @@ def test_avro_keys_and_an_upsert_kafka_round_trip(run, broker, tmp_path):
     assert keys == [b"\x02\x02a", b"\x02\x02b", b"\x02\x02c"]  # the key record: its one nullable field
 
 
+def _run_job(tmp_path, script):
+    """`streamsql run script` as a process importing this checkout."""
+    import os
+    from unittest import mock
+
+    from tests.test_jobs import start
+
+    with mock.patch.dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))):
+        return start(tmp_path, "run", str(script))
+
+
+def _window_counts(tmp_path, broker, name: str, options: str, width: str):
+    """A job script counting topic ``name``'s records per TUMBLE window of ``width``
+    ("1' MINUTE") into CSV files, read from the earliest offset; (the script, the files' folder)."""
+    out, script = tmp_path / "out", tmp_path / "job.sql"
+    script.write_text(
+        kafka("kbids", "n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", broker, name,
+              ", 'scan.startup.mode' = 'earliest-offset'" + options)
+        + f"CREATE TABLE counts (window_start TIMESTAMP(3), n BIGINT) WITH ('connector' = 'filesystem',"
+          f" 'path' = '{out}', 'format' = 'csv');"
+          "INSERT INTO counts SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE kbids, DESCRIPTOR(ts),"
+          f" INTERVAL '{width})) GROUP BY window_start, window_end;")
+    return script, out
+
+
+def _seconds(seconds) -> list:
+    """Records {"n": s, "ts": second s of 2024-01-01} for each s."""
+    return [(None, json.dumps({"n": s, "ts": f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000"})) for s in seconds]
+
+
 def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
     """Streamed, as Flink's per-partition watermarks: partition 0's 300 records (even seconds)
     are read whole in the first micro-batch while partition 1 has its first 10 (odd seconds);
@@ -787,34 +817,18 @@ def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from tests.test_jobs import committed_batches, start
+    from tests.test_jobs import committed_batches
 
     name, group = topic(broker, 2), f"g-{uuid.uuid4().hex[:8]}"
 
-    def records(seconds):
-        return [(None, json.dumps({"n": s, "ts": f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000"})) for s in seconds]
-
-    broker.produce(name, records(range(0, 600, 2)), partition=0)
-    broker.produce(name, records(range(1, 21, 2)), partition=1)
-    out = tmp_path / "out"
-    script = tmp_path / "job.sql"
-    script.write_text(
-        kafka("kbids", "n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", broker, name,
-              f", 'scan.startup.mode' = 'earliest-offset', 'properties.group.id' = '{group}'")
-        + f"CREATE TABLE counts (window_start TIMESTAMP(3), n BIGINT) WITH ('connector' = 'filesystem',"
-          f" 'path' = '{out}', 'format' = 'csv');"
-          "INSERT INTO counts SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE kbids, DESCRIPTOR(ts),"
-          " INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;")
-    env_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    os.environ["PYTHONPATH"], saved = env_path, os.environ.get("PYTHONPATH")
-    try:
-        job = start(tmp_path, "run", str(script))
-    finally:
-        os.environ.pop("PYTHONPATH") if saved is None else os.environ.__setitem__("PYTHONPATH", saved)
+    broker.produce(name, _seconds(range(0, 600, 2)), partition=0)
+    broker.produce(name, _seconds(range(1, 21, 2)), partition=1)
+    script, out = _window_counts(tmp_path, broker, name, f", 'properties.group.id' = '{group}'", "1' MINUTE")
+    job = _run_job(tmp_path, script)
     try:
         assert wait_for(lambda: committed_batches(tmp_path) >= 1 or job.poll() is not None, 240), "no batch"
         assert job.poll() is None, job.stderr.read()
-        broker.produce(name, records(range(21, 600, 2)), partition=1)
+        broker.produce(name, _seconds(range(21, 600, 2)), partition=1)
         batches = committed_batches(tmp_path)
         assert wait_for(lambda: committed_batches(tmp_path) >= batches + 2 or job.poll() is not None, 240)
         os.kill(job.pid, signal.SIGUSR1)  # drain: the last windows fire
@@ -841,40 +855,24 @@ def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(br
     import os
     import signal
 
-    from tests.test_jobs import committed_batches, start
+    from tests.test_jobs import committed_batches
 
     name = topic(broker, 2)
 
-    def records(seconds):
-        return [(None, json.dumps({"n": s, "ts": f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000"})) for s in seconds]
-
-    broker.produce(name, records(range(0, 60, 2)), partition=0)
-    broker.produce(name, records(range(1, 10, 2)), partition=1)
-    out = tmp_path / "out"
-    script = tmp_path / "job.sql"
-    script.write_text(
-        kafka("kbids", "n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND", broker, name,
-              ", 'scan.startup.mode' = 'earliest-offset', 'scan.watermark.idle-timeout' = '1 s'")
-        + f"CREATE TABLE counts (window_start TIMESTAMP(3), n BIGINT) WITH ('connector' = 'filesystem',"
-          f" 'path' = '{out}', 'format' = 'csv');"
-          "INSERT INTO counts SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE kbids, DESCRIPTOR(ts),"
-          " INTERVAL '10' SECOND)) GROUP BY window_start, window_end;")
+    broker.produce(name, _seconds(range(0, 60, 2)), partition=0)
+    broker.produce(name, _seconds(range(1, 10, 2)), partition=1)
+    script, out = _window_counts(tmp_path, broker, name, ", 'scan.watermark.idle-timeout' = '1 s'", "10' SECOND")
 
     def rows() -> list:
         return sorted(line for f in out.glob("part-*.csv") for line in f.read_text().splitlines())
 
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), saved]))
-    try:
-        job = start(tmp_path, "run", str(script))
-    finally:
-        os.environ.pop("PYTHONPATH") if saved is None else os.environ.__setitem__("PYTHONPATH", saved)
+    job = _run_job(tmp_path, script)
     expected = [f"2024-01-01 00:00:{w:02d}.000,{10 if w == 0 else 5}" for w in range(0, 110, 10) if w < 60] + [
         f"2024-01-01 00:01:{w - 60:02d}.000,5" for w in range(60, 110, 10)]
     try:
         assert wait_for(lambda: committed_batches(tmp_path) >= 1 or job.poll() is not None, 240), "no batch"
         time.sleep(2)  # partition 1 quiet for longer than the timeout
-        broker.produce(name, records(range(60, 120, 2)), partition=0)
+        broker.produce(name, _seconds(range(60, 120, 2)), partition=0)
         assert wait_for(lambda: rows() == expected or job.poll() is not None, 120), rows()  # [110, 120) still open
         os.kill(job.pid, signal.SIGUSR1)  # drain
         assert job.wait(240) == 0, job.stderr.read()

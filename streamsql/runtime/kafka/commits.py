@@ -38,13 +38,19 @@ def commit_to_group(spark, table: TableDef, topics: list[str], pattern: str | No
     else:
         described = f"SubscribePattern[{pattern}]" if pattern is not None else f"Subscribe[{','.join(topics)}]"
     config = client_config(table.options, table.name.name)
+    session_listener(spark, "_streamsql_group_commits", _make_listener).watch(f"KafkaV2[{described}]", config)
+
+
+def session_listener(spark, attribute: str, make):
+    """The session's StreamingQueryListener kept as ``spark.<attribute>``, made by ``make()``
+    and added on first use (one per session, whichever thread asks first)."""
     with _LOCK:
-        listener = getattr(spark, "_streamsql_group_commits", None)
+        listener = getattr(spark, attribute, None)
         if listener is None:
-            listener = _make_listener()
+            listener = make()
             spark.streams.addListener(listener)
-            spark._streamsql_group_commits = listener
-        listener.watch(f"KafkaV2[{described}]", config)
+            setattr(spark, attribute, listener)
+        return listener
 
 
 def _make_listener():

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-_LOCK = threading.Lock()
 HEARTBEAT_COLUMN = "__streamsql_heartbeat"  # TRUE on a heartbeat row, NULL on the table's own
 
 
@@ -42,13 +40,10 @@ def heartbeats(spark, table, split: tuple[str, int] | None, drains) -> Path | No
 def watch(spark, description: str, directory: Path, timeout_s: float) -> None:
     """Write heartbeats into ``directory`` when the source ``description`` (a partition's
     stream, ``KafkaV2[Assign[topic-0]]``) has read nothing for ``timeout_s``."""
-    with _LOCK:
-        listener = getattr(spark, "_streamsql_idleness", None)
-        if listener is None:
-            listener = _make_listener()
-            spark.streams.addListener(listener)
-            spark._streamsql_idleness = listener
-        listener.watched[description] = _Watched(directory, timeout_s, time.monotonic())
+    from streamsql.runtime.kafka.commits import session_listener
+
+    listener = session_listener(spark, "_streamsql_idleness", _make_listener)
+    listener.watched[description] = _Watched(directory, timeout_s, time.monotonic())
 
 
 class _Watched:
