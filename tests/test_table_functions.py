@@ -138,6 +138,9 @@ def test_spark_calls_the_function_by_its_registered_name(module):
                                                                " table; table has 2 columns"),
     ("SELECT * FROM t LEFT JOIN LATERAL TABLE(split_words(s)) AS T(w, n) ON T.n > 1", "a LEFT JOIN .. ON TRUE"),
     ("SELECT * FROM t, LATERAL TABLE(nothing(s))", "LATERAL TABLE(nothing(...)): no table function named 'nothing'"),
+    ("SELECT * FROM t, LATERAL TABLE(split_words(s, id))", "Function split_words cannot take 2 arguments: its Python"
+                                                           " function is split_words(s)"),
+    ("SELECT plus_n(id) FROM t", "Function plus_n cannot take 1 argument: its Python function is eval(a, b)"),
 ])
 def test_refused_at_plan_time(module, query, message):
     with pytest.raises(ValidationError) as caught:

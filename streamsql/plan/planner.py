@@ -56,8 +56,9 @@ from streamsql.plan.state_ttl import read_hints
 from streamsql.plan.temporal import check_temporal_joins, lookup_only
 from streamsql.plan.typecheck import check_types
 from streamsql.plan import unnest
+from streamsql.plan.positions import start_position
 from streamsql.plan.table_functions import check_scalar_use, unnest_table_calls
-from streamsql.plan.udfs import load_function
+from streamsql.plan.udfs import argument_error, load_function
 from streamsql.plan.argmax_join import rewrite_argmax_joins
 from streamsql.plan.inline import hoist_window_inputs
 from streamsql.plan.windows import (
@@ -373,6 +374,9 @@ class Planner:
             if function is None:
                 raise unknown_function(call)
             check_scalar_use(call, function)
+            wrong = argument_error(function, len(call.expressions))
+            if wrong:
+                raise ValidationError(wrong, start_position(call))
             call.set("this", function.name)
             call.meta[UDF_TYPE] = function.result_type
             merge(plan.functions, [function])

@@ -63,6 +63,23 @@ def udf(result_type: str | None = None, vectorized: bool = False) -> Callable:
     return mark
 
 
+def argument_error(function: PythonFunction, count: int) -> str | None:
+    """Why ``function`` cannot be called with ``count`` arguments (from its Python signature),
+    or None (it can, or its signature cannot be read)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function.function)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        return (f"Function {function.name} cannot take {count} argument{'s' if count != 1 else ''}: its Python"
+                f" function is {getattr(function.function, '__name__', function.name)}{signature}")
+    return None
+
+
 def udf_spark_name(name: str) -> str:
     """The name a UDF is registered under in Spark beside its own (spark.dialect calls it by
     this one: a Spark built-in of the same name would win)."""
