@@ -847,8 +847,11 @@ def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
     assert [c.offset for c in committed] == [300, 300]
 
 
-def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(broker, tmp_path):
-    """'scan.watermark.idle-timeout', as Flink's: partition 1 has records up to second 9 and
+@pytest.mark.parametrize("timeout", [", 'scan.watermark.idle-timeout' = '1 s'",
+                                     "SET 'table.exec.source.idle-timeout' = '1 s';"])
+def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(broker, tmp_path, timeout):
+    """'scan.watermark.idle-timeout' (or the session's 'table.exec.source.idle-timeout'), as
+    Flink's: partition 1 has records up to second 9 and
     then none; partition 0 goes on. Without a timeout partition 1 holds every window open
     until the drain; with 1 s, the windows partition 0's time has passed fire while the job
     runs (partition 1 left out of the watermark), each once, and the drain fires the rest."""
@@ -861,7 +864,10 @@ def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(br
 
     broker.produce(name, _seconds(range(0, 60, 2)), partition=0)
     broker.produce(name, _seconds(range(1, 10, 2)), partition=1)
-    script, out = _window_counts(tmp_path, broker, name, ", 'scan.watermark.idle-timeout' = '1 s'", "10' SECOND")
+    session = timeout.startswith("SET")  # Flink's session-wide default, or the table's own option
+    script, out = _window_counts(tmp_path, broker, name, "" if session else timeout, "10' SECOND")
+    if session:
+        script.write_text(timeout + script.read_text())
 
     def rows() -> list:
         return sorted(line for f in out.glob("part-*.csv") for line in f.read_text().splitlines())

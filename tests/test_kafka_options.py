@@ -400,3 +400,12 @@ def test_the_idle_timeout_is_a_duration():
     assert table(sql.format("5 s")).options["scan.watermark.idle-timeout"] == "5 s"
     with pytest.raises(ConnectorError, match="'scan.watermark.idle-timeout' must be a duration"):
         table(sql.format("soon"))
+
+
+def test_the_session_idle_timeout_is_a_duration():
+    from streamsql.plan.setting_values import check_setting
+
+    check_setting("table.exec.source.idle-timeout", "5 s")
+    check_setting("table.exec.source.idle-timeout", "0")
+    with pytest.raises(Exception, match="'table.exec.source.idle-timeout' must be a duration"):
+        check_setting("table.exec.source.idle-timeout", "soon")

@@ -24,6 +24,8 @@ def check_setting(key: str, value: str, position: Position | None = None) -> Non
         raise ValidationError(f"'{key}' must be one of {', '.join(choices)}, not '{value}'", position)
     if key == "execution.checkpointing.interval" and not parse_duration(value):
         raise ValidationError(f"'{key}' must be {DURATION_HELP}, more than 0, not '{value}'", position)
+    if key == "table.exec.source.idle-timeout" and parse_duration(value) is None:
+        raise ValidationError(f"'{key}' must be {DURATION_HELP} (0: no partition is ever idle), not '{value}'", position)
     if key == "parallelism.default" and not (value.strip().isdigit() and int(value) > 0):
         raise ValidationError(f"'{key}' must be a positive integer, not '{value}'", position)
     if key == "table.local-time-zone" and not _is_zone(value):

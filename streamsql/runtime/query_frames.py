@@ -40,7 +40,8 @@ def query_frame(engine, plan: QueryPlan, streaming: bool, late_writes: list | No
         files = 1 if stream_bounded else 100
         drain = ends if is_bounded(table) else engine.drain
         source_frame(spark, table, streaming, observed, drain, files, in_order,
-                     real_time=streaming and real_time.wanted(engine.settings)).createOrReplaceTempView(
+                     real_time=streaming and real_time.wanted(engine.settings),
+                     idle_timeout=engine.settings.get("table.exec.source.idle-timeout")).createOrReplaceTempView(
             spark_name(table.name))
     if ends is not None:
         observed[END_OF_INPUT] = ends

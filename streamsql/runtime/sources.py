@@ -37,7 +37,8 @@ DEFAULT_POLL_INTERVAL = "1 second"  # an unbounded source without 'source.monito
 
 
 def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict, drain=None,
-                 files_per_batch: int = 100, in_order: bool = False, real_time: bool = False):
+                 files_per_batch: int = 100, in_order: bool = False, real_time: bool = False,
+                 idle_timeout: str | None = None):
     """The table's rows as a DataFrame: physical columns, then computed ones, then the watermark.
 
     ``drain`` (runtime.drain.DrainSources) adds the sentinel directory that ends a
@@ -46,6 +47,8 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
     a watermark carries its read order too (``SEQ_COLUMN``), for the order-sensitive
     aggregates that read it (spark.arrival_order); a batch read always does. ``real_time``: a
     Kafka stream read for Spark's real-time mode (spark.real_time: no rows-per-batch bound).
+    ``idle_timeout``: 'table.exec.source.idle-timeout', for a Kafka table without its own
+    'scan.watermark.idle-timeout' (runtime.kafka.idleness).
     """
     from pyspark.sql import functions as F
 
@@ -60,7 +63,7 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         from streamsql.runtime.kafka.idleness import heartbeats
 
         branches = [_with_computed_columns(frame, table, streaming, drains, False,
-                                           heartbeats(spark, table, split, drains))
+                                           heartbeats(spark, table, split, drains, idle_timeout))
                     for split, frame in kafka_frames(spark, table, streaming, real_time)]  # (a watermark each)
         return reduce(lambda a, b: a.unionByName(b), branches)
     if table.options["connector"] == "jdbc":

@@ -24,12 +24,13 @@ from pathlib import Path
 HEARTBEAT_COLUMN = "__streamsql_heartbeat"  # TRUE on a heartbeat row, NULL on the table's own
 
 
-def heartbeats(spark, table, split: tuple[str, int] | None, drains) -> Path | None:
+def heartbeats(spark, table, split: tuple[str, int] | None, drains, default: str | None = None) -> Path | None:
     """The heartbeat directory of one partition's stream, watched, when the table has
-    'scan.watermark.idle-timeout' (more than 0) and is streamed a partition per stream."""
+    'scan.watermark.idle-timeout' (or the session ``default``, Flink's
+    'table.exec.source.idle-timeout') more than 0 and is streamed a partition per stream."""
     from streamsql.plan.durations import parse_duration
 
-    timeout_ms = parse_duration(table.options.get("scan.watermark.idle-timeout", "0")) or 0
+    timeout_ms = parse_duration(table.options.get("scan.watermark.idle-timeout", default or "0")) or 0
     if split is None or drains is None or timeout_ms <= 0:
         return None
     directory = drains.heartbeat_directory(table, split)
