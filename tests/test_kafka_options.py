@@ -359,10 +359,18 @@ def test_what_the_avro_format_refuses(columns, extra, message):
      " 'properties.bootstrap.servers' = 'h:1', 'format' = 'debezium-json')", True, False),  # a changelog
 ])
 def test_a_stream_of_every_partition_where_no_per_partition_watermark_is_wanted(sql, streaming, real_time):
-    """(The driver asks Kafka for the partitions only where a stream per partition is due.)"""
     from streamsql.runtime.kafka.reader import split_streams
 
-    assert split_streams(table(sql), streaming, real_time) is None
+    assert split_streams(table(sql), streaming, real_time, {"t": [0, 1]}) is None
+
+
+def test_a_watermarked_stream_of_several_partitions_is_a_stream_each():
+    from streamsql.runtime.kafka.reader import split_streams
+
+    watermarked = table("CREATE TABLE k (n INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka',"
+                        " 'topic' = 't;u', 'properties.bootstrap.servers' = 'h:1', 'format' = 'json')")
+    assert split_streams(watermarked, True, False, {"u": [0], "t": [0, 1]}) == [("t", 0), ("t", 1), ("u", 0)]
+    assert split_streams(watermarked, True, False, {"t": [0]}) is None  # one partition: one stream
 
 
 def test_a_checkpoint_of_other_streams_is_a_job_error_saying_why():

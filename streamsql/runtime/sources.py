@@ -59,7 +59,6 @@ def source_frame(spark, table: TableDef, streaming: bool, skipped_counters: dict
         from functools import reduce
 
         from streamsql.runtime.kafka.frames import kafka_frames
-
         from streamsql.runtime.kafka.idleness import heartbeats
 
         branches = [_with_computed_columns(frame, table, streaming, drains, False,

@@ -34,11 +34,17 @@ def commit_to_group(spark, table: TableDef, topics: list[str], pattern: str | No
     from streamsql.runtime.kafka.client import client_config
 
     if split is not None:
-        described = f"Assign[{split[0]}-{split[1]}]"
+        description = partition_description(split)
     else:
         described = f"SubscribePattern[{pattern}]" if pattern is not None else f"Subscribe[{','.join(topics)}]"
+        description = f"KafkaV2[{described}]"
     config = client_config(table.options, table.name.name)
-    session_listener(spark, "_streamsql_group_commits", _make_listener).watch(f"KafkaV2[{described}]", config)
+    session_listener(spark, "_streamsql_group_commits", _make_listener).watch(description, config)
+
+
+def partition_description(split: tuple[str, int]) -> str:
+    """How Spark's progress names the stream of one partition (runtime.kafka.reader.split_streams)."""
+    return f"KafkaV2[Assign[{split[0]}-{split[1]}]]"
 
 
 def session_listener(spark, attribute: str, make):

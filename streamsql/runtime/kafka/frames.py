@@ -22,27 +22,24 @@ OFFSET_COLUMN = "__streamsql_offset"  # a record's offset in its partition (a bo
 
 
 def kafka_frames(spark, table: TableDef, streaming: bool, real_time: bool = False) -> list:
-    """(partition or None, DataFrame) pairs: the table as one DataFrame, or streamed with a watermark over several partitions as one
-    per partition (runtime.kafka.reader.split_streams), each to get a watermark of its own:
-    Spark's watermark of a stream is the largest time it saw less the delay, over all its
-    partitions (a partition read ahead made another's rows late), and of several the smallest
-    (spark.sql.streaming.multipleWatermarkPolicy 'min'), which is Flink's for a Kafka table."""
-    from streamsql.runtime.kafka.reader import split_streams
-
-    splits = split_streams(table, streaming, real_time)
-    if splits is None:
-        return [(None, kafka_frame(spark, table, streaming, real_time))]
-    return [(split, kafka_frame(spark, table, streaming, real_time, split, len(splits))) for split in splits]
-
-
-def kafka_frame(spark, table: TableDef, streaming: bool, real_time: bool = False, split=None, splits: int = 1):
-    from streamsql.runtime.kafka.reader import raw_records
+    """(partition or None, DataFrame) pairs: the table as one DataFrame, or streamed with a
+    watermark over several partitions as one per partition (runtime.kafka.reader.split_streams),
+    each to get a watermark of its own: Spark's watermark of a stream is the largest time it
+    saw less the delay, over all its partitions (a partition read ahead made another's rows
+    late), and of several the smallest (spark.sql.streaming.multipleWatermarkPolicy 'min'),
+    which is Flink's for a Kafka table."""
+    from streamsql.runtime.kafka.reader import raw_streams
 
     if streaming and is_bounded_kafka(table) and not source_changelog(table).insert_only:
         raise ConnectorError(
             f"Table '{table.name.name}' is a bounded changelog topic: it is read as its final table, in one batch."
             " Reset 'execution.bounded-input' to read it so, or drop 'scan.bounded.mode' to stream its changes.")
-    raw = raw_records(spark, table, streaming, real_time, split, splits)  # Spark's Kafka connector (reader)
+    # Spark's Kafka connector (runtime.kafka.reader)
+    return [(split, _table_rows(raw, table, streaming)) for split, raw in raw_streams(spark, table, streaming, real_time)]
+
+
+def _table_rows(raw, table: TableDef, streaming: bool):
+    """Raw records as the table's rows (a changelog topic's as its changes or final table)."""
     if table.options["connector"] == "upsert-kafka":
         return _normalized(raw, table) if streaming else _upserted(raw, table)
     if value_format(table) == "debezium-json":

@@ -33,8 +33,10 @@ def heartbeats(spark, table, split: tuple[str, int] | None, drains, default: str
     timeout_ms = parse_duration(table.options.get("scan.watermark.idle-timeout", default or "0")) or 0
     if split is None or drains is None or timeout_ms <= 0:
         return None
+    from streamsql.runtime.kafka.commits import partition_description
+
     directory = drains.heartbeat_directory(table, split)
-    watch(spark, f"KafkaV2[Assign[{split[0]}-{split[1]}]]", directory, timeout_ms / 1000)
+    watch(spark, partition_description(split), directory, timeout_ms / 1000)
     return directory
 
 

@@ -124,43 +124,54 @@ def spark_options(options: dict[str, str]) -> dict[str, str]:
             "kafka.isolation.level": options.get("properties.isolation.level", ISOLATION)}
 
 
-def split_streams(table: TableDef, streaming: bool, real_time: bool) -> list[tuple[str, int]] | None:
-    """The partitions a watermarked stream reads as one stream each (so that each has its own
-    watermark and the table's is their minimum, as Flink's per-partition watermarks), or
-    None: one stream of every partition (no watermark, one partition, a topic pattern whose
-    topics come and go, a real-time read, a changelog topic normalized as one stream)."""
+def split_streams(table: TableDef, streaming: bool, real_time: bool,
+                  layout: dict[str, list[int]]) -> list[tuple[str, int]] | None:
+    """The partitions of ``layout`` a watermarked stream reads as one stream each (so that
+    each has its own watermark and the table's is their minimum, as Flink's per-partition
+    watermarks), or None: one stream of every partition (no watermark, one partition, a
+    topic pattern whose topics come and go, a real-time read, a changelog topic normalized
+    as one stream)."""
     from streamsql.plan.kafka_options import source_changelog
 
     if not streaming or real_time or table.watermark is None or "topic-pattern" in table.options \
             or not source_changelog(table).insert_only:
         return None
-    offsets = Offsets(table.options, table.name.name)
-    try:
-        layout = offsets.layout()
-    finally:
-        offsets.close()
     splits = [(t, p) for t, parts in sorted(layout.items()) for p in parts]
     return splits if len(splits) > 1 else None
 
 
-def raw_records(spark, table: TableDef, streaming: bool, real_time: bool = False,
-                split: tuple[str, int] | None = None, splits: int = 1):
+def raw_streams(spark, table: TableDef, streaming: bool, real_time: bool = False) -> list:
     """The table's records as ``RAW_SCHEMA``, from its startup offsets (to its bound, or for
-    a batch read to the current end). ``split``: a stream of that one partition only, one of
-    ``splits`` (split_streams), which share the rows-per-batch bound."""
-    name, options = table.name.name, table.options
-    offsets = Offsets(options, name)
+    a batch read to the current end): (None, one DataFrame of every partition), or one
+    (partition, DataFrame) per partition (split_streams), which share the rows-per-batch
+    bound. The driver lists the partitions and resolves their offsets once."""
+    offsets = Offsets(table.options, table.name.name)
     try:
         layout = offsets.layout()
         start = offsets.startup(layout)
         end = offsets.end(layout) if not streaming or is_bounded_kafka(table) else None
     finally:
         offsets.close()
-    if split is not None:
-        topic, partition = split
-        start = {topic: {k: v for k, v in start[topic].items() if int(k) == partition}}
-        if end is not None:
-            end = {topic: {k: v for k, v in end[topic].items() if int(k) == partition}}
+    splits = split_streams(table, streaming, real_time, layout)
+    if splits is None:
+        return [(None, _raw_records(spark, table, streaming, real_time, layout, start, end))]
+    return [(split, _raw_records(spark, table, streaming, real_time, layout, _of(start, split), _of(end, split),
+                                 split, len(splits))) for split in splits]
+
+
+def _of(offsets: dict | None, split: tuple[str, int]) -> dict | None:
+    """The offsets of one partition only."""
+    if offsets is None:
+        return None
+    topic, partition = split
+    return {topic: {k: v for k, v in offsets[topic].items() if int(k) == partition}}
+
+
+def _raw_records(spark, table: TableDef, streaming: bool, real_time: bool, layout, start, end,
+                 split: tuple[str, int] | None = None, splits: int = 1):
+    """One DataFrame of the records from ``start`` (to ``end``): of every partition, or of
+    ``split`` alone, one of ``splits`` streams."""
+    name, options = table.name.name, table.options
     if end is not None:  # (a startup past the bound reads nothing)
         end = {t: {p: max(o, start[t][p]) for p, o in parts.items()} for t, parts in end.items()}
     headers = any(c.metadata == "headers" for c in table.metadata_columns)
