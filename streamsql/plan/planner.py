@@ -368,9 +368,16 @@ class Planner:
         return obj
 
     def _bind_functions(self, query: exp.Query, plan: QueryPlan) -> None:
-        unnest_table_calls(query, self._function)
+        loaded: dict[str, object] = {}  # each function loaded once, registered once, whatever its calls
+
+        def function_of(name: str):
+            if name not in loaded:
+                loaded[name] = self._function(name)
+            return loaded[name]
+
+        unnest_table_calls(query, function_of)
         for call in query.find_all(exp.Anonymous):
-            function = self._function(call.name)
+            function = function_of(call.name)
             if function is None:
                 raise unknown_function(call)
             check_scalar_use(call, function)

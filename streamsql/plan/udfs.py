@@ -120,7 +120,7 @@ def _pyflink_function(name: str, wrapper) -> PythonFunction:
     """A function PyFlink's decorators made: scalar (``_result_type``), table
     (``_result_types``); an aggregate function is refused."""
     func = wrapper._func
-    instance = func if hasattr(func, "eval") and not callable(func) or _is_udf_object(func) else None
+    instance = func if hasattr(func, "eval") else None  # a ScalarFunction or TableFunction object
     call = instance.eval if instance is not None else func
     if hasattr(wrapper, "_accumulator_type"):
         raise ValidationError(f"Function {name} is a Python aggregate function (udaf): streamsql runs scalar and "
@@ -134,10 +134,6 @@ def _pyflink_function(name: str, wrapper) -> PythonFunction:
     except (TypeError, ValueError) as error:
         raise ValidationError(f"Function {name}: {error}") from None
     return PythonFunction(name, call, result, wrapper._func_type == "pandas", False, instance)
-
-
-def _is_udf_object(func) -> bool:
-    return any(c.__name__ in ("ScalarFunction", "TableFunction") for c in type(func).__mro__)
 
 
 def _rows_type(name: str, declared) -> exp.DataType:

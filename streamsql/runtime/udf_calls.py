@@ -38,25 +38,18 @@ def reporting_failures(function, name: str, vectorized: bool):
     return functools.update_wrapper(call, function)
 
 
-def opened(instance, function):
-    """``function`` (an instance's ``eval``), the instance's ``open`` run before its first call
-    in each worker (PyFlink's ScalarFunction/TableFunction life cycle)."""
+def opened(instance, function, context):
+    """``function`` (an instance's ``eval``), the instance's ``open(context)`` run before its
+    first call in each worker (PyFlink's ScalarFunction/TableFunction life cycle)."""
     state = []
 
     def call(*args):
         if not state:
-            instance.open(_Context())
+            instance.open(context)
             state.append(True)
         return function(*args)
 
     return functools.update_wrapper(call, function)
-
-
-class _Context:
-    """The FunctionContext ``open`` receives: no job parameters are set."""
-
-    def get_job_parameter(self, key, default_value):
-        return default_value
 
 
 def as_rows(function, width: int):

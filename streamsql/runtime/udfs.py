@@ -25,7 +25,9 @@ def register_udf(spark, function: PythonFunction) -> None:
     cloudpickle.register_pickle_by_value(udf_calls)
     call = function.function
     if function.instance is not None and hasattr(function.instance, "open"):
-        call = udf_calls.opened(function.instance, call)
+        from streamsql.pyflink.table.udf import FunctionContext  # (streamsql travels to the workers)
+
+        call = udf_calls.opened(function.instance, call, FunctionContext())
     if function.table:
         call = udf_calls.as_rows(call, len(function.result_type.expressions[0].expressions))
     call = udf_calls.reporting_failures(call, function.name, function.vectorized)
