@@ -35,6 +35,8 @@ class ChangelogMode:
         kinds = ",".join(k for k in ROW_KINDS if k in self.kinds)
         if self.upsert_key is not None:
             return f"upsert by ({', '.join(self.upsert_key)}) [{kinds}]"
+        if UPDATE_AFTER in self.kinds and UPDATE_BEFORE not in self.kinds:
+            return f"upsert [{kinds}]"  # updates without their before-images (plan.update_kinds)
         return f"retract [{kinds}]"
 
 

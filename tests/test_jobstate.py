@@ -51,12 +51,14 @@ OVER = "OVER operator kept each bucket's history in one value"
 ARGMAX = "joined a window aggregate with its own maximum per window"
 TEMPORAL = "temporal join kept each bucket's versions in one value"
 ORDERED = "without the rows' read order"
+NATIVE = "ran on streamsql's stateful operator, which this one runs as Spark's own"
 
 
 @pytest.mark.parametrize("layout, concern, words", [(4, "retiring", RETIRING), (4, "over", OVER), (5, "over", OVER),
                                                     (6, "over", OVER), (4, "argmax", ARGMAX), (7, "argmax", ARGMAX),
                                                     (4, "temporal", TEMPORAL), (8, "temporal", TEMPORAL),
-                                                    (4, "ordered", ORDERED), (9, "ordered", ORDERED)])
+                                                    (4, "ordered", ORDERED), (9, "ordered", ORDERED),
+                                                    (4, "native_update", NATIVE), (10, "native_update", NATIVE)])
 def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its_state(tmp_path, layout, concern,
                                                                                        words):
     """Layout 4 kept a regular join's every row in an operator without event time; Spark
@@ -66,8 +68,9 @@ def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its
     layout 8 a window aggregate joined with its own maximum per window ran as a join, which
     is now a window Top-N. Before layout 9 the temporal join kept a bucket's versions in one
     value, now in generations by key. Before layout 10 a window aggregate's LISTAGG,
-    ARRAY_AGG, FIRST_VALUE and LAST_VALUE collected values without their read order. Any
-    other job resumes, and so does one with no operator state yet."""
+    ARRAY_AGG, FIRST_VALUE and LAST_VALUE collected values without their read order. Before
+    layout 11 a GroupAggregate into an upsert consumer ran on streamsql's operator, now on
+    Spark's own aggregation. Any other job resumes, and so does one with no operator state yet."""
     state = job(tmp_path)
     state.save()
     saved_as(state, layout)
@@ -79,7 +82,7 @@ def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its
     message = error.value.message
     assert words in message and "STOP JOB" in message
     saved_as(state, STATE_LAYOUT)
-    state.check(retiring=True, over=True, argmax=True, temporal=True, ordered=True)
+    state.check(retiring=True, over=True, argmax=True, temporal=True, ordered=True, native_update=True)
 
 
 def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
@@ -96,6 +99,8 @@ def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):
     state.check(retiring=True, over=True, argmax=True)
     saved_as(state, 9)  # layout 9's temporal join is layout 10's
     state.check(retiring=True, over=True, argmax=True, temporal=True)
+    saved_as(state, 10)  # layout 10's read order is layout 11's
+    state.check(retiring=True, over=True, argmax=True, temporal=True, ordered=True)
     saved_as(state, STATE_LAYOUT + 1)
     with pytest.raises(JobStateError, match="by a later streamsql whose stateful operators laid out"):
         state.check()

@@ -96,6 +96,7 @@ class Operator:
     mode: ChangelogMode = INSERT_ONLY
     bounded: bool = True
     state_ttl: str | None = None  # 'table.exec.state.ttl', set on the whole tree by the builder
+    update_before: bool = True  # False: its consumer needs UPDATE_AFTER only (plan.update_kinds)
 
     kind: ClassVar[str] = "Operator"
     requires_insert_only: ClassVar[bool] = False

@@ -78,6 +78,9 @@ def stateful_stages(engine, step: QueryStep | InsertStep, bounded: bool, setting
     ttl = settings.get("table.exec.state.ttl")
     stages = compile_query(step.plan, is_bounded, parse_duration(ttl) if ttl else None, why)
     if stages is not None:
+        from streamsql.spark.stateful.stages import without_update_before
+
+        without_update_before(stages, root)
         engine._stages[id(step.plan)] = (step.plan, stages)
     return stages
 

@@ -12,6 +12,7 @@ from streamsql.plan.windows import watermark_delay_ms
 from streamsql.runtime.sources import DEFAULT_POLL_INTERVAL, is_bounded
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.runtime.execution import streams
+from streamsql.spark.physical import native_update_aggregate
 
 
 def explain(engine, step: QueryStep | InsertStep) -> list[str]:
@@ -54,7 +55,12 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
         lines.append(f"sink {step.table.name}: {step.table.options['connector']}")
     streaming = streams(engine, step)
     operators = operator_plan(step, engine.settings, check=False)
-    if streaming:
+    native_update = native_update_aggregate(operators.root) if streaming else None
+    if native_update is not None:
+        lines.append(f"execution: Spark Structured Streaming (update mode): the GroupAggregate runs on Spark's own"
+                     f" streaming aggregation, each micro-batch emitting the new row of each key it changed;"
+                     f" result changelog: {operators.root.mode}")
+    elif streaming:
         lines.append(f"execution: Spark Structured Streaming (append mode, each row with its kind); result changelog:"
                      f" {operators.root.mode}; each operator's state as the operator plan shows")
     elif engine.settings.streaming:
@@ -62,11 +68,24 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
                      " end (watermark +inf); state is released when the run ends")
     else:
         lines.append("execution: batch")
+    if isinstance(step, InsertStep) and engine.settings.streaming:
+        lines.append(_update_kinds(step, operators.root))
     lines += ["", "== Operator plan ==", *operators.explain()]
     if engine.settings.streaming:  # in batch mode every result is final: nothing to check
         lines += [f"note: {problem}" for problem in changelog_problems(step, operators)]
     lines += ["", "== Spark SQL ==", to_spark_sql(plan.query), ""]
     return lines, streaming
+
+
+def _update_kinds(step: InsertStep, root) -> str:
+    """What the sink needs of the query's updates, and who then emits UPDATE_AFTER only."""
+    from streamsql.plan.update_kinds import ONLY_UPDATE_AFTER, sink_requirement, upsert_producers
+
+    required, why = sink_requirement(step.table, step.sources, root.inputs[0])
+    if required != ONLY_UPDATE_AFTER:
+        return f"update kinds: both images of an update ({why})"
+    told = ", ".join(node.kind for node in upsert_producers(root)) or "no operator (the result is insert-only)"
+    return f"update kinds: UPDATE_AFTER only ({why}); emitting no UPDATE_BEFORE: {told}"
 
 
 def _spark_plan(frame) -> str:

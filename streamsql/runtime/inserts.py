@@ -70,11 +70,13 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()
+        update = updates_natively(engine, step)
         with shuffle_partitions(engine.spark, state.started_partitions()):
             query, observed = engine._start_streaming(
                 step.plan,
-                lambda frame: start_stream(conform(frame, step), table, state.checkpoint,
-                                           trigger(engine.settings, step.plan), name, committer),
+                lambda frame: start_stream(conform(upserts(frame) if update else frame, step), table,
+                                           state.checkpoint, trigger(engine.settings, step.plan), name, committer,
+                                           "update" if update else "append"),
             )
         state.save()
         return query, observed
@@ -85,33 +87,56 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     return None, observed
 
 
+def updates_natively(engine, step: InsertStep) -> bool:
+    """Whether the INSERT's GroupAggregate runs on Spark's own aggregation, in update mode
+    (spark.physical.native_update_aggregate)."""
+    from streamsql.runtime.operator_plan import operator_plan
+    from streamsql.spark.physical import native_update_aggregate
+
+    return native_update_aggregate(operator_plan(step, engine.settings, check=False).root) is not None
+
+
+def upserts(frame):
+    """Spark's update-mode rows as the changelog an upsert sink takes: each a ``+U`` (the new
+    row of its key; a sink keyed by it inserts a key it does not hold)."""
+    from pyspark.sql import functions as F
+
+    from streamsql.changelog import ROWKIND_COLUMN, UPDATE_AFTER
+
+    return frame.select(F.lit(UPDATE_AFTER).alias(ROWKIND_COLUMN), "*")
+
+
 def read_tables(step: InsertStep) -> list[TableDef]:
     """The tables whose rows the job's offsets and state follow: all it reads but the ones
     only looked up (a lookup join's right side is read afresh, and keeps no state)."""
     return [t for t in step.plan.tables if spark_name(t.name) not in step.plan.lookups]
 
 
-def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool]:
+def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool, bool]:
     """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
     whether it has a regular join whose side the watermark retires (the operator reading it
     runs in event time: plan.join_retiring), whether it runs the OVER operator (an OVER
     aggregate, or an ORDER BY a rowtime without LIMIT: Flink's TemporalSort, run as one),
     whether a join with a window aggregate's maximum was ranked instead (plan.argmax_join),
     whether it has an event-time temporal join, and whether a window aggregate of it
-    collects LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE in read order."""
+    collects LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE in read order, and whether its
+    GroupAggregate runs on Spark's own aggregation (spark.physical.native_update_aggregate)."""
     from streamsql.plan.argmax_join import rewritten
     from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate
     from streamsql.plan.join_operators import Join, TemporalJoin
     from streamsql.plan.operators import Sort, walk
     from streamsql.runtime.operator_plan import operator_plan
     from streamsql.spark.arrival_order import reads_in_order
+    from streamsql.spark.physical import native_update_aggregate
 
-    nodes = list(walk(operator_plan(step, engine.settings, check=False).root))
+    root = operator_plan(step, engine.settings, check=False).root
+    nodes = list(walk(root))
     return (any(isinstance(n, Join) and any(n.retires()) for n in nodes),
             any(isinstance(n, OverAggregate) or (isinstance(n, Sort) and n.temporal) for n in nodes),
             rewritten(step.plan.query),
             any(isinstance(n, TemporalJoin) and n.rowtime for n in nodes),
-            any(isinstance(n, WindowAggregate) for n in nodes) and reads_in_order(step.plan.query))
+            any(isinstance(n, WindowAggregate) for n in nodes) and reads_in_order(step.plan.query),
+            native_update_aggregate(root) is not None)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from streamsql.plan.logical import build_operator_plan
 from streamsql.plan.operator_explain import explain_operators
 from streamsql.plan.operators import Operator, Sink
 from streamsql.plan.planner import InsertStep, QueryStep
+from streamsql.plan.update_kinds import push_update_kinds, sink_requirement
 from streamsql.runtime.sources import is_bounded
 
 STATE_TTL = "table.exec.state.ttl"
@@ -56,6 +57,8 @@ def operator_plan(step: QueryStep | InsertStep, settings=None, check: bool = Tru
             check_sink(root, step.table)
         root = Sink(inputs=[root], fields=root.fields, upsert_keys=root.upsert_keys, table=str(step.table.name),
                     connector=step.table.options.get("connector", ""))
+        if streaming:  # the sink's update kinds pushed down (batch results are final)
+            push_update_kinds(root, sink_requirement(step.table, step.sources, root.inputs[0])[0])
     if check and streaming:
         warnings = check_consumption(root)
     return OperatorPlan(root, warnings)

@@ -97,8 +97,10 @@ def compute_only(frame) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: str, committer: SinkCommitter | None):
-    """Start a streaming query writing into the table; returns the StreamingQuery."""
+def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: str, committer: SinkCommitter | None,
+                 output_mode: str = "append"):
+    """Start a streaming query writing into the table; returns the StreamingQuery. ``output_mode``
+    'update': a GroupAggregate on Spark's own aggregation (spark.physical.native_update_aggregate)."""
     connector = table.options["connector"]
     writer = frame.writeStream.queryName(name).option("checkpointLocation", checkpoint).trigger(**trigger)
     if connector == "print":
@@ -131,7 +133,7 @@ def start_stream(frame, table: TableDef, checkpoint: str, trigger: dict, name: s
         writer = writer.foreachBatch(CommitMicroBatch(table, committer, name))
     from streamsql.runtime.session import start_streaming
 
-    return start_streaming(writer.outputMode("append"), frame.sparkSession)
+    return start_streaming(writer.outputMode(output_mode), frame.sparkSession)
 
 
 def _remove_abandoned_batches(sink: Path) -> None:

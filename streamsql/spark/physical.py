@@ -14,11 +14,19 @@ Top-N, window deduplication and event-time temporal joins run there; a CUMULATE 
 statelessly for them (spark.windows.window_sql). A query needing another one is computed
 as one bounded computation over bounded input (Flink's final result), and over unbounded
 input it is refused at plan time, naming the operator.
+
+A GroupAggregate whose consumer takes UPDATE_AFTER only (plan.update_kinds: a blackhole, an
+upsert sink keyed by the group keys) runs on Spark's own streaming aggregation in update
+mode when Spark computes its calls as Flink does (``native_update_aggregate``): each
+micro-batch then emits the new row of every key it changed, which is that changelog.
 """
 
 from __future__ import annotations
 
-from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate, WindowDeduplicate, WindowRank
+from sqlglot import exp
+
+from streamsql.plan.aggregate_operators import (GroupAggregate, OverAggregate, WindowAggregate, WindowDeduplicate,
+                                                WindowRank)
 from streamsql.plan.join_operators import IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Sort, Union, Values, WindowAssign, walk
@@ -38,11 +46,45 @@ def stateful_operators(root: Operator) -> list[Operator]:
     """Every operator Spark cannot stream natively (sources first)."""
     aggregates = [node for node in walk(root) if isinstance(node, WindowAggregate)]
     ranks = [node for node in walk(root) if isinstance(node, (WindowRank, WindowDeduplicate, WindowJoin))]
+    update = native_update_aggregate(root)
     direct = {id(child) for node in aggregates for child in node.inputs}
     into_aggregates = {id(below) for node in aggregates for below in _fed(node)}
     through = into_aggregates | {id(below) for node in ranks for below in _fed(node)}
-    return [node for node in reversed(list(walk(root)))
-            if not _native(node, id(node) in direct, id(node) in through, id(node) in into_aggregates)]
+    return [node for node in reversed(list(walk(root))) if node is not update
+            and not _native(node, id(node) in direct, id(node) in through, id(node) in into_aggregates)]
+
+
+# Spark's streaming aggregate computes these as Flink does (spark.dialect spells their types);
+# the others keep an order (LISTAGG, FIRST_VALUE, ...), a set (DISTINCT) or are Flink's own.
+_UPDATE_CALLS = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+def native_update_aggregate(root: Operator) -> GroupAggregate | None:
+    """The GroupAggregate Spark runs itself, in update output mode, or None: the query's
+    last operator below its sink and projections, told to emit UPDATE_AFTER only
+    (plan.update_kinds), over inserts from stateless operators (or lookups), grouped by
+    plain keys (no GROUPING SETS), calling COUNT, SUM, MIN, MAX and AVG (with FILTER) only.
+    Spark's update mode emits, each micro-batch, the new row of each key the batch changed:
+    Flink's [I,UA] changelog of it, one change per key and batch (Flink's mini-batch)."""
+    from streamsql.dialect.flink import Flink
+
+    node = root
+    while isinstance(node, (Sink, Calc)) and len(node.inputs) == 1:
+        node = node.inputs[0]
+    if not isinstance(node, GroupAggregate) or node.update_before or _stateful_below(node):
+        return None
+    if any(isinstance(below, WindowAssign) for below in walk(node)) or not node.group_by \
+            or any(word in key.upper() for key in node.group_by for word in ("GROUPING SETS", "ROLLUP", "CUBE")):
+        return None
+    for item in node.select:
+        try:
+            parsed = exp.maybe_parse(item, dialect=Flink)
+        except Exception:  # noqa: BLE001 - a text the planner wrote; unreadable means not native
+            return None
+        calls = [f for f in parsed.find_all(exp.Func) if isinstance(f, exp.AggFunc) or isinstance(f, exp.Anonymous)]
+        if any(not isinstance(f, _UPDATE_CALLS) or f.find(exp.Distinct) for f in calls):
+            return None
+    return node
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",

@@ -340,6 +340,8 @@ def _changelog(plan, t, keys, new, inserts, deletes, updates) -> pd.DataFrame:
     parts = []
     for frame, rows, kind, offset in ((fresh, inserts, "+I", 0), (old, deletes, "-D", 0),
                                       (old, updates, "-U", 0), (fresh, updates, "+U", 1)):
+        if kind == "-U" and not plan.get("update_before", True):
+            continue  # its consumer takes UPDATE_AFTER only (plan.update_kinds)
         if rows.any():
             part = frame.loc[rows].copy()
             part.insert(0, ROWKIND, kind)

@@ -42,13 +42,15 @@ GLOBAL_KEY = "__global"  # the one key of an aggregate without GROUP BY
 
 
 def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec],
-                    buckets: int | None = None, layout: str = "generations", ttl_ms: int | None = None) -> DataFrame:
+                    buckets: int | None = None, layout: str = "generations", ttl_ms: int | None = None,
+                    update_before: bool = True) -> DataFrame:
     """The changelog of ``SELECT keys, aggregates FROM frame GROUP BY keys``: a streaming
     DataFrame (append mode) of ``__rowkind``, the keys, then the aggregates. ``frame`` is
     insert-only or a changelog (a ``__rowkind`` column: +I/+U add a row, -U/-D retract one).
     ``buckets`` defaults to ``spark.sql.shuffle.partitions``; ``layout`` is how the state
     is stored ('generations', or 'rows': ``state_layouts``); with ``ttl_ms`` a key's state expires that
-    long after its last change (accumulate.fold)."""
+    long after its last change (accumulate.fold). ``update_before`` False: no ``-U`` rows (the
+    consumer takes UPDATE_AFTER only, plan.update_kinds)."""
     if buckets is None:
         buckets = default_buckets(frame)
     if buckets < 1:
@@ -69,6 +71,7 @@ def group_aggregate(frame: DataFrame, keys: list[str], aggregates: list[AggSpec]
     plan["buckets"] = buckets
     plan["layout"] = layout
     plan["paired"] = distinct_pairs.paired(plan["aggs"], plan["multisets"]) if hashed else []
+    plan["update_before"] = bool(update_before)
     plan["ttl_ms"] = ttl_ms if hashed else None  # the typed 'rows' layout keeps no change times
     first = [ROWKIND_COLUMN] if plan["rowkind"] else []
     bucketed, plan["columns"] = bucketed_input(frame, first + ([generations.HASH] if hashed else []) + keys,

@@ -28,7 +28,7 @@ BUCKET = "__bucket"
 def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tuple[str, bool]], limit: int,
          rank_column: str | None, later_wins: bool = False, buckets: int | None = None,
          ttl_ms: int | None = None, per_batch: bool = False, window_end: str | None = None,
-         rank_type: str = "ROW_NUMBER") -> DataFrame:
+         rank_type: str = "ROW_NUMBER", update_before: bool = True) -> DataFrame:
     """The changelog of ``SELECT data[, ROW_NUMBER() OVER (PARTITION BY partition ORDER BY
     order) AS rank_column] ... WHERE rank_column <= limit`` over ``frame`` (insert-only, or a
     changelog with ``__rowkind``): ``__rowkind``, the ``data`` columns, then the rank number
@@ -40,7 +40,8 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     a window Top-N over a window TVF's rows (insert-only), each window ranked once the
     watermark passes its end, this column in epoch ms (``window_rank``). ``rank_type`` RANK or
     DENSE_RANK numbers rows equal in ``order`` alike and keeps them all (a window Top-N
-    only: its windows are ranked once, so no tied row moves)."""
+    only: its windows are ranked once, so no tied row moves). ``update_before`` False: no ``-U``
+    rows (the consumer takes UPDATE_AFTER only, plan.update_kinds)."""
     if limit < 1:
         raise ValueError("a Top-N needs N >= 1")
     if rank_type != "ROW_NUMBER" and not (per_batch or window_end is not None):
@@ -51,7 +52,7 @@ def rank(frame: DataFrame, data: list[str], partition: list[str], order: list[tu
     plan = {"partition": list(partition), "order": [(c, bool(d)) for c, d in order], "limit": int(limit),
             "rank": rank_column, "data": list(data), "rowkind": ROWKIND_COLUMN in fields,
             "later_wins": bool(later_wins), "rank_type": rank_type, "buckets": buckets, "ttl_ms": ttl_ms, "per_batch": bool(per_batch),
-            "hashed": window_end is None and not per_batch}  # rows kept in generations, by partition hash
+            "hashed": window_end is None and not per_batch, "update_before": bool(update_before)}  # rows kept in generations, by partition hash
     stored = ranking._stored_columns({**plan, "hashed": False})  # (the hash is computed below)
     columns = ([ROWKIND_COLUMN] if plan["rowkind"] else []) + stored
     if window_end is not None:

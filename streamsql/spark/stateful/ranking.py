@@ -172,7 +172,9 @@ def _diff(plan: dict, old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         came = changed[changed[f"{SEQ}_old"].isna()][f"{SEQ}_new"]
         both = changed[changed[f"{SEQ}_old"].notna() & changed[f"{SEQ}_new"].notna()]
         parts = [_rows(old, gone, "-D")]
-        if len(both):
+        if len(both) and not plan.get("update_before", True):  # UPDATE_AFTER only (plan.update_kinds)
+            parts.append(_rows(new, both[f"{SEQ}_new"], "+U"))
+        elif len(both):
             before = _rows(old, both[f"{SEQ}_old"], "-U")
             after = _rows(new, both[f"{SEQ}_new"], "+U")
             pair = np.arange(len(both))

@@ -25,14 +25,14 @@ def stage_frame(spark, stage: Stage, to_sql):
         if not isinstance(child, SourceStage):  # a changelog source is its table's own view
             stage_frame(spark, child, to_sql).createOrReplaceTempView(view)
     if isinstance(stage, AggregateStage):
-        return aggregate_frame(spark, stage.split, to_sql, stage.ttl_ms)
+        return aggregate_frame(spark, stage.split, to_sql, stage.ttl_ms, stage.update_before)
     if isinstance(stage, WindowAggregateStage):
         return window_frame(spark, stage, to_sql)
     if isinstance(stage, RankStage):
         source = spark.sql(to_sql(stage.input_query))
         ranked = rank(source, stage.data, stage.partition, stage.order, stage.limit, stage.rank_column,
                       stage.later_wins, ttl_ms=stage.ttl_ms, per_batch=stage.per_window, window_end=stage.window_end,
-                      rank_type=stage.rank_type)
+                      rank_type=stage.rank_type, update_before=stage.update_before)
         return _read_through(spark, ranked, RANKED, stage.output_query, to_sql)
     if isinstance(stage, OverStage):
         from streamsql.spark.stateful.over import over
@@ -64,12 +64,12 @@ def stage_frame(spark, stage: Stage, to_sql):
     raise TypeError(f"not a stage: {stage!r}")
 
 
-def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = None):
+def aggregate_frame(spark, split: AggregateSplit, to_sql, ttl_ms: int | None = None, update_before: bool = True):
     """The changelog DataFrame of a split GROUP BY: ``__rowkind`` first, then its columns."""
     from streamsql.spark.stateful.group_aggregate import group_aggregate
 
     source = spark.sql(to_sql(split.input_query))
-    aggregated = group_aggregate(source, split.keys, _specs(split), ttl_ms=ttl_ms)
+    aggregated = group_aggregate(source, split.keys, _specs(split), ttl_ms=ttl_ms, update_before=update_before)
     return _read_through(spark, aggregated, AGGREGATED, split.output_query, to_sql)
 
 

@@ -21,6 +21,7 @@ _VIEWS = itertools.count(1)  # stage views are session-wide temp views: a statem
 class Stage:
     inputs: list[tuple[str, "Stage"]] = field(default_factory=list)  # (view name, the stage computing it)
     ttl_ms: int | None = None  # 'table.exec.state.ttl': a key's state expires this long after its last change
+    update_before: bool = True  # False: its consumer needs UPDATE_AFTER only (plan.update_kinds)
 
 
 @dataclass
@@ -160,3 +161,26 @@ def epoch_millis(expression: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this="UNIX_MILLIS", expressions=[expression.copy()])
 def has_subquery(node: exp.Expression) -> bool:
     return any(isinstance(n, (exp.Subquery, exp.Exists)) for n in node.walk())
+
+
+def without_update_before(stage: Stage, root) -> bool:
+    """Tell the stage that runs the query's last updating operator to emit no ``-U`` rows when
+    the operator plan says its consumer takes UPDATE_AFTER only (plan.update_kinds): the
+    operator plan's top operator below the sink and its projections, and the top stage
+    below the projection stages, are the same operator. Whether it was told."""
+    from streamsql.plan.aggregate_operators import Deduplicate, GroupAggregate, Rank
+    from streamsql.plan.operators import Calc, Sink
+
+    node = root
+    while isinstance(node, (Sink, Calc)) and len(node.inputs) == 1:
+        node = node.inputs[0]
+    while isinstance(stage, CalcStage) and len(stage.inputs) == 1:
+        stage = stage.inputs[0][1]
+    if node.update_before:
+        return False
+    same = (isinstance(node, GroupAggregate) and isinstance(stage, AggregateStage)
+            or isinstance(node, (Rank, Deduplicate)) and isinstance(stage, RankStage)
+            and not stage.per_window and stage.window_end is None)
+    if same:
+        stage.update_before = False
+    return same
