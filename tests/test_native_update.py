@@ -25,6 +25,15 @@ def _part(rng: random.Random, first: int, rows: int) -> str:
                    for i in range(first, first + rows))
 
 
+def _files(source, seed: int, files: int, rows: int) -> None:
+    """``files`` CSV files of ``rows`` rows each, older first (Spark's file stream reads files in
+    modification-time order)."""
+    rng = random.Random(seed)
+    for f in range(files):
+        path = write(source / f"part-{f:03d}.csv", _part(rng, f * rows, rows))
+        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+
+
 def _expected(source) -> dict:
     frame = pd.concat([pd.read_csv(f, header=None, names=["id", "k", "v", "ts"]) for f in sorted(source.glob("*.csv"))])
     grouped = frame.groupby("k")["v"]
@@ -55,10 +64,7 @@ STATS = ("SELECT k, COUNT(*), SUM(v), AVG(v), MIN(v), MAX(v), COUNT(*) FILTER (W
 
 def test_a_streamed_group_by_into_an_upsert_table_runs_on_sparks_aggregate_and_resumes(run, tmp_path):
     source, sink = tmp_path / "in", tmp_path / "dst"
-    rng = random.Random(3)
-    for f in range(3):
-        path = write(source / f"part-{f}.csv", _part(rng, f * 500, 500))
-        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    _files(source, 3, 3, 500)
     script = _ddl(source, sink) + "SET 'execution.bounded-input' = 'stream';\n"
     explained = "\n".join(row[0] for row in run.rows(script + f"EXPLAIN INSERT INTO dst {STATS};"))
     assert "update mode): the GroupAggregate runs on Spark's own streaming aggregation" in explained
@@ -67,17 +73,14 @@ def test_a_streamed_group_by_into_an_upsert_table_runs_on_sparks_aggregate_and_r
     assert _table(sink) == _expected(source)
     merges = [h for h in DeltaTable(str(sink)).history() if h.get("operation") == "MERGE"]
     assert len(merges) == 3  # a micro-batch a file, each the new rows of the keys it changed
-    write(source / "part-3.csv", _part(rng, 1500, 500))
+    write(source / "part-003.csv", _part(random.Random(30), 1500, 500))
     run.rows(script + f"INSERT INTO dst {STATS};")  # resumed: the aggregate's state from the checkpoint
     assert _table(sink) == _expected(source)
 
 
 def test_a_distinct_count_into_an_upsert_table_runs_on_streamsqls_operator_without_before_images(run, tmp_path):
     source, sink = tmp_path / "in", tmp_path / "dst"
-    rng = random.Random(4)
-    for f in range(3):
-        path = write(source / f"part-{f}.csv", _part(rng, f * 300, 300))
-        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    _files(source, 4, 3, 300)
     script = _ddl(source, sink).replace(
         "c BIGINT, s BIGINT, a BIGINT, mn BIGINT, mx BIGINT, big BIGINT", "c BIGINT, d BIGINT") + \
         "SET 'execution.bounded-input' = 'stream';\n"
@@ -96,11 +99,9 @@ def test_kill_9_and_restart_of_a_native_update_aggregate_keeps_its_state(tmp_pat
     aggregate state and the sink's batches agree, so the table ends as the aggregate of
     every file exactly (a batch counted twice or lost would show in the counts)."""
     source, sink = tmp_path / "in", tmp_path / "dst"
-    rng = random.Random(int(os.environ.get("STREAMSQL_TEST_SEED", "9")))
-    files = 8
-    for f in range(files):
-        path = write(source / f"part-{f:03d}.csv", _part(rng, f * 400, 400))
-        os.utime(path, (time.time() - 100 + f, time.time() - 100 + f))
+    seed = int(os.environ.get("STREAMSQL_TEST_SEED", "9"))
+    rng, files = random.Random(seed), 8
+    _files(source, seed, files, 400)
     script = write(tmp_path / "job.sql", _ddl(source, sink, continuous=True) + f"INSERT INTO dst {STATS};\n")
     expected = _expected(source)
 
