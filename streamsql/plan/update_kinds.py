@@ -24,7 +24,7 @@ from __future__ import annotations
 from streamsql.changelog import UPDATE_BEFORE, ChangelogMode
 from streamsql.plan.aggregate_operators import Deduplicate, GroupAggregate, Rank, WindowDeduplicate, WindowRank
 from streamsql.plan.changelog_checks import SINK_CHANGES
-from streamsql.plan.operators import Calc, Operator, Sink, Union
+from streamsql.plan.operators import Calc, Operator, Sink, Union, walk
 
 BEFORE_AND_AFTER = "BEFORE_AND_AFTER"
 ONLY_UPDATE_AFTER = "ONLY_UPDATE_AFTER"
@@ -50,13 +50,22 @@ def sink_requirement(table, sources: list[str | None], result: Operator) -> tupl
 def push_update_kinds(root: Operator, required: str) -> None:
     """Mark each updating operator with what its consumer needs, then infer the modes again."""
     _visit(root, required)
-    for node in _post_order(root):
+    for node in reversed(list(walk(root))):  # inputs before the nodes reading them
         node.mode = _emitted(node)
 
 
 def upsert_producers(root: Operator) -> list[Operator]:
     """The operators told to emit no UPDATE_BEFORE."""
-    return [node for node in _post_order(root) if not node.update_before]
+    return [node for node in walk(root) if not node.update_before]
+
+
+def top_operator(root: Operator) -> Operator:
+    """The query's last operator below its sink and projections: the one whose changes the
+    sink takes as they are."""
+    node = root
+    while isinstance(node, (Sink, Calc)) and len(node.inputs) == 1:
+        node = node.inputs[0]
+    return node
 
 
 def _visit(node: Operator, required: str) -> None:
@@ -86,19 +95,3 @@ def _emitted(node: Operator) -> ChangelogMode:
     if node.update_before or UPDATE_BEFORE not in mode.kinds:
         return mode
     return ChangelogMode(mode.kinds - {UPDATE_BEFORE})
-
-
-def _post_order(root: Operator) -> list[Operator]:
-    found: list[Operator] = []
-    seen: set[int] = set()
-
-    def visit(node: Operator) -> None:
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        for child in node.inputs:
-            visit(child)
-        found.append(node)
-
-    visit(root)
-    return found

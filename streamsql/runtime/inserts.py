@@ -65,12 +65,13 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
                               " (SET 'execution.runtime-mode' = 'batch')")
     if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING, read_tables(step))
-        state.check(*layout_concerns(engine, step))
+        concerns = layout_concerns(engine, step)
+        state.check(*concerns)
         state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()
-        update = updates_natively(engine, step)
+        update = concerns[-1]  # its GroupAggregate on Spark's own aggregation, in update mode
         with shuffle_partitions(engine.spark, state.started_partitions()):
             query, observed = engine._start_streaming(
                 step.plan,
@@ -85,15 +86,6 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     frame, observed = engine._frame(step.plan, streaming=False)
     write_batch(conform(frame, step), table, step.overwrite)
     return None, observed
-
-
-def updates_natively(engine, step: InsertStep) -> bool:
-    """Whether the INSERT's GroupAggregate runs on Spark's own aggregation, in update mode
-    (spark.physical.native_update_aggregate)."""
-    from streamsql.runtime.operator_plan import operator_plan
-    from streamsql.spark.physical import native_update_aggregate
-
-    return native_update_aggregate(operator_plan(step, engine.settings, check=False).root) is not None
 
 
 def upserts(frame):

@@ -67,10 +67,9 @@ def native_update_aggregate(root: Operator) -> GroupAggregate | None:
     Spark's update mode emits, each micro-batch, the new row of each key the batch changed:
     Flink's [I,UA] changelog of it, one change per key and batch (Flink's mini-batch)."""
     from streamsql.dialect.flink import Flink
+    from streamsql.plan.update_kinds import top_operator
 
-    node = root
-    while isinstance(node, (Sink, Calc)) and len(node.inputs) == 1:
-        node = node.inputs[0]
+    node = top_operator(root)
     if not isinstance(node, GroupAggregate) or node.update_before or _stateful_below(node):
         return None
     if any(isinstance(below, WindowAssign) for below in walk(node)) or not node.group_by \

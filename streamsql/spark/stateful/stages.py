@@ -169,11 +169,9 @@ def without_update_before(stage: Stage, root) -> bool:
     operator plan's top operator below the sink and its projections, and the top stage
     below the projection stages, are the same operator. Whether it was told."""
     from streamsql.plan.aggregate_operators import Deduplicate, GroupAggregate, Rank
-    from streamsql.plan.operators import Calc, Sink
+    from streamsql.plan.update_kinds import top_operator
 
-    node = root
-    while isinstance(node, (Sink, Calc)) and len(node.inputs) == 1:
-        node = node.inputs[0]
+    node = top_operator(root)
     while isinstance(stage, CalcStage) and len(stage.inputs) == 1:
         stage = stage.inputs[0][1]
     if node.update_before:
