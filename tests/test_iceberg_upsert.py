@@ -183,7 +183,7 @@ def test_a_top_n_retracts_rows_from_the_iceberg_table(run, tmp_path):
               f" 'path' = '{tmp_path / 'in'}', 'format' = 'csv', 'source.max-files-per-batch' = '1');\n"
               + iceberg_ddl("dst", lake, "grp STRING, id BIGINT, score BIGINT, PRIMARY KEY (grp, id) NOT ENFORCED") + ";\n"
               "INSERT INTO dst SELECT grp, id, score FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY grp ORDER BY score DESC)"
-              " AS rn FROM src) WHERE rn <= 2;\n")
+              " AS rn FROM src) WHERE rn <= 2 ON CONFLICT DO DEDUPLICATE;\n")  # no upsert key: Flink 2.3 asks
     seen, ids = [], iter(range(10_000))
     for f in range(3):
         rows = [(f"g{rng.randrange(3)}", next(ids), rng.randrange(1000)) for _ in range(rng.randrange(4, 12))]

@@ -82,7 +82,8 @@ def test_a_job_of_an_earlier_layout_resumes_unless_an_operator_of_it_changed_its
     message = error.value.message
     assert words in message and "STOP JOB" in message
     saved_as(state, STATE_LAYOUT)
-    state.check(retiring=True, over=True, argmax=True, temporal=True, ordered=True, native_update=True)
+    state.check(retiring=True, over=True, argmax=True, temporal=True, ordered=True, native_update=True,
+                materializer=True)
 
 
 def test_a_job_of_layout_5_resumes_and_a_later_layout_is_refused(tmp_path):

@@ -673,29 +673,29 @@ def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
     over = steps("INSERT INTO print_out SELECT auction, SUM(price) OVER (PARTITION BY auction ORDER BY ts"
                  " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bid")[-1]
     grouped = steps("INSERT INTO print_out SELECT auction, COUNT(*) FROM bid GROUP BY auction")[-1]
-    assert layout_concerns(engine, over) == (False, True, False, False, False, False)
-    assert layout_concerns(engine, grouped) == (False, False, False, False, False, False)
+    assert layout_concerns(engine, over) == (False, True, False, False, False, False, False)
+    assert layout_concerns(engine, grouped) == (False, False, False, False, False, False, False)
     # ORDER BY a rowtime without LIMIT: Flink's TemporalSort, which runs on the OVER operator
     sorted_ddl = DDL + "CREATE TEMPORARY TABLE print3 (a BIGINT, b BIGINT, t TIMESTAMP(3)) WITH ('connector' = 'print');"
     temporal_sort = steps("INSERT INTO print3 SELECT auction, price, ts FROM bid ORDER BY ts", sorted_ddl)[-1]
-    assert layout_concerns(engine, temporal_sort) == (False, True, False, False, False, False)
+    assert layout_concerns(engine, temporal_sort) == (False, True, False, False, False, False, False)
     # a join with a window aggregate's own maximum per window, ranked instead since layout 8
     ranked = steps(f"INSERT INTO print_out {argmax_query()}")[-1]
-    assert layout_concerns(engine, ranked) == (False, False, True, False, False, False)
+    assert layout_concerns(engine, ranked) == (False, False, True, False, False, False, False)
     from tests.test_temporal_join import RATES
     temporal = steps("INSERT INTO print_out SELECT b.auction, r.rate FROM bid b JOIN rates FOR SYSTEM_TIME AS OF"
                      " b.ts AS r ON b.bidder = r.cur", DDL + RATES)[-1]
-    assert layout_concerns(engine, temporal) == (False, False, False, True, False, False)
+    assert layout_concerns(engine, temporal) == (False, False, False, True, False, False, False)
     lookup = steps("INSERT INTO print_out SELECT b.auction, r.rate FROM (SELECT *, PROCTIME() AS pt FROM bid) b"
                    " JOIN rates FOR SYSTEM_TIME AS OF b.pt AS r ON b.bidder = r.cur", DDL + RATES)[-1]
-    assert layout_concerns(engine, lookup) == (False, False, False, False, False, False)
+    assert layout_concerns(engine, lookup) == (False, False, False, False, False, False, False)
     # a window aggregate's FIRST_VALUE, collected with the rows' read order since layout 10
     listed = steps("INSERT INTO print_out SELECT COUNT(*), FIRST_VALUE(price) FROM TABLE(TUMBLE(TABLE"
                    " bid, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end")[-1]
-    assert layout_concerns(engine, listed) == (False, False, False, False, True, False)
+    assert layout_concerns(engine, listed) == (False, False, False, False, True, False, False)
     counted = steps("INSERT INTO print_out SELECT COUNT(*), MAX(price) FROM TABLE(TUMBLE(TABLE"
                     " bid, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end")[-1]
-    assert layout_concerns(engine, counted) == (False, False, False, False, False, False)
+    assert layout_concerns(engine, counted) == (False, False, False, False, False, False, False)
     hole = DDL + "CREATE TEMPORARY TABLE hole (a BIGINT, b BIGINT) WITH ('connector' = 'blackhole');"
     native = steps("INSERT INTO hole SELECT auction, COUNT(*) FROM bid GROUP BY auction", hole)[-1]
     assert layout_concerns(engine, native) == (False, False, False, False, False, True)

@@ -191,6 +191,23 @@ class StrictParser:
             self.raise_error("Expected SELECT or VALUES after INSERT INTO ...", self._curr or self._prev)
         return insert
 
+    def _parse_on_conflict(self):
+        """Flink 2.3's ``ON CONFLICT DO NOTHING | DO ERROR | DO DEDUPLICATE`` after an INSERT's
+        query (its action as an upper-case Var); sqlglot's other forms (a conflict target,
+        ``DO UPDATE SET``, MySQL's ``ON DUPLICATE KEY``) are no Flink SQL."""
+        start = self._curr
+        if self._match_text_seq("ON", "DUPLICATE", "KEY"):
+            self.raise_error("Flink SQL has no ON DUPLICATE KEY: write ON CONFLICT DO NOTHING, DO ERROR or"
+                             " DO DEDUPLICATE", start)
+        if not self._match_text_seq("ON", "CONFLICT"):
+            return None
+        where = self._curr
+        for action in ("NOTHING", "ERROR", "DEDUPLICATE"):
+            if self._match_text_seq("DO", action):
+                return self.expression(exp.OnConflict(action=exp.var(f"DO {action}")))
+        self.raise_error("Expected DO NOTHING, DO ERROR or DO DEDUPLICATE after ON CONFLICT (Flink's conflict"
+                         " strategies)", where or self._prev)
+
     def _parse_primary(self):
         """Adjacent string literals are one string only across lines (``'foo'`` then
         ``'bar'`` on the next line); on one line Flink (Calcite) refuses them, where sqlglot

@@ -253,10 +253,14 @@ class Union(Operator):
 class Sink(Operator):
     table: str = ""
     connector: str = ""
+    conflict: str | None = None  # ON CONFLICT DO <this>
+    materialize: object = None  # plan.sink_materialize.Materialization: a materializer before the sink
     kind: ClassVar[str] = "Sink"
 
     def attributes(self):
-        return [("table", self.table), ("fields", ", ".join(self.names))]
+        from streamsql.plan.sink_materialize import describe
+
+        return [("table", self.table), ("fields", ", ".join(self.names)), *describe(self.materialize, self.conflict)]
 
 
 # -- sort and limit ------------------------------------------------------------------

@@ -196,7 +196,10 @@ class Planner:
         sources = insert_sources(table, columns, plan)
         self._written.add(table.options.get("path"))
         fingerprint = plan_fingerprint(node, table, self.catalog)
-        return InsertStep(table, plan, bool(node.args.get("overwrite")), sources, fingerprint)
+        conflict = node.args.get("conflict")
+        strategy = conflict.args["action"].name.split()[-1] if conflict else None
+        plan.sink_waits = strategy in ("NOTHING", "ERROR")
+        return InsertStep(table, plan, bool(node.args.get("overwrite")), sources, fingerprint, strategy)
 
     # -- queries -----------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ CHOICES = {
     "sql-client.verbose": ("true", "false"),
     "execution.bounded-input": ("auto", "stream"),
     "execution.trigger": ("micro-batch", "real-time"),  # spark.real_time
+    "table.exec.sink.require-on-conflict": ("true", "false"),  # plan.sink_materialize
+    "table.exec.sink.upsert-materialize": ("auto", "none", "force"),
 }
 
 

@@ -26,6 +26,8 @@ class QueryPlan:
     labels: list[str] = field(default_factory=list)  # headers to show: an unnamed expression as written
     # Tables read only as a lookup join's right side (plan.temporal.lookup_only): static on a stream
     lookups: set[str] = field(default_factory=set)
+    # Its INSERT's sink waits for the watermark (ON CONFLICT DO NOTHING / DO ERROR compact on it)
+    sink_waits: bool = False
 
     @property
     def windows(self) -> list[WindowRelation]:
@@ -67,6 +69,7 @@ class InsertStep:
     # (plan.columns[i].name) that feeds it, or None for NULL (plan.inserts).
     sources: list[str | None]
     fingerprint: str = ""  # plan.fingerprint: what must not change for the job to resume
+    conflict: str | None = None  # ON CONFLICT DO NOTHING | ERROR | DEDUPLICATE (plan.sink_materialize)
 
 
 @dataclass

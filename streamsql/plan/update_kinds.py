@@ -35,9 +35,9 @@ def sink_requirement(table, sources: list[str | None], result: Operator) -> tupl
 
     ``sources``: the query column feeding each physical column of the table (InsertStep)."""
     connector = table.options.get("connector", "")
-    if connector == "blackhole":
+    if connector == "blackhole" and not table.primary_key:
         return ONLY_UPDATE_AFTER, "a blackhole sink takes UPDATE_AFTER only"
-    if SINK_CHANGES.get(connector) != "upsert" or not table.primary_key:
+    if (SINK_CHANGES.get(connector) != "upsert" and connector != "blackhole") or not table.primary_key:
         return BEFORE_AND_AFTER, f"a {connector} sink takes both images of an update"
     columns = [c.name for c in table.physical_columns]
     key = {sources[columns.index(k)] for k in table.primary_key if k in columns}

@@ -17,13 +17,13 @@ END_OF_INPUT = "__end_of_input"  # the key the DrainSources travel under in a fr
 def ends_input(settings, plan) -> bool:
     """Whether a streaming run of ``plan`` needs the end-of-input run: bounded input run as a
     stream, with a watermark on a bounded source, and an operator whose results wait for
-    the watermark (``waits_for_watermark``)."""
+    the watermark (``waits_for_watermark``), or a sink that does (ON CONFLICT DO NOTHING / DO ERROR)."""
     from streamsql.plan.logical import build_operator_plan
     from streamsql.runtime.sources import is_bounded
 
     return settings.get("execution.bounded-input") == "stream" and any(
-        is_bounded(t) and t.watermark is not None for t in plan.tables) and waits_for_watermark(
-        build_operator_plan(plan, is_bounded, None))
+        is_bounded(t) and t.watermark is not None for t in plan.tables) and (plan.sink_waits or waits_for_watermark(
+        build_operator_plan(plan, is_bounded, None)))
 
 
 def waits_for_watermark(root) -> bool:

@@ -72,7 +72,7 @@ def describe(engine, step: QueryStep | InsertStep) -> tuple[list[str], bool]:
         lines.append(_update_kinds(step, operators.root))
     lines += ["", "== Operator plan ==", *operators.explain()]
     if engine.settings.streaming:  # in batch mode every result is final: nothing to check
-        lines += [f"note: {problem}" for problem in changelog_problems(step, operators)]
+        lines += [f"note: {problem}" for problem in changelog_problems(step, operators, engine.settings)]
     lines += ["", "== Spark SQL ==", to_spark_sql(plan.query), ""]
     return lines, streaming
 

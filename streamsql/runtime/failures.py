@@ -17,6 +17,7 @@ from streamsql.runtime.sources import MALFORMED_MARK
 
 _CONNECTOR = re.compile(re.escape(EXECUTOR_MARK) + r"([^\n]*)")
 _SOURCES_CHANGED = re.compile(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are \[(\d+)\]")
+_CONFLICT = re.compile(r"ConflictError: (Primary key constraint violation: [^\n]*)")
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
@@ -39,6 +40,9 @@ def translate(error: Exception) -> StreamsqlError:
             " at a time (a watermark each, as Flink's): a topic that has gained partitions since the job started is"
             " the usual cause. Start the job afresh (delete its state directory under the catalog's _checkpoints,"
             " and what it wrote), e.g. from its consumer group's offsets ('scan.startup.mode' = 'group-offsets').")
+    conflict = _CONFLICT.search(text)
+    if conflict:  # ON CONFLICT DO ERROR (spark.stateful.sink_materializer)
+        return ExecutionError(conflict.group(1).strip() + " (INSERT ... ON CONFLICT DO ERROR)")
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))

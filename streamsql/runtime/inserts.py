@@ -22,7 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from streamsql.errors import JobStateError, ValidationError
+from streamsql.errors import ExecutionError, JobStateError, ValidationError
 from streamsql.plan.objects import TableDef
 from streamsql.plan.planner import InsertStep
 from streamsql.plan.steps import spark_name
@@ -71,11 +71,13 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()
-        update = concerns[-1]  # its GroupAggregate on Spark's own aggregation, in update mode
+        update = concerns[-2]  # its GroupAggregate on Spark's own aggregation, in update mode
+        materialize = sink_materializer(engine, step)
         with shuffle_partitions(engine.spark, state.started_partitions()):
             query, observed = engine._start_streaming(
                 step.plan,
-                lambda frame: start_stream(conform(upserts(frame) if update else frame, step), table,
+                lambda frame: start_stream(materialized(conform(upserts(frame) if update else frame, step), materialize),
+                                           table,
                                            state.checkpoint, trigger(engine.settings, step.plan), name, committer,
                                            "update" if update else "append"),
             )
@@ -84,8 +86,50 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
     if table.options["connector"] in ("filesystem", "jdbc", "delta", "iceberg") and engine.settings.streaming:
         return None, run_bounded(engine, step, name)
     frame, observed = engine._frame(step.plan, streaming=False)
-    write_batch(conform(frame, step), table, step.overwrite)
+    materialize = sink_materializer(engine, step) if engine.settings.streaming else None
+    write_batch(resolved(conform(frame, step), materialize), table, step.overwrite)
     return None, observed
+
+
+def sink_materializer(engine, step: InsertStep):
+    """The sink upsert materializer the INSERT runs before its sink (plan.sink_materialize), or None."""
+    from streamsql.runtime.operator_plan import operator_plan
+
+    return operator_plan(step, engine.settings, check=False).root.materialize
+
+
+def materialized(frame, materialize):
+    """The conformed changes through the sink upsert materializer, when there is one."""
+    from streamsql.changelog import ROWKIND_COLUMN
+    from streamsql.spark.stateful.sink_materializer import materialize as run
+
+    if materialize is None or ROWKIND_COLUMN not in frame.columns:
+        return frame
+    return run(frame, materialize)
+
+
+def resolved(frame, materialize):
+    """A bounded query's final rows with one per primary key, as the materializer leaves
+    them at the end of input: DO ERROR fails on a key with two rows, DO NOTHING keeps the
+    first row of a key, DO DEDUPLICATE the last (in the order the query produced them)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from streamsql.spark.stateful.sink_materializer import CONFLICT
+
+    if materialize is None:
+        return frame
+    key = [F.col(f"`{c}`") for c in materialize.primary_key]
+    if materialize.strategy == "ERROR":
+        clash = frame.groupBy(*key).count().where(F.col("count") > 1).limit(1).collect()
+        if clash:
+            shown = ", ".join(f"{c} = {clash[0][i]!r}" for i, c in enumerate(materialize.primary_key))
+            raise ExecutionError(f"{CONFLICT} (INSERT ... ON CONFLICT DO ERROR: two rows with {shown})")
+        return frame
+    order = F.col("__seq").asc() if materialize.strategy == "NOTHING" else F.col("__seq").desc()
+    numbered = frame.withColumn("__seq", F.monotonically_increasing_id()).withColumn(
+        "__n", F.row_number().over(Window.partitionBy(*key).orderBy(order)))
+    return numbered.where(F.col("__n") == 1).drop("__seq", "__n")
 
 
 def upserts(frame):
@@ -104,7 +148,7 @@ def read_tables(step: InsertStep) -> list[TableDef]:
     return [t for t in step.plan.tables if spark_name(t.name) not in step.plan.lookups]
 
 
-def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool, bool]:
+def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
     """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
     whether it has a regular join whose side the watermark retires (the operator reading it
     runs in event time: plan.join_retiring), whether it runs the OVER operator (an OVER
@@ -112,7 +156,8 @@ def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, b
     whether a join with a window aggregate's maximum was ranked instead (plan.argmax_join),
     whether it has an event-time temporal join, and whether a window aggregate of it
     collects LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE in read order, and whether its
-    GroupAggregate runs on Spark's own aggregation (spark.physical.native_update_aggregate)."""
+    GroupAggregate runs on Spark's own aggregation (spark.physical.native_update_aggregate), and
+    whether a sink upsert materializer runs before its sink (plan.sink_materialize)."""
     from streamsql.plan.argmax_join import rewritten
     from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate
     from streamsql.plan.join_operators import Join, TemporalJoin
@@ -128,7 +173,8 @@ def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, b
             rewritten(step.plan.query),
             any(isinstance(n, TemporalJoin) and n.rowtime for n in nodes),
             any(isinstance(n, WindowAggregate) for n in nodes) and reads_in_order(step.plan.query),
-            native_update_aggregate(root) is not None)
+            native_update_aggregate(root) is not None,
+            root.materialize is not None)
 
 
 @contextmanager
@@ -162,8 +208,8 @@ def run_bounded(engine, step: InsertStep, name: str) -> dict:
     frame, observed = engine._frame(step.plan, streaming=False, late_writes=late_writes)
     state.save()
     n = last["n"] + 1 if last else 0
-    commit_result(engine.spark, conform(frame, step), step.table, committer, state.results, n, last,
-                  inputs=inputs)
+    commit_result(engine.spark, resolved(conform(frame, step), sink_materializer(engine, step)), step.table,
+                  committer, state.results, n, last, inputs=inputs)
     for rows, late_table in late_writes:
         late = state.committer_for(late_table, "-late")
         late.recover()

@@ -56,7 +56,7 @@ STREAMING, BOUNDED = "streaming", "bounded"
 # 11: a GroupAggregate whose consumer takes UPDATE_AFTER only runs on Spark's own streaming
 #    aggregation (spark.physical.native_update_aggregate), not streamsql's; a job of layouts
 #    4-10 without one resumes as it was.
-STATE_LAYOUT = 11
+STATE_LAYOUT = 12
 # each earlier layout reads as it is, unless the job has what the layouts after it changed:
 BEFORE_RETIRING = 4  # a join the watermark retires, an OVER, an argmax join, a temporal join
 BEFORE_STALE_ROWS = 5  # an OVER, an argmax join or a temporal join
@@ -65,8 +65,9 @@ BEFORE_ARGMAX_RANK = 7  # an argmax join or a temporal join
 BEFORE_TEMPORAL_GENERATIONS = 8  # a temporal join
 BEFORE_READ_ORDER = 9  # a window aggregate's LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE
 BEFORE_NATIVE_UPDATE = 10  # a GroupAggregate on Spark's own aggregation (update mode)
+BEFORE_MATERIALIZER = 11  # a sink upsert materializer (ON CONFLICT)
 READABLE = (BEFORE_RETIRING, BEFORE_STALE_ROWS, BEFORE_OVER_GENERATIONS, BEFORE_ARGMAX_RANK,
-            BEFORE_TEMPORAL_GENERATIONS, BEFORE_READ_ORDER, BEFORE_NATIVE_UPDATE, STATE_LAYOUT)
+            BEFORE_TEMPORAL_GENERATIONS, BEFORE_READ_ORDER, BEFORE_NATIVE_UPDATE, BEFORE_MATERIALIZER, STATE_LAYOUT)
 
 
 @dataclass
@@ -130,14 +131,16 @@ class JobState:
         return SinkCommitter(table.options["path"], str(self.directory), self.key + suffix)
 
     def check(self, retiring: bool = False, over: bool = False, argmax: bool = False,
-              temporal: bool = False, ordered: bool = False, native_update: bool = False) -> None:
+              temporal: bool = False, ordered: bool = False, native_update: bool = False,
+              materializer: bool = False) -> None:
         """Raise when this state must not be resumed (see the module's docstring).
         ``retiring``: the query has a join whose side the watermark retires; ``over``: it
         has an OVER aggregate; ``argmax``: a join with a window aggregate's maximum per
         window, ranked since layout 8 (plan.argmax_join); ``temporal``: an event-time
         temporal join, its versions in generations since layout 9; ``ordered``: a window
         aggregate's order-sensitive calls, collected with the rows' read order since 10;
-        ``native_update``: a GroupAggregate on Spark's own aggregation since 11."""
+        ``native_update``: a GroupAggregate on Spark's own aggregation since 11; ``materializer``:
+        a sink upsert materializer (ON CONFLICT, plan.sink_materialize) since 12."""
         saved = self._saved()
         label = f"INSERT INTO {self.table.name.name}"
         if saved is None:
@@ -172,6 +175,9 @@ class JobState:
             (native_update, BEFORE_RETIRING, BEFORE_NATIVE_UPDATE,
              "whose GroupAggregate ran on streamsql's stateful operator, which this one runs as Spark's own"
              " streaming aggregation (its sink takes UPDATE_AFTER only): the operators and their state differ"),
+            (materializer, BEFORE_RETIRING, BEFORE_MATERIALIZER,
+             "which wrote to its sink without the upsert materializer this one runs before it (ON CONFLICT):"
+             " the operators and their state differ"),
         ]
         for concerned, first, last, why in changed:
             if concerned and first <= layout <= last and self._has_state():

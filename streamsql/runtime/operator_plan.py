@@ -26,6 +26,7 @@ from streamsql.plan.logical import build_operator_plan
 from streamsql.plan.operator_explain import explain_operators
 from streamsql.plan.operators import Operator, Sink
 from streamsql.plan.planner import InsertStep, QueryStep
+from streamsql.plan.sink_materialize import materialization
 from streamsql.plan.update_kinds import push_update_kinds, sink_requirement
 from streamsql.runtime.sources import is_bounded
 
@@ -56,7 +57,9 @@ def operator_plan(step: QueryStep | InsertStep, settings=None, check: bool = Tru
         if check and streaming:
             check_sink(root, step.table)
         root = Sink(inputs=[root], fields=root.fields, upsert_keys=root.upsert_keys, table=str(step.table.name),
-                    connector=step.table.options.get("connector", ""))
+                    connector=step.table.options.get("connector", ""), conflict=step.conflict)
+        if streaming:  # Flink's sink upsert materializer, and the ON CONFLICT rules
+            root.materialize = _materialization(step, root.inputs[0], settings, check)
         if streaming:  # the sink's update kinds pushed down (batch results are final)
             push_update_kinds(root, sink_requirement(step.table, step.sources, root.inputs[0])[0])
     if check and streaming:
@@ -64,14 +67,25 @@ def operator_plan(step: QueryStep | InsertStep, settings=None, check: bool = Tru
     return OperatorPlan(root, warnings)
 
 
-def changelog_problems(step: QueryStep | InsertStep, plan: OperatorPlan) -> list[str]:
+def _materialization(step, result, settings, check: bool):
+    try:
+        return materialization(step, result, settings)
+    except ValidationError:
+        if check:
+            raise
+        return None
+
+
+def changelog_problems(step: QueryStep | InsertStep, plan: OperatorPlan, settings=None) -> list[str]:
     """What the checks would say about this plan, without raising (for EXPLAIN)."""
     problems = []
     if isinstance(step, InsertStep):
-        try:
-            check_sink(plan.root.inputs[0], step.table)
-        except ValidationError as error:
-            problems.append(error.message)
+        for check in (lambda: check_sink(plan.root.inputs[0], step.table),
+                      lambda: materialization(step, plan.root.inputs[0], settings)):
+            try:
+                check()
+            except ValidationError as error:
+                problems.append(error.message)
     for issue in consumption_issues(plan.root):
         problems.append(issue.message + (" (bounded input: computed to its end)" if issue.bounded else ""))
     return problems
