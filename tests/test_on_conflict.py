@@ -185,3 +185,54 @@ def test_nothing_keeps_the_written_row_against_a_later_one():
     assert per_key(out) == {1: [("-D", 1, "A", 5)]} and written is None
     written, _, out = sm.compact(plan, written, changes([("-D", 1, "B", 7)]).assign(**{sm.TAG: 3}), 4)
     assert len(out) == 0 and written is None
+
+
+def _random_changes(rng, keys: int, n: int, held: dict) -> list[tuple]:
+    """Changes a GROUP BY (user, category) could emit: an add of a (user, category) it holds
+    is an update (-U of its row, then +U; sometimes +U alone, as upserts come), an add of
+    one it does not is +I, a retraction -D."""
+    out = []
+    for _ in range(n):
+        user, category = rng.randrange(keys), rng.choice("AB" if rng.random() < 0.3 else "A")
+        row = held.get((user, category))
+        if row is not None and rng.random() < 0.3:
+            out.append(("-D", user, category, row))
+            del held[(user, category)]
+            continue
+        total = rng.randrange(100)
+        if row is not None and rng.random() < 0.8:  # (else an upsert: +U alone)
+            out.append(("-U", user, category, row))
+        out.append(("+I" if row is None else "+U", user, category, total))
+        held[(user, category)] = total
+    return out
+
+
+def test_keys_without_conflicts_are_computed_column_wise_as_the_loop_computes_them(monkeypatch):
+    """Keys with one upsert key take the column-wise path (sink_materializer._one_identity),
+    the others the loop over changes: over random changes in several calls, both together
+    write what the loop alone writes, key by key, and keep the same rows."""
+    import random
+
+    loop_only = lambda plan, pk, same: pd.Series([False] * len(pk)).to_numpy()  # noqa: E731
+    for seed in range(depth_runs := 12):
+        rng, held = random.Random(seed), {}
+        live = {"mixed": None, "loop": None}
+        written = {"mixed": None, "loop": None}
+        waiting_plan = {**PLAN, "strategy": "NOTHING"}
+        for call in range(4):
+            batch = changes(_random_changes(rng, 30, 80, held))
+            outs = {}
+            for path in ("mixed", "loop"):
+                with monkeypatch.context() as patch:
+                    if path == "loop":
+                        patch.setattr(sm, "_one_identity", loop_only)
+                    live[path], out = sm.deduplicate(PLAN, live[path], batch)
+                    written[path], _, compacted = sm.compact(waiting_plan, written[path],
+                                                             batch.assign(**{sm.TAG: call}), call + 1)
+                outs[path] = (per_key(out), per_key(compacted))
+            assert outs["mixed"] == outs["loop"], (seed, call)
+            for state in (live, written):
+                rows = {path: sorted(map(tuple, frame[COLUMNS].itertuples(index=False))) if frame is not None else []
+                        for path, frame in state.items()}
+                assert rows["mixed"] == rows["loop"]
+    assert depth_runs

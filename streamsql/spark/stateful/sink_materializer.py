@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
@@ -43,7 +44,9 @@ def _rows(plan: dict, stored: pd.DataFrame | None, batch: pd.DataFrame, order: l
     """The stored rows then the batch's (sorted by ``order``) as one frame, with the arrays
     the loops read: key, identity (upsert key, else the whole row), whole row and kind."""
     keep = [PK, UK, ROW] + plan["columns"]
-    batch = batch.sort_values(order, kind="stable")
+    # a key's changes together, in order: the key as a code (sorting the JSON text costs more)
+    codes = pd.factorize(batch[order[0]])[0]
+    batch = batch.iloc[np.lexsort([batch[c].to_numpy() for c in reversed(order[1:])] + [codes])]
     parts = [part[keep + [ROWKIND]] for part in (stored.assign(**{ROWKIND: "+I"}) if stored is not None else None,
                                                  batch) if part is not None and len(part)]
     rows = pd.concat(parts, ignore_index=True) if parts else batch[keep + [ROWKIND]].reset_index(drop=True)
@@ -60,15 +63,49 @@ def _find(at: list, same, target) -> int:
     return -1
 
 
+def _one_identity(plan: dict, pk, same) -> np.ndarray:
+    """Each row's key has a single upsert key among its stored rows and changes: its live
+    rows are at most one, and its changes are computed column-wise (no key conflicts, the
+    usual case). Without an upsert key a key may hold the same row twice: never."""
+    if not plan["upsert_key"] or not len(pk):
+        return np.zeros(len(pk), dtype=bool)
+    grouped = pd.Series(pd.factorize(same)[0]).groupby(pd.factorize(pk)[0])
+    return (grouped.transform("min") == grouped.transform("max")).to_numpy()
+
+
+def _deduplicate_one(pk, kind, held: int, fast: np.ndarray):
+    """The keys with one upsert key, column-wise: a key has a row before a change when its
+    change before added one (its first: when a row is stored); an add writes +I or +U, a
+    retraction of a held row -D. (changes as (trigger, kind, row) arrays; the kept rows)."""
+    changed = np.flatnonzero(fast[held:]) + held
+    stored = np.flatnonzero(fast[:held])
+    if not len(changed):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), stored.tolist()
+    keys, adds = pk[changed], np.isin(kind[changed], ("+I", "+U"))
+    first = np.r_[True, keys[1:] != keys[:-1]]
+    had = np.where(first, pd.Series(keys).isin(set(pk[stored])).to_numpy(), np.r_[False, adds[:-1]])
+    written = adds | had
+    kinds = np.where(adds, np.where(had, "+U", "+I"), "-D")[written].astype(object)
+    last = np.r_[keys[1:] != keys[:-1], True]
+    untouched = stored[~pd.Series(pk[stored]).isin(set(keys)).to_numpy()]
+    return changed[written], kinds, untouched.tolist() + changed[last & adds].tolist()
+
+
 def deduplicate(plan: dict, live: pd.DataFrame | None, batch: pd.DataFrame):
     """(the live rows after the batch, or None; the changes to write)."""
     rows, pk, same, _, kind, held = _rows(plan, live, batch, [PK, SEQ])
     by_key = plan["upsert_key"]
+    fast = _one_identity(plan, pk, same)
+    fast_at, fast_kinds, kept = _deduplicate_one(pk, kind, held, fast)
     lists: dict = {}
     for i in range(held):
-        lists.setdefault(pk[i], []).append(i)
-    out_kinds, out_rows = [], []
+        if not fast[i]:
+            lists.setdefault(pk[i], []).append(i)
+    out_kinds, out_rows, triggers = [], [], []
     for i in range(held, len(rows)):
+        if fast[i]:
+            continue
+        triggers.append(i)
         at = lists.setdefault(pk[i], [])
         if kind[i] in ("+I", "+U"):
             out_kinds.append("+I" if not at else "+U")
@@ -81,6 +118,7 @@ def deduplicate(plan: dict, live: pd.DataFrame | None, batch: pd.DataFrame):
             continue
         found = _find(at, same, same[i])
         if found == -1:
+            triggers.pop()
             continue  # (Flink: state cleared by its TTL)
         last = found == len(at) - 1
         del at[found]
@@ -90,8 +128,14 @@ def deduplicate(plan: dict, live: pd.DataFrame | None, batch: pd.DataFrame):
         elif last:
             out_kinds.append("+U")
             out_rows.append(at[-1])
-    kept = [i for at in lists.values() for i in at]
-    return _kept(rows, kept, plan), _changes(rows, out_kinds, out_rows, plan)
+        else:
+            triggers.pop()
+    kept += [i for at in lists.values() for i in at]
+    # both paths' changes in the order of the changes that made them
+    order = np.argsort(np.r_[fast_at, np.asarray(triggers, dtype=np.int64)], kind="stable")
+    kinds = np.r_[fast_kinds, np.asarray(out_kinds, dtype=object)][order]
+    at = np.r_[fast_at, np.asarray(out_rows, dtype=np.int64)][order]
+    return _kept(rows, kept, plan), _changes(rows, kinds.tolist(), at.tolist(), plan)
 
 
 def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | None, watermark: int):
@@ -103,11 +147,13 @@ def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | No
     due = waiting[TAG].to_numpy() < watermark
     rows, pk, same, whole, kind, held = _rows(plan, written, waiting.loc[due], [PK, TAG, SEQ])
     by_key = plan["upsert_key"]
-    current = {pk[i]: i for i in range(held)}
+    fast = _one_identity(plan, pk, same)
+    out_kinds, out_rows, current = _compact_one(pk, whole, kind, held, fast)
+    current.update({pk[i]: i for i in range(held) if not fast[i]})
     pending: dict = {}
     for i in range(held, len(rows)):
-        pending.setdefault(pk[i], []).append(i)
-    out_kinds, out_rows = [], []
+        if not fast[i]:
+            pending.setdefault(pk[i], []).append(i)
     for key, changes in pending.items():
         previous = current.get(key)
         at = [previous] if previous is not None else []
@@ -141,6 +187,30 @@ def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | No
     rest = waiting.loc[~due]
     return (_kept(rows, list(current.values()), plan), (rest.reset_index(drop=True) if len(rest) else None),
             _changes(rows, out_kinds, out_rows, plan))
+
+
+def _compact_one(pk, whole, kind, held: int, fast: np.ndarray):
+    """The keys with one upsert key, column-wise: after its changes a key holds the row of
+    its last change if that added one, else none; then as below (+I, +U if it differs, -D).
+    (the changes' kinds and rows; the written row of each such key)."""
+    changed = np.flatnonzero(fast[held:]) + held
+    written = {pk[i]: i for i in np.flatnonzero(fast[:held])}
+    if not len(changed):
+        return [], [], written
+    keys = pk[changed]
+    last = changed[np.r_[keys[1:] != keys[:-1], True]]
+    kinds, at = [], []
+    for i, adds in zip(last, np.isin(kind[last], ("+I", "+U"))):
+        previous = written.get(pk[i])
+        if adds and (previous is None or whole[i] != whole[previous]):
+            kinds.append("+I" if previous is None else "+U")
+            at.append(i)
+            written[pk[i]] = i
+        elif not adds and previous is not None:
+            kinds.append("-D")
+            at.append(previous)
+            del written[pk[i]]
+    return kinds, at, written
 
 
 def _kept(rows: pd.DataFrame, kept: list, plan: dict) -> pd.DataFrame | None:
