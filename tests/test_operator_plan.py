@@ -698,4 +698,9 @@ def test_what_an_earlier_state_layout_cannot_resume_is_read_from_the_plan():
     assert layout_concerns(engine, counted) == (False, False, False, False, False, False, False)
     hole = DDL + "CREATE TEMPORARY TABLE hole (a BIGINT, b BIGINT) WITH ('connector' = 'blackhole');"
     native = steps("INSERT INTO hole SELECT auction, COUNT(*) FROM bid GROUP BY auction", hole)[-1]
-    assert layout_concerns(engine, native) == (False, False, False, False, False, True)
+    assert layout_concerns(engine, native) == (False, False, False, False, False, True, False)
+    # a sink upsert materializer (ON CONFLICT) since layout 12
+    keyed = hole + "CREATE TEMPORARY TABLE keyed (a BIGINT, b BIGINT, PRIMARY KEY (b) NOT ENFORCED) WITH ('connector' = 'blackhole');"
+    materialized = steps("INSERT INTO keyed SELECT auction, COUNT(*) FROM bid GROUP BY auction ON CONFLICT DO NOTHING",
+                         keyed)[-1]
+    assert layout_concerns(engine, materialized) == (False, False, False, False, False, False, True)
