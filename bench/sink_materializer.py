@@ -8,26 +8,15 @@ column-wise path) and keys with two (the loop over changes). No Spark.
 from __future__ import annotations
 
 import argparse
-import json
 import random
+import sys
 import time
+from pathlib import Path
 
-import pandas as pd
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (run as a script: the tests' change frames)
 
-from streamsql.spark.stateful import sink_materializer as sm
-
-COLUMNS = ["user_id", "category", "total"]
-PLAN = {"columns": COLUMNS, "upsert_key": ["user_id", "category"], "buckets": 1}
-
-
-def changes(rows: list[tuple]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=[sm.ROWKIND, *COLUMNS])
-    frame[sm.PK] = [json.dumps({"user_id": u}) for u in frame.user_id]
-    frame[sm.UK] = [json.dumps({"user_id": u, "category": c}) for u, c in zip(frame.user_id, frame.category)]
-    frame[sm.ROW] = [json.dumps(dict(zip(COLUMNS, r))) for r in zip(frame.user_id, frame.category, frame.total)]
-    frame[sm.SEQ] = range(len(frame))
-    return frame
-
+from streamsql.spark.stateful import sink_materializer as sm  # noqa: E402
+from tests.test_on_conflict import PLAN, changes  # noqa: E402
 
 def best(call, runs: int = 3) -> float:
     times = []

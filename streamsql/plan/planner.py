@@ -60,6 +60,7 @@ from streamsql.plan.positions import start_position
 from streamsql.plan.table_functions import check_scalar_use, unnest_table_calls
 from streamsql.plan.udfs import argument_error, load_function
 from streamsql.plan.argmax_join import rewrite_argmax_joins
+from streamsql.plan.sink_materialize import WAITS_FOR_WATERMARK
 from streamsql.plan.inline import hoist_window_inputs
 from streamsql.plan.windows import (
     WindowRelation,
@@ -198,7 +199,7 @@ class Planner:
         fingerprint = plan_fingerprint(node, table, self.catalog)
         conflict = node.args.get("conflict")
         strategy = conflict.args["action"].name.split()[-1] if conflict else None
-        plan.sink_waits = strategy in ("NOTHING", "ERROR")
+        plan.sink_waits = strategy in WAITS_FOR_WATERMARK
         return InsertStep(table, plan, bool(node.args.get("overwrite")), sources, fingerprint, strategy)
 
     # -- queries -----------------------------------------------------------------------

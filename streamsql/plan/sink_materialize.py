@@ -37,12 +37,10 @@ from dataclasses import dataclass
 from streamsql.errors import ValidationError
 from streamsql.plan.changelog_checks import INSERTS, accepted_kinds
 from streamsql.plan.operators import Operator
-from streamsql.plan.steps import spark_name
 
 REQUIRE = "table.exec.sink.require-on-conflict"
 MATERIALIZE = "table.exec.sink.upsert-materialize"
-STRATEGIES = ("NOTHING", "ERROR", "DEDUPLICATE")
-WAITS_FOR_WATERMARK = ("NOTHING", "ERROR")
+WAITS_FOR_WATERMARK = ("NOTHING", "ERROR")  # they compact on the watermark
 
 
 @dataclass(frozen=True)
@@ -64,20 +62,21 @@ def materialization(step, result: Operator, settings=None) -> Materialization | 
     mode = (settings.get(MATERIALIZE) if settings is not None else None) or "auto"
     mode = mode.lower()
     updating = not result.mode.kinds <= INSERTS
-    if conflict and (not updating or accepted_kinds(table) == INSERTS):
+    append_only = accepted_kinds(table) == INSERTS
+    if conflict and (not updating or append_only):
         raise ValidationError(f"ON CONFLICT clause is only allowed for upsert sinks. The sink '{table.name}' is not"
                               " an upsert sink because it only accepts INSERT (append-only) changes.")
     if conflict and mode == "none":
         raise ValidationError(f"ON CONFLICT DO {conflict} has no effect with '{MATERIALIZE}' = 'NONE' (no"
                               f" materializer runs before the sink): drop the clause or the setting")
     if conflict in WAITS_FOR_WATERMARK:
-        missing = [str(t.name) for t in step.plan.tables if t.watermark is None and not _looked_up(step, t)]
+        missing = [str(t.name) for t in step.plan.streamed_tables if t.watermark is None]
         if missing:
             raise ValidationError(
                 f"ON CONFLICT DO {conflict} requires all source tables to define watermarks, but the following"
                 f" source(s) do not: {', '.join(missing)}. Please add a WATERMARK declaration to these tables.")
     key = _primary_key_sources(step)
-    if not updating or not table.primary_key or mode == "none" or accepted_kinds(table) == INSERTS:
+    if not updating or not table.primary_key or mode == "none" or append_only:
         return None
     within = [upsert for upsert in result.upsert_keys if None not in key and set(upsert) <= set(key)]
     if within and mode != "force":
@@ -117,11 +116,6 @@ def _upsert_key_columns(step, result: Operator) -> tuple[str, ...] | None:
     keys = [tuple(written[c] for c in upsert) for upsert in sorted(result.upsert_keys, key=lambda k: (len(k), k))
             if all(c in written for c in upsert)]
     return keys[0] if keys else None
-
-
-def _looked_up(step, table) -> bool:
-    """A lookup join's dimension table: looked up as rows arrive, never streamed."""
-    return spark_name(table.name) in getattr(step.plan, "lookups", ())
 
 
 def describe(materialize: Materialization | None, conflict: str | None) -> list[tuple[str, str]]:

@@ -30,6 +30,12 @@ class QueryPlan:
     sink_waits: bool = False
 
     @property
+    def streamed_tables(self) -> list[TableDef]:
+        """The tables read as streams: all but the ones only looked up (a lookup join's right
+        side, read afresh each micro-batch)."""
+        return [t for t in self.tables if spark_name(t.name) not in self.lookups]
+
+    @property
     def windows(self) -> list[WindowRelation]:
         return [d for d in self.derived.values() if isinstance(d, WindowRelation)]
 

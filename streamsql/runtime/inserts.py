@@ -25,7 +25,6 @@ from pathlib import Path
 from streamsql.errors import ExecutionError, JobStateError, ValidationError
 from streamsql.plan.objects import TableDef
 from streamsql.plan.planner import InsertStep
-from streamsql.plan.steps import spark_name
 from streamsql.runtime.jobstate import BOUNDED, STREAMING, JobState
 from streamsql.spark.dialect import spark_type
 from streamsql.runtime.execution import streams, trigger
@@ -57,6 +56,7 @@ def state_root(engine) -> Path:
 
 def start_insert(engine, step: InsertStep, name: str) -> tuple:
     """Start the INSERT as a streaming query, or run it to its end as a bounded one."""
+    from streamsql.runtime.operator_plan import operator_plan
     from streamsql.runtime.sinks import start_stream, write_batch
 
     table = step.table
@@ -65,14 +65,15 @@ def start_insert(engine, step: InsertStep, name: str) -> tuple:
                               " (SET 'execution.runtime-mode' = 'batch')")
     if streams(engine, step):
         state = JobState.of(state_root(engine), name, table, step.fingerprint, STREAMING, read_tables(step))
-        concerns = layout_concerns(engine, step)
+        root = operator_plan(step, engine.settings, check=False).root  # (planned once: the concerns read it)
+        concerns = layout_concerns(engine, step, root)
         state.check(*concerns)
         state.clear_unplanned_checkpoint()
         committer = state.committer() if state.is_file_sink else None
         if committer is not None:
             committer.recover()
         update = concerns[-2]  # its GroupAggregate on Spark's own aggregation, in update mode
-        materialize = sink_materializer(engine, step)
+        materialize = root.materialize
         with shuffle_partitions(engine.spark, state.started_partitions()):
             query, observed = engine._start_streaming(
                 step.plan,
@@ -145,10 +146,10 @@ def upserts(frame):
 def read_tables(step: InsertStep) -> list[TableDef]:
     """The tables whose rows the job's offsets and state follow: all it reads but the ones
     only looked up (a lookup join's right side is read afresh, and keeps no state)."""
-    return [t for t in step.plan.tables if spark_name(t.name) not in step.plan.lookups]
+    return step.plan.streamed_tables
 
 
-def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
+def layout_concerns(engine, step: InsertStep, root=None) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
     """What of the INSERT's query an earlier state layout cannot resume (JobState.check):
     whether it has a regular join whose side the watermark retires (the operator reading it
     runs in event time: plan.join_retiring), whether it runs the OVER operator (an OVER
@@ -157,7 +158,8 @@ def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, b
     whether it has an event-time temporal join, and whether a window aggregate of it
     collects LISTAGG, ARRAY_AGG, FIRST_VALUE or LAST_VALUE in read order, and whether its
     GroupAggregate runs on Spark's own aggregation (spark.physical.native_update_aggregate), and
-    whether a sink upsert materializer runs before its sink (plan.sink_materialize)."""
+    whether a sink upsert materializer runs before its sink (plan.sink_materialize). ``root``:
+    the step's operator plan (runtime.operator_plan), when the caller has it."""
     from streamsql.plan.argmax_join import rewritten
     from streamsql.plan.aggregate_operators import OverAggregate, WindowAggregate
     from streamsql.plan.join_operators import Join, TemporalJoin
@@ -166,7 +168,7 @@ def layout_concerns(engine, step: InsertStep) -> tuple[bool, bool, bool, bool, b
     from streamsql.spark.arrival_order import reads_in_order
     from streamsql.spark.physical import native_update_aggregate
 
-    root = operator_plan(step, engine.settings, check=False).root
+    root = root or operator_plan(step, engine.settings, check=False).root
     nodes = list(walk(root))
     return (any(isinstance(n, Join) and any(n.retires()) for n in nodes),
             any(isinstance(n, OverAggregate) or (isinstance(n, Sort) and n.temporal) for n in nodes),

@@ -58,9 +58,9 @@ def operator_plan(step: QueryStep | InsertStep, settings=None, check: bool = Tru
             check_sink(root, step.table)
         root = Sink(inputs=[root], fields=root.fields, upsert_keys=root.upsert_keys, table=str(step.table.name),
                     connector=step.table.options.get("connector", ""), conflict=step.conflict)
-        if streaming:  # Flink's sink upsert materializer, and the ON CONFLICT rules
+        if streaming:  # Flink's sink upsert materializer and the ON CONFLICT rules; the sink's update
+            # kinds pushed down (batch results are final)
             root.materialize = _materialization(step, root.inputs[0], settings, check)
-        if streaming:  # the sink's update kinds pushed down (batch results are final)
             push_update_kinds(root, sink_requirement(step.table, step.sources, root.inputs[0])[0])
     if check and streaming:
         warnings = check_consumption(root)

@@ -142,9 +142,9 @@ def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | No
     """Apply the changes that arrived under a watermark below ``watermark`` to the written
     rows: (the written rows, the changes still waiting, each or None; the changes to write).
     Raises ConflictError for DO ERROR."""
-    if waiting is None or not len(waiting) or not (waiting[TAG].to_numpy() < watermark).any():
+    due = waiting[TAG].to_numpy() < watermark if waiting is not None else None
+    if due is None or not due.any():
         return written, waiting, _changes(None, [], [], plan)
-    due = waiting[TAG].to_numpy() < watermark
     rows, pk, same, whole, kind, held = _rows(plan, written, waiting.loc[due], [PK, TAG, SEQ])
     by_key = plan["upsert_key"]
     fast = _one_identity(plan, pk, same)
@@ -234,6 +234,7 @@ def materialize(frame, spec, buckets: int | None = None):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    from streamsql.plan.sink_materialize import WAITS_FOR_WATERMARK
     from streamsql.spark.stateful import default_buckets, ship_by_value
 
     columns = [c for c in frame.columns if c != ROWKIND]
@@ -250,7 +251,7 @@ def materialize(frame, spec, buckets: int | None = None):
     out = T.StructType([T.StructField(ROWKIND, T.StringType(), False)]
                        + [f for f in frame.schema.fields if f.name in columns])
     ship_by_value(state_layouts, sys.modules[__name__])
-    timed = spec.strategy in ("NOTHING", "ERROR")
+    timed = spec.strategy in WAITS_FOR_WATERMARK
     return transport.transform(bucketed, BUCKET, MaterializeProcessor(plan), out, "EventTime" if timed else "None")
 
 
