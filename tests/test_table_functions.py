@@ -148,12 +148,6 @@ def test_refused_at_plan_time(module, query, message):
     assert message in caught.value.message
 
 
-def test_an_aggregate_function_is_refused_when_it_is_created(module):
-    with pytest.raises(ValidationError, match="Function total is a Python aggregate function \\(udaf\\)"):
-        steps(TABLE + "CREATE TEMPORARY FUNCTION total AS 'flink_style_udfs.total' LANGUAGE PYTHON;"
-                      "SELECT total(id) FROM t")
-
-
 def test_pyflink_data_types_are_flink_s_sql_types():
     from streamsql.plan.udf_types import type_sql
     from streamsql.pyflink.table import DataTypes as D

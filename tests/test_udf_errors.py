@@ -7,7 +7,7 @@ import pytest
 
 from streamsql.errors import ExecutionError
 from streamsql.runtime.failures import translate
-from streamsql.runtime.udf_calls import reporting_failures
+from streamsql.spark.udf_calls import reporting_failures
 
 
 def spark_error_text(call, *args) -> str:

@@ -109,6 +109,7 @@ def _unnest_sql(generator: Generator, e: exp.Unnest) -> str:
 
 
 UDF_TYPE = "udf_type"  # the meta key of a bound Python UDF call's Flink result type (plan.planner)
+PYTHON_FUNCTION = "python_function"  # the meta key of a bound Python aggregate call's function (plan.udfs)
 
 
 def _annotate_call(annotator, e: exp.Anonymous):
@@ -138,6 +139,7 @@ class Flink(Dialect):
         F.FlinkDateFormat: {"returns": exp.DType.VARCHAR},
         F.FlinkCall: {"annotator": B.annotate},
         exp.Anonymous: {"annotator": _annotate_call},
+        F.PythonAggregate: {"annotator": _annotate_call},
         F.FlinkAggCall: {"annotator": B.annotate},
         exp.Extract: {"returns": exp.DType.BIGINT},
         exp.JSONObject: {"returns": exp.DType.VARCHAR},
@@ -289,6 +291,7 @@ class Flink(Dialect):
             F.FlinkCall: B.flink_sql,
             exp.JSONKeyValue: lambda self, e: f"KEY {self.sql(e, 'this')} VALUE {self.sql(e, 'expression')}",
             F.FlinkAggCall: B.flink_sql,
+            F.PythonAggregate: lambda self, e: self.func(e.name, *e.expressions),
             MetadataColumnConstraint: _metadata_sql,
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,

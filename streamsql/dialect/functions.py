@@ -53,3 +53,14 @@ class FlinkCall(exp.Expression, exp.Func):
 
 class FlinkAggCall(FlinkCall, exp.AggFunc):
     """A Flink aggregate function translated by name (LISTAGG, COLLECT, ...)."""
+
+
+class PythonAggregate(exp.Expression, exp.AggFunc):
+    """A call of a Python aggregate function (PyFlink's ``udaf``): ``this`` is its name,
+    ``expressions`` its arguments; plan.planner binds it (its result type in ``meta``)."""
+
+    arg_types = {"this": True, "expressions": False}
+
+    @property
+    def name(self) -> str:
+        return self.this

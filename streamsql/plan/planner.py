@@ -15,7 +15,8 @@ from sqlglot.optimizer.qualify import qualify
 
 from streamsql.catalog import Catalog
 from streamsql.catalog_files import reported_at
-from streamsql.dialect.flink import UDF_TYPE, Flink
+from streamsql.dialect.flink import PYTHON_FUNCTION, UDF_TYPE, Flink
+from streamsql.dialect.functions import PythonAggregate
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import StreamsqlError, ValidationError
 from streamsql.plan.grouping import check_grouping
@@ -380,16 +381,24 @@ class Planner:
             return loaded[name]
 
         unnest_table_calls(query, function_of)
-        for call in query.find_all(exp.Anonymous):
+        for call in list(query.find_all(exp.Anonymous)):
             function = function_of(call.name)
             if function is None:
                 raise unknown_function(call)
             check_scalar_use(call, function)
-            wrong = argument_error(function, len(call.expressions))
+            arguments = call.expressions
+            if function.aggregate and len(arguments) == 1 and isinstance(arguments[0], exp.Distinct):
+                arguments = arguments[0].expressions
+            wrong = argument_error(function, len(arguments))
             if wrong:
                 raise ValidationError(wrong, start_position(call))
             call.set("this", function.name)
             call.meta[UDF_TYPE] = function.result_type
+            if function.aggregate:  # an aggregate call from here on (GROUP BY, windows, OVER)
+                bound = PythonAggregate(this=function.name, expressions=call.expressions)
+                bound.meta.update(call.meta)
+                bound.meta[PYTHON_FUNCTION] = function
+                call.replace(bound)
             merge(plan.functions, [function])
 
     def _function(self, name: str):

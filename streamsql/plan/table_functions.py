@@ -39,7 +39,8 @@ def unnest_table_calls(query: exp.Expression, lookup: Callable[[str], PythonFunc
         if function is None:
             continue
         if not function.table:
-            raise ValidationError(f"Function {call.name} is a scalar function: LATERAL TABLE calls a table function"
+            kind = "an aggregate" if function.aggregate else "a scalar"
+            raise ValidationError(f"Function {call.name} is {kind} function: LATERAL TABLE calls a table function"
                                   " (PyFlink's @udtf)", start_position(wrapper))
         names = [n for n, _ in _columns(function)]
         alias = lateral.args.get("alias")

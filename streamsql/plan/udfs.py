@@ -5,7 +5,9 @@ found next to the script or on PYTHONPATH. A scalar function's result type comes
 ``@streamsql.plan.udfs.udf(result_type='INT')``, from the return annotation, or from
 PyFlink's ``@udf(result_type=DataTypes.INT())``; a table function is PyFlink's
 ``@udtf(result_types=[...])`` (its rows: an ARRAY of ROWs here, which LATERAL TABLE
-unnests). A module written for PyFlink loads unchanged without PyFlink (streamsql.pyflink).
+unnests); an aggregate function is PyFlink's ``udaf``: an ``AggregateFunction`` object
+(``create_accumulator``, ``accumulate``, ``retract``, ``get_value``) or, with
+``func_type='pandas'``, a function of pandas Series returning one value. A module written for PyFlink loads unchanged without PyFlink (streamsql.pyflink).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class PythonFunction:
     """A loaded UDF: the callable, its Flink result type and whether it takes pandas Series.
     A table function (``table``) returns an ARRAY of ROWs, one per row it yields; ``instance``
     is the ScalarFunction or TableFunction object whose ``eval`` is ``function`` (its ``open``
-    runs once per worker)."""
+    runs once per worker). An aggregate function (``aggregate``): ``instance`` is its
+    AggregateFunction object and ``function`` its ``accumulate``; vectorised, ``function``
+    takes a pandas Series per argument and returns the value."""
 
     name: str
     function: Callable
@@ -50,6 +54,26 @@ class PythonFunction:
     vectorized: bool
     table: bool = False
     instance: object = None
+    aggregate: bool = False
+
+    def __deepcopy__(self, memo) -> "PythonFunction":
+        return self  # one loaded function, however often the calls naming it are copied
+
+    @property
+    def retracts(self) -> bool:
+        """Whether an aggregate function takes rows back (its class defines ``retract``; a
+        pandas one's rows are kept, and taken out)."""
+        return self.vectorized or self._defines("retract")
+
+    @property
+    def merges(self) -> bool:
+        """Whether an aggregate function's accumulators combine (``merge``; a pandas one's do)."""
+        return self.vectorized or self._defines("merge")
+
+    def _defines(self, method: str) -> bool:
+        """Whether the instance's class, not PyFlink's base classes, defines ``method``."""
+        owner = next((c for c in type(self.instance).__mro__ if method in vars(c)), None)
+        return owner is not None and not owner.__module__.startswith(("pyflink.", "streamsql.pyflink."))
 
 
 def udf(result_type: str | None = None, vectorized: bool = False) -> Callable:
@@ -72,12 +96,16 @@ def argument_error(function: PythonFunction, count: int) -> str | None:
         signature = inspect.signature(function.function)
     except (TypeError, ValueError):
         return None
+    accumulator = 1 if function.aggregate and not function.vectorized else 0  # accumulate(acc, *args)
     try:
-        signature.bind(*range(count))
+        signature.bind(*range(count + accumulator))
     except TypeError:
         return (f"Function {function.name} cannot take {count} argument{'s' if count != 1 else ''}: its Python"
                 f" function is {getattr(function.function, '__name__', function.name)}{signature}")
     return None
+
+
+NO_ARGUMENTS = "__none"  # the one field of each row an aggregate function of no arguments folds (spark.dialect)
 
 
 def udf_spark_name(name: str) -> str:
@@ -118,13 +146,12 @@ def load_function(definition: FunctionDef) -> PythonFunction:
 
 def _pyflink_function(name: str, wrapper) -> PythonFunction:
     """A function PyFlink's decorators made: scalar (``_result_type``), table
-    (``_result_types``); an aggregate function is refused."""
+    (``_result_types``), aggregate (``_accumulator_type``)."""
     func = wrapper._func
+    if hasattr(wrapper, "_accumulator_type"):
+        return _aggregate_function(name, wrapper)
     instance = func if hasattr(func, "eval") else None  # a ScalarFunction or TableFunction object
     call = instance.eval if instance is not None else func
-    if hasattr(wrapper, "_accumulator_type"):
-        raise ValidationError(f"Function {name} is a Python aggregate function (udaf): streamsql runs scalar and "
-                              "table functions (udf, udtf), not aggregate ones yet")
     try:
         if hasattr(wrapper, "_result_types"):
             return PythonFunction(name, call, _rows_type(name, wrapper._result_types), False, True, instance)
@@ -134,6 +161,30 @@ def _pyflink_function(name: str, wrapper) -> PythonFunction:
     except (TypeError, ValueError) as error:
         raise ValidationError(f"Function {name}: {error}") from None
     return PythonFunction(name, call, result, wrapper._func_type == "pandas", False, instance)
+
+
+def _aggregate_function(name: str, wrapper) -> PythonFunction:
+    """A udaf: an AggregateFunction object with its methods (general), or a function of
+    pandas Series (``func_type='pandas'``); its result type declared or ``get_result_type()``."""
+    func, vectorized = wrapper._func, wrapper._func_type == "pandas"
+    if vectorized:
+        instance, call = None, func
+    else:
+        missing = [m for m in ("create_accumulator", "accumulate", "get_value") if not callable(getattr(func, m, None))]
+        if missing:
+            raise ValidationError(f"Function {name}: a Python aggregate function (udaf) is an AggregateFunction with"
+                                  f" {', '.join(missing)} (or func_type='pandas')")
+        instance, call = func, func.accumulate
+    declared = wrapper._result_type
+    if declared is None and callable(getattr(func, "get_result_type", None)):
+        declared = func.get_result_type()
+    if declared is None:
+        raise ValidationError(f"Function {name}: its @udaf declares no result_type")
+    try:
+        result = build_type(type_sql(declared))
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"Function {name}: {error}") from None
+    return PythonFunction(name, call, result, vectorized, False, instance, aggregate=True)
 
 
 def _rows_type(name: str, declared) -> exp.DataType:

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from streamsql.errors import EXECUTOR_MARK, ConnectorError, DataError, ExecutionError, JobStateError, StreamsqlError
-from streamsql.runtime import udf_calls
+from streamsql.spark import udf_calls
 from streamsql.runtime.sources import MALFORMED_MARK
 
 _CONNECTOR = re.compile(re.escape(EXECUTOR_MARK) + r"([^\n]*)")

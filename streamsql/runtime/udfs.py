@@ -6,7 +6,7 @@ import site
 import sys
 from pathlib import Path
 
-from streamsql.plan.udfs import PythonFunction, udf_spark_name
+from streamsql.plan.udfs import NO_ARGUMENTS, PythonFunction, udf_spark_name
 from streamsql.spark.dialect import spark_type
 
 
@@ -16,7 +16,7 @@ def register_udf(spark, function: PythonFunction) -> None:
     from pyspark import cloudpickle
     from pyspark.sql.functions import pandas_udf, udf
 
-    from streamsql.runtime import udf_calls
+    from streamsql.spark import udf_calls
 
     module = sys.modules.get(function.function.__module__)
     if module is not None and function.function.__module__ != "__main__":
@@ -24,20 +24,28 @@ def register_udf(spark, function: PythonFunction) -> None:
             cloudpickle.register_pickle_by_value(local)
     cloudpickle.register_pickle_by_value(udf_calls)
     call = function.function
-    if function.instance is not None and hasattr(function.instance, "open"):
-        from streamsql.pyflink.table.udf import FunctionContext  # (streamsql travels to the workers)
-
-        call = udf_calls.opened(function.instance, call, FunctionContext())
+    if function.instance is not None and hasattr(function.instance, "open") and not function.aggregate:
+        call = udf_calls.opened(function.instance, call, _context())
     if function.table:
         call = udf_calls.as_rows(call, len(function.result_type.expressions[0].expressions))
-    call = udf_calls.reporting_failures(call, function.name, function.vectorized)
+    if function.aggregate:  # over the list of a group's (or frame's) rows: spark.dialect
+        call = udf_calls.aggregated(function.instance, function.function, function.vectorized, NO_ARGUMENTS)
+        if function.instance is not None and hasattr(function.instance, "open"):
+            call = udf_calls.opened(function.instance, call, _context())
+    call = udf_calls.reporting_failures(call, function.name, function.vectorized and not function.aggregate)
     return_type = spark_type(function.result_type)
-    if function.vectorized:
+    if function.vectorized and not function.aggregate:
         wrapped = pandas_udf(call, return_type)
     else:
         wrapped = udf(call, return_type, useArrow=True)
     spark.udf.register(function.name, wrapped)
     spark.udf.register(udf_spark_name(function.name), wrapped)
+
+
+def _context():
+    from streamsql.pyflink.table.udf import FunctionContext  # (streamsql travels to the workers)
+
+    return FunctionContext()
 
 
 def _modules_beside(module) -> list:

@@ -23,7 +23,7 @@ from streamsql.spark.unnest import lateral_views
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.dialect.decimals import exact, precision_scale
 from streamsql.dialect.flink import UDF_TYPE
-from streamsql.plan.udfs import udf_spark_name
+from streamsql.plan.udfs import NO_ARGUMENTS, udf_spark_name
 from streamsql.plan.types import INTEGER_TYPES
 
 _TIMESTAMP_TYPES = {exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ}
@@ -155,10 +155,28 @@ def _sum(self, e: exp.Sum) -> str:
     return _average("SUM")(self, e)
 
 
+def _python_aggregate(self, e: F.PythonAggregate) -> str:
+    """A Python aggregate function: Spark collects its rows (a struct of the call's arguments
+    per row; DISTINCT: each distinct one once), the function folds them (spark.udf_calls).
+    Around a FILTER or OVER the call is applied outside them (``_filter``, ``_window``)."""
+    arguments = e.expressions
+    distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+    if distinct:
+        arguments = arguments[0].expressions
+    # fields named by position: an argument given twice (f(n, n)) is two fields
+    fields = ", ".join(f"'a{j}', {self.sql(a)}" for j, a in enumerate(arguments)) or f"'{NO_ARGUMENTS}', NULL"
+    collected = f"{'COLLECT_SET' if distinct else 'COLLECT_LIST'}(NAMED_STRUCT({fields}))"
+    if isinstance(e.parent, (exp.Window, exp.Filter)):
+        return collected
+    return f"{udf_spark_name(e.name)}({collected})"
+
+
 def _filter(self, e: exp.Filter) -> str:
     """``AGG(..) FILTER (WHERE ..)``: an average's cast goes around the FILTER clause."""
     if isinstance(e.parent, exp.Window):
         return self.filter_sql(e)
+    if isinstance(e.this, F.PythonAggregate):
+        return f"{udf_spark_name(e.this.name)}({self.filter_sql(e)})"
     return _decimal_average(self, e, e.this) or _cast_average(self, self.filter_sql(e), e.this)
 
 
@@ -199,6 +217,8 @@ def _distinct_over(self, e: exp.Window, call: exp.Expression) -> str | None:
 
 def _window(self, e: exp.Window) -> str:
     call = e.this.this if isinstance(e.this, exp.Filter) else e.this
+    if isinstance(call, F.PythonAggregate):
+        return f"{udf_spark_name(call.name)}({Spark.Generator.window_sql(self, e)})"
     distinct = _distinct_over(self, e, call) if call is e.this else None
     if distinct is not None:
         return distinct
@@ -299,6 +319,7 @@ class SparkTarget(Spark):
             F.FlinkCall: SF.flink_call_sql,
             F.FlinkAggCall: SF.flink_call_sql,
             exp.Anonymous: _call_sql,
+            F.PythonAggregate: _python_aggregate,
             exp.Select: _select,
             exp.JSONObject: JF.json_object,
             exp.Extract: NF.extract_sql,

@@ -31,9 +31,12 @@ def ship_by_value(*modules) -> None:
     operator's processor and its pandas core travel pickled by value."""
     from pyspark import cloudpickle
 
-    from streamsql.spark.stateful import agg_values, distinct_pairs, sequences, spreads, state_bytes  # accumulate's
+    from streamsql.spark import udf_calls
+    from streamsql.spark.stateful import (agg_values, distinct_pairs, python_aggregates, sequences, spreads,
+                                          state_bytes)  # accumulate's
 
-    for module in (*modules, agg_values, spreads, sequences, distinct_pairs, state_bytes):
+    for module in (*modules, agg_values, spreads, sequences, distinct_pairs, state_bytes, python_aggregates,
+                   udf_calls):
         try:
             cloudpickle.register_pickle_by_value(module)
         except ValueError:

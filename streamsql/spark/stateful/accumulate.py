@@ -1,7 +1,7 @@
 """GroupAggregate's accumulators for one bucket of group keys, folded with vectorised pandas.
 
 This module runs in Spark's Python workers and is shipped to them by value (cloudpickle),
-so it imports only pandas, numpy, pyarrow, ``agg_values``, ``spreads``, ``sequences``,
+so it imports only pandas, numpy, pyarrow, ``agg_values``, ``spreads``, ``sequences``, ``python_aggregates``,
 ``distinct_pairs`` and ``state_bytes`` (shipped with it), and takes its
 configuration as a plain dict,
 the *plan* (built by ``group_aggregate.build_plan``):
@@ -24,7 +24,8 @@ A bucket's state is two kinds of tables keyed by the group key columns:
   ``__z{i}`` (the key's centre: its first value) and ``__p{i}``, ``__q{i}`` (the sums of
   the values' deviations from the centre and of their squares: additive, so a retraction
   subtracts exactly what its row added, and centred, so the variance does not cancel
-  catastrophically as a plain sum of squares does), and per call ``__o{i}``, the value
+  catastrophically as a plain sum of squares does), per Python aggregate function call
+  ``__u{i}`` (its accumulator, pickled: ``python_aggregates``), and per call ``__o{i}``, the value
   last emitted (what ``-U``/``-D`` carry; also how identical updates are suppressed);
 - one multiset per (column, filter) used by MIN/MAX/DISTINCT calls: rows (keys, ``__v``,
   ``__c``) with ``__c`` > 0, so retracting the current MIN/MAX finds the next one;
@@ -47,7 +48,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import agg_values, distinct_pairs, sequences, spreads, state_bytes
+from streamsql.spark.stateful import agg_values, distinct_pairs, python_aggregates, sequences, spreads, state_bytes
 
 ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 ADDS = ("+I", "+U")
@@ -137,6 +138,12 @@ def _fold(plan, state, batch, now_ms=None):
             t[col] = agg_values.extreme(t[col], t[col + "__d"], plan["aggs"][int(col[3:])])
         elif col.startswith("__z"):  # a key keeps its first centre
             t[col] = t[col].where(t[col].notna(), t[col + "__d"])
+        elif col.startswith("__u"):  # a Python aggregate function's accumulators, and its values
+            i = int(col[3:])
+            agg = plan["aggs"][i]
+            ok = (np.ones(len(batch), dtype=bool) if agg["filter"] is None
+                  else batch[agg["filter"]].astype("boolean").fillna(False).to_numpy(dtype=bool))
+            t[col], t[f"__w{i}"] = python_aggregates.fold(agg, i, t, batch, keys, sign, ok)
         else:
             t[col] = agg_values.zero_nulls(t[col]) + t[col + "__d"]
 
@@ -201,6 +208,9 @@ def _contributions(plan, batch, keys, sign, centres):
     parts[CNT] = sign
     for i, agg in enumerate(plan["aggs"]):
         if agg["ms"] is not None or agg.get("seq") is not None:
+            continue
+        if agg.get("python") is not None:  # its accumulators are folded row by row (python_aggregates)
+            parts[f"__u{i}"] = pd.Series([None] * len(batch), dtype=object)
             continue
         ok = mask(agg["filter"])
         if agg["function"] == "ARRAY_AGG":  # a one-value array per row it takes (NULLs too, unless ignored)
@@ -274,7 +284,7 @@ def _how(plan, column: str) -> str:
         if agg["function"] == "ARRAY_AGG":
             return agg_values.concatenated
         return agg_values.joined(agg["separator"]) if agg["function"] == "LISTAGG" else agg_values.PICK[agg["function"]]
-    return "first" if column.startswith("__z") else "sum"
+    return "first" if column.startswith(("__z", "__u")) else "sum"
 
 
 def _empty_acc(delta, keys, out_cols):

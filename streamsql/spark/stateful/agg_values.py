@@ -20,6 +20,8 @@ PICK = {"MIN": "min", "MAX": "max", "FIRST_VALUE": "first", "LAST_VALUE": "last"
 
 def result(agg, i, t) -> pd.Series:
     fn, kind = agg["function"], agg["kind"]
+    if agg.get("python") is not None:  # (python_aggregates)
+        return t[f"__w{i}"]
     if agg["ms"] is not None and fn in spreads.SPREADS:  # DISTINCT
         return spreads.spread(agg, i, t)
     if agg["ms"] is not None:

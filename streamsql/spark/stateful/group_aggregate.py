@@ -33,7 +33,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, distinct_pairs, generations, state_layouts, transport
+from streamsql.errors import ValidationError
+from streamsql.spark.stateful import (accumulate, default_buckets, distinct_pairs, generations, python_aggregates,
+                                      state_layouts, transport)
 from streamsql.spark.stateful.sequences import COUNT as DISTINCT_COUNT
 from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SEQUENCED, SPREADS, AggSpec, int_bits, result_type, value_kind
 
@@ -87,7 +89,8 @@ def bucketed_input(frame: DataFrame, leading: list[str], aggregates: list[AggSpe
     arguments and FILTER columns, ``trailing`` — then ``BUCKET``, the hash of ``hashed``
     modulo ``buckets``; and those columns' names, in the order the processor gets them."""
     columns: list[str] = []
-    for name in [*leading, *[a.column for a in aggregates], *[a.filter_column for a in aggregates], *trailing]:
+    for name in [*leading, *[c for a in aggregates for c in (a.column, *a.columns)],
+                 *[a.filter_column for a in aggregates], *trailing]:
         if name is not None and name not in columns:
             columns.append(name)
     hashes = [F.col(f"`{k}`") for k in hashed] or [F.lit(0)]
@@ -99,7 +102,8 @@ def bucketed_input(frame: DataFrame, leading: list[str], aggregates: list[AggSpe
 def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec]) -> tuple[dict, T.StructType]:
     """The processor's configuration (a plain dict, see ``accumulate``) and the output schema."""
     fields = {f.name: f for f in schema.fields}
-    for name in keys + [a.column for a in aggregates if a.column] + [a.filter_column for a in aggregates if a.filter_column]:
+    for name in keys + [c for a in aggregates for c in (a.column, *a.columns) if c] + \
+            [a.filter_column for a in aggregates if a.filter_column]:
         if name not in fields:
             raise ValueError(f"Column {name!r} is not in the input ({', '.join(fields)})")
     for a in aggregates:
@@ -131,7 +135,13 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
             if entry not in sequences:
                 sequences.append(entry)
             seq = sequences.index(entry)
+        if a.python is not None and ROWKIND_COLUMN in fields and not a.python.retracts:
+            raise ValidationError(f"Function {a.python.name} cannot take rows back: its input is an updating one,"
+                                  " and its AggregateFunction defines no retract(accumulator, *args)")
         aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct, "seq": seq,
+                     "columns": list(a.columns),
+                     "python": python_aggregates.folder(a.python, len(a.columns)) if a.python else None,
+                     "udaf": a.python.name if a.python else None,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "ignore_nulls": a.ignore_nulls,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),
@@ -153,6 +163,8 @@ def _state_schemas(fields, keys, aggregates, aggs, out_fields, multisets, sequen
             continue
         if a.function == "COUNT":
             acc.append(T.StructField(f"__c{i}", T.LongType(), True))
+        elif a.python is not None:  # the accumulator, pickled (python_aggregates)
+            acc.append(T.StructField(f"__u{i}", T.BinaryType(), True))
         elif a.function in ("SUM", "AVG"):
             in_type = fields[a.column].dataType
             sum_type = {"int": T.LongType(), "float": T.DoubleType()}.get(agg["kind"])

@@ -28,8 +28,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.spark.stateful import accumulate, default_buckets, generations, over_frames, range_kernels, state_layouts, transport
-from streamsql.spark.stateful.specs import AggSpec, int_bits, result_type, value_kind
+from streamsql.spark.stateful import (accumulate, default_buckets, generations, over_frames, python_aggregates,
+                                      range_kernels, state_layouts, transport)
+from streamsql.spark.stateful.specs import PYTHON, AggSpec, int_bits, result_type, value_kind
 
 BUCKET = "__bucket"
 
@@ -41,7 +42,8 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
     with ``function(column) OVER (PARTITION BY partition ORDER BY time {unit} BETWEEN
     preceding PRECEDING AND CURRENT ROW)`` appended per call (function, column or None for
     COUNT(*), output name; for LAG a fourth item, ``{"offset": n, "default": column or
-    None}``): ``__rowkind`` (always +I) first, then the input columns.
+    None}``; for a Python aggregate function, PYTHON with ``{"python": its PythonFunction,
+    "columns": its argument columns}``): ``__rowkind`` (always +I) first, then the input columns.
     With ``ttl_ms`` ('table.exec.state.ttl') a partition idle that long forgets its rows
     (``over_frames.expire``). ``ties`` (column, descending, NULLs first) order rows of equal
     time before their arrival does (a TemporalSort's further ORDER BY keys)."""
@@ -61,7 +63,14 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
     out += [T.StructField(c, fields[c].dataType, True) for c in columns]
     for function, column, name, *extra in calls:
         in_type = fields[column].dataType if column else None
-        if function in over_frames.VALUE_FUNCTIONS:
+        if function == PYTHON:  # a Python aggregate function: its arguments' columns, what folds them
+            from streamsql.spark.dialect import spark_type
+
+            python, columns_in = dict(*extra)["python"], list(dict(*extra)["columns"])
+            out_type = T._parse_datatype_string(spark_type(python.result_type))
+            options = {"python": python_aggregates.folder(python, len(columns_in)), "udaf": python.name,
+                       "columns": columns_in}
+        elif function in over_frames.VALUE_FUNCTIONS:
             out_type, options = in_type, dict(*extra)
         else:
             out_type, options = result_type(AggSpec(function, column, output_name=name), in_type), {}

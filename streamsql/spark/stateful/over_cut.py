@@ -8,6 +8,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.dialect.flink import PYTHON_FUNCTION
+from streamsql.dialect.functions import PythonAggregate
+from streamsql.spark.stateful.specs import PYTHON
 from streamsql.spark.stateful.stages import OVERED, OverStage, Unsupported, same_form
 
 TEMPORAL_SORT = "temporal_sort"  # meta of the OVER window limit_cut.sorted_by_time writes
@@ -62,7 +65,9 @@ def cut_over(compiler, query: exp.Select, inputs: list) -> OverStage:
     for j, call in enumerate(calls):
         function, argument, options = _function(call.this, preceding)
         column = None if isinstance(argument, exp.Star) or (function == "COUNT" and argument is None) \
-            else column_of(argument, "__v")
+            or function == PYTHON else column_of(argument, "__v")
+        if function == PYTHON:
+            options["columns"] = [column_of(a, "__v") for a in options.pop("arguments")]
         if options.get("default") is not None:  # a column of its own: the operator casts it
             selects.append(exp.alias_(options["default"].copy(), f"__d{j}"))
             options["default"] = f"__d{j}"
@@ -106,6 +111,10 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
         if isinstance(default, exp.Null):
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
+    if isinstance(call, PythonAggregate):
+        if len(call.expressions) == 1 and isinstance(call.expressions[0], exp.Distinct):
+            raise Unsupported(f"Function {call.name} with DISTINCT in an OVER is not computed over a stream yet")
+        return PYTHON, None, {"python": call.meta[PYTHON_FUNCTION], "arguments": list(call.expressions)}
     if isinstance(call, FlinkAggCall) and call.name.upper() in VALUE_FUNCTIONS:
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise Unsupported()

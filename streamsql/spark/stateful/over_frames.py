@@ -33,7 +33,9 @@ LAST_VALUE), ``__cs{i}`` and ``__cq{i}`` (for STDDEV/VAR: the sum of values and 
 which Flink's expansion of these calls over a window takes; ``spreads.over_spread``), and ``__k`` (rows). A raw row contributes its own value; for UNBOUNDED
 PRECEDING one summary row per partition holds the totals so far (and its first or last
 value that is not NULL), so the state stays one row per partition — plus, with LAG(x, n),
-the partition's last n rows, which contribute their values only. ``fire`` computes every
+the partition's last n rows, which contribute their values only. A Python aggregate
+function's rows carry its arguments (``__ca{i}_{j}``), a summary its accumulator, pickled
+(``__cb{i}``): each frame is folded in Python (``python_aggregates``). ``fire`` computes every
 frame at once: the rows are sorted by (partition, time, arrival), each row's frame is an
 index range [lo, hi], sums and counts come from prefix sums, MIN/MAX and the positions of
 the first and last values from a sparse table.
@@ -57,7 +59,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate, agg_values, range_kernels, spreads
+from streamsql.spark.stateful import accumulate, agg_values, python_aggregates, range_kernels, spreads
 
 MS, SEQ, COUNT_ROWS, TOUCHED = "__ms", "__seq", "__k", "__t"
 ARRIVED = "__a"  # with a state TTL: when a pending row arrived (processing time, epoch ms)
@@ -187,6 +189,11 @@ def _contributions(plan, rows: pd.DataFrame) -> pd.DataFrame:
     out = rows.copy()
     out[COUNT_ROWS] = np.ones(len(rows), dtype="int64")
     for i, agg in enumerate(plan["aggs"]):
+        if agg.get("python") is not None:  # its arguments; a summary's accumulator (python_aggregates)
+            for j, column in enumerate(agg["columns"]):
+                out[f"__ca{i}_{j}"] = rows[column]
+            out[f"__cb{i}"] = pd.Series([None] * len(rows), dtype=object)
+            continue
         if agg["column"] is None:
             continue
         values = rows[agg["column"]]
@@ -250,6 +257,8 @@ def _aggregate(plan, agg, i, combined: pd.DataFrame, lo: np.ndarray, hi: np.ndar
     """One call's result for the rows whose frames are [lo, hi]."""
     if agg["function"] in VALUE_FUNCTIONS:
         return _value(plan, agg, i, combined, lo, hi)
+    if agg.get("python") is not None:
+        return agg_values.shape(python_aggregates.over_values(agg, i, combined, lo, hi), agg)
     t = pd.DataFrame(index=range(len(lo)))
     function = agg["function"]
     rows = range_kernels.range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), lo, hi)
@@ -350,6 +359,11 @@ def _summaries(plan, combined: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
     out[SEQ] = -1
     out[COUNT_ROWS] = range_kernels.range_sum(combined[COUNT_ROWS].to_numpy(dtype="int64"), starts, last)
     for i, agg in enumerate(plan["aggs"]):
+        if agg.get("python") is not None:
+            out[f"__cb{i}"] = python_aggregates.over_summaries(agg, i, combined, starts, last)
+            for j in range(len(agg["columns"])):
+                out[f"__ca{i}_{j}"] = out[f"__ca{i}_{j}"].where(np.zeros(len(out), dtype=bool))
+            continue
         if agg["column"] is None:
             continue
         if agg["function"] == "LAG":  # LAG reads the rows kept after the summary, never it
@@ -373,6 +387,9 @@ def contribution_columns(plan) -> list[str]:
     """The per-call contribution columns a row of ``history`` carries."""
     names = []
     for i, agg in enumerate(plan["aggs"]):
+        if agg.get("python") is not None:
+            names += [f"__cb{i}", *[f"__ca{i}_{j}" for j in range(len(agg["columns"]))]]
+            continue
         if agg["column"] is None:
             continue
         if agg["function"] in VALUE_FUNCTIONS:

@@ -98,9 +98,12 @@ def window_frame(spark, stage: WindowAggregateStage, to_sql):
 def _specs(split: AggregateSplit) -> list:
     from streamsql.spark.stateful.specs import AggSpec
 
+    from streamsql.spark.dialect import spark_type
+
     return [AggSpec(call.function, f"__v{i}" if call.argument is not None else None, call.distinct,
                     f"__f{i}" if call.condition is not None else None, f"__a{i}", separator=call.separator,
-                    ignore_nulls=call.ignore_nulls)
+                    ignore_nulls=call.ignore_nulls, columns=tuple(f"__v{i}_{j}" for j in range(len(call.arguments))),
+                    python=call.python, output_type=spark_type(call.python.result_type) if call.python else None)
             for i, call in enumerate(split.calls)]
 
 

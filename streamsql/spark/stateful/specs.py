@@ -23,7 +23,8 @@ INSERT_ONLY = (*VALUE_FUNCTIONS, "LISTAGG", "ARRAY_AGG")  # over insert-only inp
 SEQUENCED = ("JSON_OBJECTAGG",)
 ORDERED = (*INSERT_ONLY, *SEQUENCED)  # what a window operator cannot take (its rows come in no order)
 DISTINCT_ORDERED = ("LISTAGG", "ARRAY_AGG")  # with DISTINCT: each distinct value once, kept in a sequence
-FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *ORDERED, *SPREADS)
+PYTHON = "PYTHON"  # a Python aggregate function (``python``): its accumulator pickled per key
+FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX", "AVG", *ORDERED, *SPREADS, PYTHON)
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -31,7 +32,8 @@ INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 class AggSpec:
     """One aggregate call: ``function(column)`` (``column`` None: ``COUNT(*)``), optionally
     ``DISTINCT``, optionally ``FILTER (WHERE filter_column)`` — a boolean column the caller
-    computed (NULL counts as false). ``output_type`` is a Spark DDL type, None: Flink's."""
+    computed (NULL counts as false). ``output_type`` is a Spark DDL type (or a Spark DataType),
+    None: Flink's."""
 
     function: str
     column: str | None = None
@@ -41,13 +43,17 @@ class AggSpec:
     output_type: str | None = None
     separator: str = ","  # LISTAGG's
     ignore_nulls: bool = False  # ARRAY_AGG's (it keeps NULLs by default)
+    columns: tuple = ()  # a Python aggregate function's argument columns
+    python: object = None  # its plan.udfs.PythonFunction (output_type: its result type)
 
     def __post_init__(self):
         function = self.function.upper()
         object.__setattr__(self, "function", function)
         if function not in FUNCTIONS:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
-        if self.column is None and (function != "COUNT" or self.distinct):
+        if (function == PYTHON) != (self.python is not None):
+            raise ValueError("a Python aggregate function's call is PYTHON with its function")
+        if self.column is None and (function not in ("COUNT", PYTHON) or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
         if self.distinct and function in ORDERED and function not in DISTINCT_ORDERED:
             raise ValueError(f"{function}(DISTINCT ..) is not supported")
@@ -63,11 +69,14 @@ class AggSpec:
         """DISTINCT calls, and MIN/MAX over an input that retracts (retracting the current
         extreme needs the next one), keep value → count per key; the others keep running
         sums, counts or (MIN/MAX over insert-only input, as Flink's MaxAggFunction) the extreme."""
-        return (self.distinct and self.function not in ORDERED) or (retracting and self.function in ("MIN", "MAX"))
+        return (self.distinct and self.function not in (*ORDERED, PYTHON)) or \
+            (retracting and self.function in ("MIN", "MAX"))
 
 
 def result_type(spec: AggSpec, input_type: T.DataType | None) -> T.DataType:
     """The Spark type of an aggregate's result."""
+    if isinstance(spec.output_type, T.DataType):
+        return spec.output_type
     if spec.output_type:
         return T._parse_datatype_string(spec.output_type)
     if spec.function == "COUNT":

@@ -22,13 +22,16 @@ from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
 from streamsql.dialect.flink import Flink
-from streamsql.dialect.functions import FlinkAggCall
+from streamsql.dialect.flink import PYTHON_FUNCTION
+from streamsql.dialect.functions import FlinkAggCall, PythonAggregate
 from streamsql.spark.stateful.specs import DISTINCT_ORDERED, INSERT_ONLY, ORDERED
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
               exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
               exp.VariancePop: "VAR_POP", exp.Variance: "VAR_SAMP"}
 AGGREGATED = "__aggregated"  # the temp view the output part reads
+PYTHON = "PYTHON"  # the function of a Python aggregate function's call
+STREAMED = (*AGGREGATES.values(), *ORDERED, PYTHON)
 
 
 @dataclass
@@ -41,6 +44,8 @@ class AggregateCall:
     separator: str = ","  # LISTAGG's (a string literal)
     ignore_nulls: bool = False  # ARRAY_AGG(..) IGNORE NULLS
     json_array: bool = False  # a JSON_ARRAYAGG: LISTAGG of its values' JSON, then in brackets
+    python: object = None  # a Python aggregate function's (plan.udfs.PythonFunction): function PYTHON
+    arguments: tuple = ()  # its arguments (input columns __v{i}_{j})
 
 
 @dataclass
@@ -95,7 +100,7 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
         having = _rewrite(having.this, replace) if having is not None else None
     except _Unsupported:
         return None
-    if not (calls or keys) or any(c.function not in (*AGGREGATES.values(), *ORDERED) for c in calls):
+    if not (calls or keys) or any(c.function not in STREAMED for c in calls):
         return None  # (a GROUP BY without aggregates, SELECT DISTINCT's, keeps its keys' row counts)
     for projection in projections:  # a column left over references the input: not computable after
         if any(c.table != AGGREGATED for c in projection.find_all(exp.Column)):
@@ -108,6 +113,8 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
     for i, call in enumerate(calls):
         if call.argument is not None:
             selects.append(exp.alias_(call.argument.copy(), f"__v{i}"))
+        for j, argument in enumerate(call.arguments):
+            selects.append(exp.alias_(argument.copy(), f"__v{i}_{j}"))
         if call.condition is not None:
             selects.append(exp.alias_(call.condition.copy(), f"__f{i}"))
     if not selects:
@@ -131,7 +138,9 @@ def unstreamed_call(query: exp.Select) -> str | None:
                                    else node)
         except _Unsupported:
             call = None
-        if call is None or call.function not in (*AGGREGATES.values(), *ORDERED):
+        if call is not None and call.function == PYTHON and call.distinct:
+            return f"Function {call.python.name} with DISTINCT is not computed over a stream yet"
+        if call is None or call.function not in STREAMED:
             name = node.sql(dialect=Flink).split("(")[0].strip().upper()
             known = name in (*AGGREGATES.values(), *INSERT_ONLY, "JSON_ARRAYAGG", "STDDEV", "VARIANCE")
             return (f"{name} in this form (DISTINCT, or arguments other than a value and a literal) is not"
@@ -211,6 +220,11 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
             raise _Unsupported()
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
+    if isinstance(node, PythonAggregate):
+        arguments = node.expressions
+        distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+        return AggregateCall(PYTHON, None, distinct, condition, node.type, python=node.meta[PYTHON_FUNCTION],
+                             arguments=tuple(arguments[0].expressions if distinct else arguments))
     if isinstance(node, exp.JSONObjectAgg):
         return _json_object(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "JSON_ARRAYAGG":

@@ -66,6 +66,7 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     split = split_group_aggregate(select)
     if split is None or any(c.function in ORDERED for c in split.calls):
         raise Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
+    _check_python_calls(split, window.kind)
     bounds = {}
     for name, key in zip(split.keys, select.args["group"].expressions):
         if isinstance(key, exp.Column) and key.table in ("", alias) and key.name in ("window_start", "window_end"):
@@ -130,6 +131,20 @@ def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
         if field is not None and field.window is not None and field.window.spec == spec:
             roles.setdefault(field.window.role, i)
     return roles["start"], roles["end"]
+
+
+def _check_python_calls(split, kind: str) -> None:
+    """A Python aggregate function in a window: without DISTINCT; over HOP or CUMULATE
+    windows (their slices' accumulators merged) one that defines ``merge``, as Flink asks."""
+    for call in split.calls:
+        if call.python is None:
+            continue
+        if call.distinct:
+            raise Unsupported(f"Function {call.python.name} with DISTINCT is not computed in a window over a stream"
+                              " yet")
+        if kind != "TUMBLE" and not call.python.merges:
+            raise Unsupported(f"Function {call.python.name} is used in a {kind} window, whose windows share slices:"
+                              " its AggregateFunction must define merge(accumulator, accumulators)")
 
 
 def cut_attached_window(inputs: list, changelogs: list, split, bounds: tuple[int, int]):

@@ -8,6 +8,8 @@ work where the windows would cost SIZE / SLIDE. When the watermark passes window
 each window's result is combined from its slices' accumulators (sums, counts, extremes)
 and its slices' multisets (DISTINCT), and slices no window still needs are dropped.
 
+A Python aggregate function's window merges its slices' accumulators (``python_aggregates``).
+
 Shipped to Python workers by value (imports pandas, numpy and ``accumulate`` only); the
 window is ``plan["window"]``: kind, SIZE, SLIDE or STEP, OFFSET (ms).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from streamsql.spark.stateful import accumulate, agg_values
+from streamsql.spark.stateful import accumulate, agg_values, python_aggregates
 
 SLICE = "__sem"  # a group key: the slice's end (epoch ms)
 START, END = "__wstart", "__wend"  # a fired window's bounds (epoch ms)
@@ -99,7 +101,12 @@ def fire(plan: dict, state, fired: int, watermark: int):
                 how[column] = "sum"
             elif column.startswith("__m") and column[3:].isdigit():
                 how[column] = plan["aggs"][int(column[3:])]["function"].lower()
+            elif column.startswith("__u") and column[3:].isdigit():  # a Python aggregate's: merged
+                how[column] = list
         t = spread.groupby(wkeys, dropna=False, sort=False).agg(how).reset_index()
+        for i, agg in enumerate(plan["aggs"]):
+            if agg.get("python") is not None:
+                t[f"__w{i}"] = python_aggregates.values(agg, t[f"__u{i}"])
         multisets = []
         for ms in state.multisets:
             m = _windows(window, ms, fired, watermark)

@@ -26,16 +26,22 @@ def reporting_failures(function, name: str, vectorized: bool):
         try:
             return function(*args)
         except Exception as error:
-            details = {"function": name, "type": type(error).__name__, "message": str(error)}
-            if vectorized:
-                details["rows"] = len(args[0]) if args else 0
-            else:
-                details["args"] = ", ".join(_short(repr(value)) for value in args)
-            # Spark's worker shows only the last exception of a chain: carry the user's trace along.
-            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
-            raise RuntimeError(f"{MARK}{json.dumps(details)}\nThe function's traceback:\n{trace}") from None
+            failed(name, error, None if vectorized else args, len(args[0]) if vectorized and args else 0)
 
     return functools.update_wrapper(call, function)
+
+
+def failed(name: str, error: Exception, args, rows: int = 0):
+    """Raise the error that carries ``MARK``: the function, the exception, the call's
+    arguments (None: a vectorised call of ``rows`` rows)."""
+    details = {"function": name, "type": type(error).__name__, "message": str(error)}
+    if args is None:
+        details["rows"] = rows
+    else:
+        details["args"] = ", ".join(_short(repr(value)) for value in args)
+    # Spark's worker shows only the last exception of a chain: carry the user's trace along.
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
+    raise RuntimeError(f"{MARK}{json.dumps(details)}\nThe function's traceback:\n{trace}") from None
 
 
 def opened(instance, function, context):
@@ -61,15 +67,52 @@ def as_rows(function, width: int):
         if produced is None:
             return []
         if width == 1:
-            return [(row[0] if isinstance(row, tuple) and len(row) == 1 else row,) for row in produced]
+            return [(row[0] if _is_row(row) and len(row) == 1 else row,) for row in produced]
         rows = []
         for row in produced:
-            if not isinstance(row, (tuple, list)) or len(row) != width:
+            if not (_is_row(row) or isinstance(row, list)) or len(row) != width:
                 raise TypeError(f"a row of {width} values expected, got {row!r}")
             rows.append(tuple(row))
         return rows
 
     return functools.update_wrapper(call, function)
+
+
+def aggregated(instance, function, vectorized: bool, no_arguments: str):
+    """An aggregate function as a scalar one over the list of its rows (each a struct of the
+    call's arguments, as spark.dialect collects them; a call of no arguments: one field named
+    ``no_arguments``): an AggregateFunction folds them into a
+    fresh accumulator, then gives ``get_value``; a pandas one gets a Series per argument."""
+
+    def call(rows):
+        rows = list(rows) if rows is not None else []
+        none = bool(rows) and list(getattr(rows[0], "__fields__", None) or ()) == [no_arguments]
+        rows = [() if none else tuple(row.values() if isinstance(row, dict) else row) for row in rows]
+        if vectorized:
+            import pandas as pd
+
+            width = len(rows[0]) if rows else _parameters(function)
+            return function(*[pd.Series([row[j] for row in rows]) for j in range(width)])
+        accumulator = instance.create_accumulator()
+        for row in rows:
+            instance.accumulate(accumulator, *row)
+        return instance.get_value(accumulator)
+
+    return functools.update_wrapper(call, function)
+
+
+def _parameters(function) -> int:
+    import inspect
+
+    try:
+        return len(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _is_row(value) -> bool:
+    """A tuple, or a Row (pyflink.common's, PyFlink's own or streamsql's: not a tuple)."""
+    return isinstance(value, tuple) or type(value).__name__ == "Row"
 
 
 def _short(text: str) -> str:

@@ -1,0 +1,182 @@
+"""A Python aggregate function's (PyFlink's ``udaf``) accumulators in a GroupAggregate.
+
+Flink keeps a Python AggregateFunction's accumulator per key in the operator's state and
+calls ``accumulate`` for each row that adds to the key, ``retract`` for each row that takes
+one back, then ``get_value``. Here a bucket's accumulator table (``accumulate``) holds the
+accumulator of each key, pickled, in ``__u{i}``; ``fold`` brings the keys a micro-batch
+touched up to date, each key's rows in arrival order. The function's own code runs row by
+row (as Flink runs it), on the executors, in the call that folds the bucket.
+
+Shipped by value with ``accumulate`` (pandas, numpy, Spark's cloudpickle and
+``spark.udf_calls``, which reports a failure as a scalar function's is reported).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from streamsql.spark import udf_calls
+
+
+def fold(agg: dict, i: int, t: pd.DataFrame, batch: pd.DataFrame, keys: list[str], sign: np.ndarray,
+         ok: np.ndarray) -> tuple[pd.Series, pd.Series]:
+    """The touched keys' (``t``'s rows) new accumulators (pickled) and values, from their old
+    accumulators (``t['__u{i}']``, None: a new key) and the batch rows ``ok`` selects
+    (FILTER), added where ``sign`` is 1 and retracted where it is -1."""
+    from pyspark import cloudpickle
+
+    function = agg["python"]
+    _open(function)
+    rows = _rows_per_key(t, batch, keys, ok)
+    arguments = [_values(batch[c]) for c in agg["columns"]]
+    old = t[f"__u{i}"].tolist()
+    blobs, values = [None] * len(t), [None] * len(t)
+    for r in range(len(t)):
+        blob = old[r]
+        accumulator = cloudpickle.loads(blob) if isinstance(blob, (bytes, bytearray)) \
+            else _called(agg, function.create_accumulator)
+        for p in rows.get(r, ()):
+            args = [a[p] for a in arguments]
+            _called(agg, function.accumulate if sign[p] > 0 else function.retract, accumulator, *args)
+        blobs[r] = cloudpickle.dumps(accumulator)
+        values[r] = _called(agg, function.get_value, accumulator)
+    return pd.Series(blobs, dtype=object, index=t.index), pd.Series(values, dtype=object, index=t.index)
+
+
+def folder(function, arity: int):
+    """What folds a Python aggregate function's rows (a plan.udfs.PythonFunction called with
+    ``arity`` arguments): its AggregateFunction object, or a pandas one's ``PandasAggregate``."""
+    return PandasAggregate(function.function, arity) if function.vectorized else function.instance
+
+
+def over_values(agg: dict, i: int, rows: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
+    """The function over each frame [lo, hi] of the sorted ``rows`` (``over_frames``): rows
+    carry their arguments (``__ca{i}_{j}``), a partition's summary row (arrival number below
+    0) the pickled accumulator of the rows before (``__cb{i}``). Frames that start at the
+    same row share one accumulator, taken forward to each frame's end."""
+    from pyspark import cloudpickle
+
+    function = agg["python"]
+    _open(function)
+    arguments = [_values(rows[f"__ca{i}_{j}"]) for j in range(len(agg["columns"]))]
+    counted = rows["__k"].to_numpy(dtype="int64") > 0
+    summary = rows["__seq"].to_numpy() < 0
+    blobs = rows[f"__cb{i}"].tolist()
+    out = [None] * len(lo)
+    start, at, accumulator = None, 0, None
+    for r in np.lexsort((hi, lo)):
+        if lo[r] != start:
+            start = at = int(lo[r])
+            if summary[at] and isinstance(blobs[at], (bytes, bytearray)):
+                accumulator, at = cloudpickle.loads(blobs[at]), at + 1
+            else:
+                accumulator = _called(agg, function.create_accumulator)
+        while at <= hi[r]:
+            if counted[at] and not summary[at]:
+                _called(agg, function.accumulate, accumulator, *[a[at] for a in arguments])
+            at += 1
+        out[r] = _called(agg, function.get_value, accumulator)
+    return pd.Series(out, dtype=object)
+
+
+def over_summaries(agg: dict, i: int, rows: pd.DataFrame, starts: np.ndarray, last: np.ndarray) -> list:
+    """Each partition's accumulator of all its rows so far (pickled), from [starts, last]."""
+    from pyspark import cloudpickle
+
+    function = agg["python"]
+    arguments = [_values(rows[f"__ca{i}_{j}"]) for j in range(len(agg["columns"]))]
+    counted = rows["__k"].to_numpy(dtype="int64") > 0
+    summary = rows["__seq"].to_numpy() < 0
+    blobs = rows[f"__cb{i}"].tolist()
+    out = []
+    for first, end in zip(starts, last):
+        at = int(first)
+        if summary[at] and isinstance(blobs[at], (bytes, bytearray)):
+            accumulator, at = cloudpickle.loads(blobs[at]), at + 1
+        else:
+            accumulator = _called(agg, function.create_accumulator)
+        for p in range(at, int(end) + 1):
+            if counted[p] and not summary[p]:
+                _called(agg, function.accumulate, accumulator, *[a[p] for a in arguments])
+        out.append(cloudpickle.dumps(accumulator))
+    return out
+
+
+def values(agg: dict, accumulators: pd.Series) -> pd.Series:
+    """The values of windows from the accumulators of their slices (a list of pickled ones
+    per window, ``window_slices``): one slice's as it is, several merged into a fresh one
+    (``merge(accumulator, accumulators)``, as Flink's slicing windows do)."""
+    from pyspark import cloudpickle
+
+    function = agg["python"]
+    _open(function)
+    out = []
+    for blobs in accumulators:
+        slices = [cloudpickle.loads(b) for b in blobs if isinstance(b, (bytes, bytearray))]
+        if len(slices) == 1:
+            accumulator = slices[0]
+        else:
+            accumulator = _called(agg, function.create_accumulator)
+            _called(agg, function.merge, accumulator, slices)
+        out.append(_called(agg, function.get_value, accumulator))
+    return pd.Series(out, dtype=object, index=accumulators.index)
+
+
+class PandasAggregate:
+    """A pandas aggregate function (``func_type='pandas'``) as an AggregateFunction: its
+    accumulator is the list of the arguments of the rows it took; its value, the function
+    over them, one pandas Series per argument (as Flink hands it a window's rows)."""
+
+    def __init__(self, function, arity: int):
+        self.function, self.arity = function, arity
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def accumulate(self, accumulator: list, *args) -> None:
+        accumulator.append(args)
+
+    def retract(self, accumulator: list, *args) -> None:
+        accumulator.remove(args)  # (a row taken back was added before)
+
+    def merge(self, accumulator: list, accumulators: list) -> None:
+        for other in accumulators:
+            accumulator.extend(other)
+
+    def get_value(self, accumulator: list):
+        return self.function(*[pd.Series([row[j] for row in accumulator]) for j in range(self.arity)])
+
+
+def _rows_per_key(t, batch, keys, ok) -> dict:
+    """For each row of ``t`` (by position), the positions of its key's batch rows that count,
+    in arrival order."""
+    chosen = batch.loc[ok, keys].copy()
+    chosen["__p"] = np.flatnonzero(ok)
+    touched = t[keys].copy()
+    touched["__r"] = np.arange(len(t))
+    matched = chosen.merge(touched, on=keys, how="inner").sort_values("__p", kind="stable")
+    positions = matched["__p"].to_numpy()
+    return {r: positions[at] for r, at in matched.groupby("__r", sort=False).indices.items()}
+
+
+def _values(column: pd.Series) -> list:
+    """A column's values as Python objects, NULL as None (what a PyFlink function gets)."""
+    return column.astype(object).where(column.notna(), None).tolist()
+
+
+def _open(function) -> None:
+    """``open`` once per worker (PyFlink's life cycle)."""
+    if getattr(function, "_streamsql_opened", False) or not hasattr(function, "open"):
+        return
+    from streamsql.pyflink.table.udf import FunctionContext
+
+    function.open(FunctionContext())
+    function._streamsql_opened = True
+
+
+def _called(agg: dict, method, *args):
+    try:
+        return method(*args)
+    except Exception as error:
+        udf_calls.failed(agg["udaf"], error, args[1:])
