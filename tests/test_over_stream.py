@@ -75,7 +75,13 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
     stage = stages("SELECT price, LAG(price * 2, 1, price) OVER (PARTITION BY auction ORDER BY ts) AS prev FROM bid;")
     assert stage.calls[0][3] == {"offset": 1, "default": "__d0"}
     assert "`bid`.`price` AS `__d0`" in to_spark_sql(stage.input_query)
+    stage = stages("SELECT LISTAGG(CAST(price AS STRING), ';') OVER w, ARRAY_AGG(price) OVER w FROM bid"
+                   " WINDOW w AS (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW);")
+    assert [(c[0], c[3]["python"].name, c[3]["python"].instance.separator if i == 0 else None)
+            for i, c in enumerate(stage.calls)] == [("PYTHON", "LISTAGG", ";"), ("PYTHON", "ARRAY_AGG", None)]
+    # Flink's streaming mode refuses LEAD ('LEAD Function is not supported in stream mode')
     for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
+                "SELECT LISTAGG(DISTINCT CAST(price AS STRING)) OVER (ORDER BY ts) FROM bid;",
                 "SELECT FIRST_VALUE(DISTINCT price) OVER (PARTITION BY auction ORDER BY ts) FROM bid;",
                 "SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM bid;",
                 "SELECT LAG(price, auction) OVER (ORDER BY ts) FROM bid;",
@@ -123,6 +129,11 @@ QUERIES = {
                " DOUBLE)) OVER (PARTITION BY k ORDER BY ts), 6) AS sd, ROUND(VAR_POP(v / 7.0) OVER (PARTITION BY k"
                " ORDER BY ts RANGE BETWEEN INTERVAL '9' SECOND PRECEDING AND CURRENT ROW), 4) AS vp FROM t"
                " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)",
+    # folded frame by frame (spark.stateful.python_aggregates), across the micro-batches
+    "lists": "SELECT k, v, LISTAGG(CAST(v AS STRING)) OVER (PARTITION BY k ORDER BY ts) AS l, ARRAY_AGG(v) OVER"
+             " (PARTITION BY k ORDER BY ts) AS a FROM t",
+    "bounded lists": "SELECT k, v, LISTAGG(k, '/') OVER w AS l, ARRAY_AGG(v) OVER w AS a FROM t"
+                     " WINDOW w AS (ORDER BY ts ROWS BETWEEN 4 PRECEDING AND CURRENT ROW)",
 }
 
 
@@ -233,3 +244,17 @@ def test_stddev_and_variance_over_are_what_flink_computes(run, tmp_path):
                     ("c", "300", "25251", "18938", "158")])
     assert batch == flink
     assert final == flink and set(ops) == {"+I"}
+
+
+def test_a_bounded_listagg_or_array_agg_over_gives_each_of_its_aggregates_the_window():
+    """LISTAGG and ARRAY_AGG are a count and a COLLECT_LIST in Spark: both take the OVER
+    (Spark refused the window around the whole expression: 'MISSING_GROUP_BY')."""
+    from streamsql.spark.dialect import to_spark_sql
+    from tests.test_operator_plan import steps
+
+    plan = steps("SELECT LISTAGG(CAST(price AS STRING), ';') OVER (PARTITION BY auction ORDER BY ts),"
+                 " ARRAY_AGG(price) OVER (PARTITION BY auction ORDER BY ts) FROM bid")[-1].plan
+    sql = to_spark_sql(plan.query)
+    over = "OVER (PARTITION BY `bid`.`auction` ORDER BY `bid`.`ts`)"
+    assert f"IF(COUNT(CAST(`bid`.`price` AS STRING)) {over} = 0, NULL, ARRAY_JOIN(COLLECT_LIST(" in sql
+    assert f"TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', `bid`.`price`)) {over}, x -> x.v)" in sql

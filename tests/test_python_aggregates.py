@@ -190,6 +190,30 @@ def test_a_pandas_function_keeps_its_rows_and_takes_retracted_ones_out(module):
     assert folder.get_value(accumulator) == float(max(live) - min(live))
 
 
+def test_a_distinct_call_takes_each_argument_once_and_gives_it_back_with_its_last_row(module):
+    from streamsql.spark.stateful.python_aggregates import DistinctAggregate, folder
+
+    weighted = _plan("SELECT weighted_avg(v, w) FROM t").functions[0]
+    distinct = folder(weighted, 2, distinct=True)
+    assert isinstance(distinct, DistinctAggregate)
+    rng = random.Random(4)
+    accumulator, live = distinct.create_accumulator(), []
+    halves = [distinct.create_accumulator(), distinct.create_accumulator()]
+    for n in range(300):
+        if live and rng.random() < 0.4:
+            row = live.pop(rng.randrange(len(live)))
+            distinct.retract(accumulator, *row)
+            continue
+        row = (rng.randrange(6), rng.randrange(1, 3))
+        live.append(row)
+        distinct.accumulate(accumulator, *row)
+        distinct.accumulate(halves[n % 2], *row)
+    assert distinct.get_value(accumulator) == pytest.approx(_weighted(sorted(set(live))))
+    merged = distinct.create_accumulator()
+    distinct.merge(merged, halves)  # two slices: a pair in both counts once
+    assert distinct.get_value(merged) == pytest.approx(_weighted(sorted(set(r for h in halves for r in h[1]))))
+
+
 def test_window_slices_merge_into_each_window(module):
     from pyspark import cloudpickle
 

@@ -115,8 +115,8 @@ def test_streamed_with_retractions_ends_with_the_batch_result(run, tmp_path, uda
     for f in range(4):
         path = write(folder / f"part-{f}.csv", _csv(_rows(25, 10 + f, f * 25)))
         os.utime(path, (time.time() - 100 + f,) * 2)
-    query = ("SELECT n, words(k) AS ks, wavg(n, n) AS a, spread(n) AS d FROM (SELECT k, COUNT(*) AS n FROM src"
-             " GROUP BY k) GROUP BY n")
+    query = ("SELECT n, words(k) AS ks, wavg(n, n) AS a, spread(n) AS d, words(DISTINCT CAST(n % 2 AS STRING)) AS p"
+             " FROM (SELECT k, COUNT(*) AS n FROM src GROUP BY k) GROUP BY n")
     ddl = FUNCTIONS + _table(folder, watermark=False)
     batch = sorted(map(tuple, run.rows(ddl + query)))
     streamed = run.rows(ddl + "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' ="

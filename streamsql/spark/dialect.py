@@ -219,6 +219,9 @@ def _window(self, e: exp.Window) -> str:
     call = e.this.this if isinstance(e.this, exp.Filter) else e.this
     if isinstance(call, F.PythonAggregate):
         return f"{udf_spark_name(call.name)}({Spark.Generator.window_sql(self, e)})"
+    collected = SF.over_collected(self, e)
+    if collected is not None:
+        return collected
     distinct = _distinct_over(self, e, call) if call is e.this else None
     if distinct is not None:
         return distinct

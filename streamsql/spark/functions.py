@@ -11,6 +11,7 @@ sqlglot's own nodes (EXTRACT, FLOOR ... TO, array[i], ...): spark.native_functio
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
 from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import ValidationError
@@ -147,6 +148,35 @@ def array_agg(self, e: FlinkCall, ignore_nulls: bool) -> str:
         return f"IF(COUNT(1) = 0, NULL, {_collected(self, e)})"
     wrapped = _collected(self, e, f"NAMED_STRUCT('v', {_counted(self, e)})")
     return f"IF(COUNT(1) = 0, NULL, TRANSFORM({wrapped}, x -> x.v))"
+
+
+def over_collected(self, window: exp.Window) -> str | None:
+    """LISTAGG or ARRAY_AGG in an OVER: their translations combine two aggregates (a count
+    and a COLLECT_LIST), so each gets the window: ``IF(COUNT(x) OVER w = 0, NULL,
+    ARRAY_JOIN(COLLECT_LIST(x) OVER w, sep))``. None for another call."""
+    call = window.this
+    ignore_nulls = isinstance(call, exp.IgnoreNulls)
+    inner = call.this if isinstance(call, (exp.IgnoreNulls, exp.RespectNulls)) else call
+    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG") \
+            or any(isinstance(a, exp.Distinct) for a in inner.expressions):
+        return None
+    argument = inner.expressions[0]
+
+    def over(node: exp.Expression) -> str:
+        spec = window.copy()
+        spec.set("this", node)
+        return Spark.Generator.window_sql(self, spec)
+
+    if inner.name == "LISTAGG":
+        separator = self.sql(inner.expressions[1]) if len(inner.expressions) > 1 else "','"
+        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[argument.copy()]))
+        return f"IF({over(exp.Count(this=argument.copy()))} = 0, NULL, ARRAY_JOIN({values}, {separator}))"
+    if ignore_nulls:
+        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[argument.copy()]))
+        return f"IF({over(exp.Count(this=argument.copy()))} = 0, NULL, {values})"
+    wrapped = exp.Anonymous(this="NAMED_STRUCT", expressions=[exp.Literal.string("v"), argument.copy()])
+    values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[wrapped]))
+    return f"TRANSFORM({values}, x -> x.v)"  # (the frame holds the current row: never empty)
 
 
 def nulls_sql(ignore: bool):

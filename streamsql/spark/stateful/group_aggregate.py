@@ -140,7 +140,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                                   " and its AggregateFunction defines no retract(accumulator, *args)")
         aggs.append({"function": a.function, "column": a.column, "distinct": a.distinct, "seq": seq,
                      "columns": list(a.columns),
-                     "python": python_aggregates.folder(a.python, len(a.columns)) if a.python else None,
+                     "python": python_aggregates.folder(a.python, len(a.columns), a.distinct) if a.python else None,
                      "udaf": a.python.name if a.python else None,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "ignore_nulls": a.ignore_nulls,

@@ -112,9 +112,13 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
     if isinstance(call, PythonAggregate):
-        if len(call.expressions) == 1 and isinstance(call.expressions[0], exp.Distinct):
-            raise Unsupported(f"Function {call.name} with DISTINCT in an OVER is not computed over a stream yet")
-        return PYTHON, None, {"python": call.meta[PYTHON_FUNCTION], "arguments": list(call.expressions)}
+        arguments = call.expressions
+        distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+        return PYTHON, None, {"python": call.meta[PYTHON_FUNCTION], "distinct": distinct,
+                              "arguments": list(arguments[0].expressions if distinct else arguments)}
+    listed = _listed(call)
+    if listed is not None:
+        return listed
     if isinstance(call, FlinkAggCall) and call.name.upper() in VALUE_FUNCTIONS:
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise Unsupported()
@@ -123,6 +127,33 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
     if function is None or isinstance(call.this, exp.Distinct) or call.args.get("expressions"):
         raise Unsupported()
     return function, call.this, {}
+
+
+def _listed(call: exp.Expression) -> tuple | None:
+    """LISTAGG and ARRAY_AGG (IGNORE NULLS) in an OVER: folded frame by frame, as a Python
+    aggregate function's calls are (``python_aggregates.ListAgg``, ``ArrayAgg``)."""
+    from streamsql.dialect.functions import FlinkAggCall
+    from streamsql.plan.udfs import PythonFunction
+    from streamsql.spark.stateful.python_aggregates import ArrayAgg, ListAgg
+
+    ignore_nulls = isinstance(call, exp.IgnoreNulls)
+    inner = call.this if isinstance(call, (exp.IgnoreNulls, exp.RespectNulls)) else call
+    if not isinstance(inner, FlinkAggCall) or inner.name.upper() not in ("LISTAGG", "ARRAY_AGG"):
+        return None
+    name, arguments = inner.name.upper(), inner.expressions
+    if any(isinstance(a, exp.Distinct) for a in arguments) or not arguments or inner.type is None:
+        raise Unsupported()
+    if name == "LISTAGG":
+        separator = arguments[1] if len(arguments) == 2 else exp.Literal.string(",")
+        if len(arguments) > 2 or not (isinstance(separator, exp.Literal) and separator.is_string):
+            raise Unsupported()
+        folded = ListAgg(separator.this)
+    else:
+        if len(arguments) != 1:
+            raise Unsupported()
+        folded = ArrayAgg(ignore_nulls)
+    function = PythonFunction(name, folded.accumulate, inner.type, False, instance=folded, aggregate=True)
+    return PYTHON, None, {"python": function, "arguments": [arguments[0]]}
 
 
 def _window_key(window: exp.Window) -> tuple:

@@ -44,10 +44,12 @@ def fold(agg: dict, i: int, t: pd.DataFrame, batch: pd.DataFrame, keys: list[str
     return pd.Series(blobs, dtype=object, index=t.index), pd.Series(values, dtype=object, index=t.index)
 
 
-def folder(function, arity: int):
+def folder(function, arity: int, distinct: bool = False):
     """What folds a Python aggregate function's rows (a plan.udfs.PythonFunction called with
-    ``arity`` arguments): its AggregateFunction object, or a pandas one's ``PandasAggregate``."""
-    return PandasAggregate(function.function, arity) if function.vectorized else function.instance
+    ``arity`` arguments): its AggregateFunction object, or a pandas one's ``PandasAggregate``;
+    for a DISTINCT call, that in a ``DistinctAggregate``."""
+    inner = PandasAggregate(function.function, arity) if function.vectorized else function.instance
+    return DistinctAggregate(inner) if distinct else inner
 
 
 def over_values(agg: dict, i: int, rows: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> pd.Series:
@@ -146,6 +148,94 @@ class PandasAggregate:
 
     def get_value(self, accumulator: list):
         return self.function(*[pd.Series([row[j] for row in accumulator]) for j in range(self.arity)])
+
+
+class DistinctAggregate:
+    """A DISTINCT call: its accumulator also counts each distinct argument tuple; the function
+    takes a tuple when its count goes from 0 to 1 and gives it back when it returns to 0, as
+    Flink's DISTINCT aggregates keep a value's count. Merged accumulators add their counts,
+    and the function takes the tuples new to the first."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def open(self, context) -> None:
+        if hasattr(self.inner, "open"):
+            self.inner.open(context)
+
+    def create_accumulator(self) -> list:
+        return [self.inner.create_accumulator(), {}]
+
+    def accumulate(self, accumulator: list, *args) -> None:
+        entry = accumulator[1].setdefault(_hashable(args), [args, 0])
+        entry[1] += 1
+        if entry[1] == 1:
+            self.inner.accumulate(accumulator[0], *args)
+
+    def retract(self, accumulator: list, *args) -> None:
+        key = _hashable(args)
+        entry = accumulator[1].get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del accumulator[1][key]
+            self.inner.retract(accumulator[0], *args)
+
+    def merge(self, accumulator: list, accumulators: list) -> None:
+        for other in accumulators:
+            for key, (args, count) in other[1].items():
+                if key not in accumulator[1]:
+                    accumulator[1][key] = [args, 0]
+                    self.inner.accumulate(accumulator[0], *args)
+                accumulator[1][key][1] += count
+
+    def get_value(self, accumulator: list):
+        return self.inner.get_value(accumulator[0])
+
+
+def _hashable(args: tuple):
+    try:
+        hash(args)
+        return args
+    except TypeError:  # (an ARRAY or MAP argument)
+        return repr(args)
+
+
+class ListAgg:
+    """LISTAGG(value [, separator]) as an aggregate function (in an OVER): the values that
+    are not NULL, in order, joined; NULL when there are none."""
+
+    def __init__(self, separator: str):
+        self.separator = separator
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def accumulate(self, accumulator: list, value) -> None:
+        if value is not None:
+            accumulator.append(value)
+
+    def get_value(self, accumulator: list):
+        return self.separator.join(accumulator) if accumulator else None
+
+
+class ArrayAgg:
+    """ARRAY_AGG(value [IGNORE NULLS]) as an aggregate function (in an OVER): the values in
+    order (NULLs too unless ignored); NULL when there are none."""
+
+    def __init__(self, ignore_nulls: bool):
+        self.ignore_nulls = ignore_nulls
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def accumulate(self, accumulator: list, value) -> None:
+        if value is not None or not self.ignore_nulls:
+            accumulator.append(value)
+
+    def get_value(self, accumulator: list):
+        return list(accumulator) if accumulator else None
 
 
 def _rows_per_key(t, batch, keys, ok) -> dict:

@@ -53,7 +53,7 @@ class AggSpec:
             raise ValueError(f"Unsupported aggregate function {self.function!r} (one of {', '.join(FUNCTIONS)})")
         if (function == PYTHON) != (self.python is not None):
             raise ValueError("a Python aggregate function's call is PYTHON with its function")
-        if self.column is None and (function not in ("COUNT", PYTHON) or self.distinct):
+        if self.column is None and function != PYTHON and (function != "COUNT" or self.distinct):
             raise ValueError(f"{function}({'DISTINCT ' if self.distinct else ''}*) is not an aggregate call")
         if self.distinct and function in ORDERED and function not in DISTINCT_ORDERED:
             raise ValueError(f"{function}(DISTINCT ..) is not supported")

@@ -138,8 +138,6 @@ def unstreamed_call(query: exp.Select) -> str | None:
                                    else node)
         except _Unsupported:
             call = None
-        if call is not None and call.function == PYTHON and call.distinct:
-            return f"Function {call.python.name} with DISTINCT is not computed over a stream yet"
         if call is None or call.function not in STREAMED:
             name = node.sql(dialect=Flink).split("(")[0].strip().upper()
             known = name in (*AGGREGATES.values(), *INSERT_ONLY, "JSON_ARRAYAGG", "STDDEV", "VARIANCE")

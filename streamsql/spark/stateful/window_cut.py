@@ -134,15 +134,10 @@ def attached_bounds(compiler, select: exp.Select) -> tuple[int, int] | None:
 
 
 def _check_python_calls(split, kind: str) -> None:
-    """A Python aggregate function in a window: without DISTINCT; over HOP or CUMULATE
-    windows (their slices' accumulators merged) one that defines ``merge``, as Flink asks."""
+    """A Python aggregate function in a HOP or CUMULATE window (its slices' accumulators
+    merged): one that defines ``merge``, as Flink asks."""
     for call in split.calls:
-        if call.python is None:
-            continue
-        if call.distinct:
-            raise Unsupported(f"Function {call.python.name} with DISTINCT is not computed in a window over a stream"
-                              " yet")
-        if kind != "TUMBLE" and not call.python.merges:
+        if call.python is not None and kind != "TUMBLE" and not call.python.merges:
             raise Unsupported(f"Function {call.python.name} is used in a {kind} window, whose windows share slices:"
                               " its AggregateFunction must define merge(accumulator, accumulators)")
 
