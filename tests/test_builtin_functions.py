@@ -246,3 +246,27 @@ def test_a_streamed_window_keeps_its_inputs_read_order_when_asked(kind, paramete
                             "ts", parameters)
     assert f"`{SEQ_COLUMN}`" in streaming_window_sql(window, "t", keep_order=True)
     assert SEQ_COLUMN not in streaming_window_sql(window, "t")
+
+
+def test_a_row_column_star_is_its_fields_and_headers_follow_the_expansion():
+    """``r.*`` is the ROW's fields, named as the fields (Flink expands it the same way); the
+    headers of unnamed expressions stay with them after ``*`` and ``r.*`` are expanded."""
+    planned = plan("SELECT i, r.*, UPPER(s), * FROM t")
+    names = [c.name for c in planned.columns]
+    assert names[:4] == ["i", "f", "EXPR$2", "i0"] and len(names) == 3 + 10  # t has 10 columns
+    assert planned.labels[:3] == ["i", "f", "UPPER(s)"] and planned.labels[3:] == names[3:]
+    assert [c.type.sql("flink") for c in planned.columns][:2] == ["INT", "INT"]
+    assert "`t`.`r`.`f` AS `f`" in to_spark_sql(planned.query)
+
+
+def test_group_id_is_zero_without_repeated_grouping_sets():
+    """Flink 2.3 gives GROUP_ID() 0 for every row of sets that do not repeat (ROLLUP, CUBE,
+    GROUPING SETS, a plain GROUP BY), checked with PyFlink; a repeated set is refused."""
+    for group in ("GROUPING SETS ((s), (i), ())", "ROLLUP (s, i)", "s, i"):
+        planned = plan(f"SELECT s, GROUP_ID() AS g FROM t GROUP BY {group}")
+        assert planned.columns[1].type.sql("flink") == "BIGINT"
+        assert "CAST(0 AS BIGINT) AS `g`" in to_spark_sql(planned.query)
+    with pytest.raises(ValidationError, match="GROUP_ID\\(\\) is not supported with a grouping set written twice"):
+        plan("SELECT s, GROUP_ID() FROM t GROUP BY GROUPING SETS ((s), (i), (s))")
+    with pytest.raises(ValidationError, match="GROUP_ID\\(\\) is only allowed in an aggregate query"):
+        plan("SELECT GROUP_ID() FROM t")

@@ -326,7 +326,7 @@ def test_every_supported_builtin_runs_on_spark(run, tmp_path):
     windowed = [e for e in examples if " OVER " in e]
     aggregates = [b.example for b in coverage().values()
                   if b.status != "not supported" and b.category == "aggregate" and " OVER " not in b.example]
-    aggregates += ["GROUPING(s)", "GROUPING_ID(s, i)", "PERCENTILE(d, 0.5)"]
+    aggregates += [b.example for b in coverage().values() if b.category == "grouping"] + ["PERCENTILE(d, 0.5)"]
     scalars = [e for e in examples if e not in windowed and e not in aggregates]
     for expressions, tail in ((scalars, ""), (aggregates, " GROUP BY GROUPING SETS ((s, i))"), (windowed, "")):
         rows = run.rows(ddl + f"SELECT {', '.join(expressions)} FROM t{tail}")

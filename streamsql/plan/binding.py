@@ -71,19 +71,25 @@ def merge(into: list, items: list) -> None:
             into.append(item)
 
 
-def name_projections(query: exp.Query) -> dict[int, str]:
-    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position). Returns, for
-    the query's own SELECT, each unnamed expression as written (by position): the shell
-    shows that as the column's header."""
-    labels: dict[int, str] = {}
+LABEL = "label"  # the meta key of an unnamed projection's text as written (``labels``)
+
+
+def name_projections(query: exp.Query) -> None:
+    """Unnamed expressions get Flink's names EXPR$0, EXPR$1, ... (by position); each keeps
+    the expression as written (``labels``): the shell shows that as the column's header."""
     for select in query.find_all(exp.Select):
         for index, projection in enumerate(select.expressions):
             if isinstance(projection, (exp.Column, exp.Alias, exp.Star)):
                 continue
-            if select is query:
-                labels[index] = projection.sql(dialect=Flink)
-            projection.replace(exp.alias_(projection.copy(), f"EXPR${index}", quoted=True))
-    return labels
+            named = exp.alias_(projection.copy(), f"EXPR${index}", quoted=True)
+            named.meta[LABEL] = projection.sql(dialect=Flink)
+            projection.replace(named)
+
+
+def labels(query: exp.Query, names: list[str]) -> list[str]:
+    """The headers of a planned query's columns: an unnamed expression as written, else its
+    name (``names``). By projection, after ``*`` and ``r.*`` were expanded."""
+    return [p.meta.get(LABEL) or name for p, name in zip(query.selects, names)]
 
 
 def resolution_error(error: OptimizeError) -> ValidationError:
@@ -108,3 +114,24 @@ def values_as_select(query: exp.Expression) -> exp.Expression:
     names = [exp.to_identifier(f"EXPR${i}") for i in range(width)]
     values = exp.Values(expressions=query.expressions, alias=exp.TableAlias(this=exp.to_identifier("v"), columns=names))
     return exp.select(exp.Star()).from_(values)
+
+
+def expand_row_stars(query: exp.Expression) -> None:
+    """``SELECT r.*`` of a ROW column ``r`` (typed): its fields, each named as the field,
+    as Flink expands it. A ``r.*`` elsewhere than among a SELECT's projections is refused."""
+    for select in list(query.find_all(exp.Select)):
+        expanded = []
+        for projection in select.expressions:
+            star = projection.this if isinstance(projection, exp.Alias) else projection
+            row = star.this if isinstance(star, exp.Dot) and isinstance(star.expression, exp.Star) else None
+            kind = getattr(row, "type", None)
+            if row is None or kind is None or not kind.is_type(exp.DType.STRUCT) or projection is not star:
+                expanded.append(projection)
+                continue
+            for field in kind.expressions:
+                value = exp.Dot(this=row.copy(), expression=exp.to_identifier(field.name))
+                value.type = field.args["kind"].copy()
+                alias = exp.alias_(value, field.name)
+                alias.type = value.type
+                expanded.append(alias)
+        select.set("expressions", expanded)

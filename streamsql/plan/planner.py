@@ -19,9 +19,10 @@ from streamsql.dialect.flink import PYTHON_FUNCTION, UDF_TYPE, Flink
 from streamsql.dialect.functions import PythonAggregate
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import StreamsqlError, ValidationError
-from streamsql.plan.grouping import check_grouping
-from streamsql.plan.binding import (check_stars_have_tables, group_window_time, merge, name_projections,
-                                    replace_relation, resolution_error, time_attribute, values_as_select)
+from streamsql.plan.grouping import check_grouping, group_ids
+from streamsql.plan.binding import (check_stars_have_tables, expand_row_stars, group_window_time, labels, merge,
+                                    name_projections, replace_relation, resolution_error, time_attribute,
+                                    values_as_select)
 from streamsql.plan.builtins import check_functions, unknown_function
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.commands import command_text, set_step, stop_job
@@ -228,8 +229,10 @@ class Planner:
                 continue
             self._bind_relation(table, plan, schema, relations, versioned)
         read_hints(query)
+        if self._function("GROUP_ID") is None:
+            group_ids(query)
         self._bind_functions(query, plan)
-        labels = name_projections(query)
+        name_projections(query)
         check_stars_have_tables(query)
         unnest.normalize(query)
         try:
@@ -245,13 +248,14 @@ class Planner:
         unnest.check(typed)
         check_types(typed)
         check_grouping(typed)
+        expand_row_stars(typed)
         check_functions(typed, self.catalog.current_database)
         plan.query = typed
         plan.lookups = lookup_only(typed, plan.derived)
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=time_attribute(s, relations))
                         for s in typed.selects]
         uniquify_names(plan.columns)
-        plan.labels = [labels.get(i, c.name) for i, c in enumerate(plan.columns)]
+        plan.labels = labels(typed, [c.name for c in plan.columns])
         return plan
 
     def _bind_relation(self, table: exp.Table, plan: QueryPlan, schema: dict, relations: dict, versioned: dict) -> None:
