@@ -261,3 +261,29 @@ def test_over_frames_fold_each_frame_across_firings(module, preceding):
         frame.append((v, w))
         assert a == pytest.approx(_weighted(frame if preceding is None else frame[-preceding - 1:]))
     assert len(out) == 60
+
+
+def test_a_failure_names_the_function_and_the_row_it_failed_on_or_the_value_that_does_not_fit(module):
+    import json
+
+    from streamsql.pyflink.common import Row
+    from streamsql.spark.udf_calls import MARK, aggregated, result_check
+
+    weighted = {f.name: f for f in _plan("SELECT weighted_avg(v, w) FROM t").functions}["weighted_avg"]
+    call = aggregated(weighted.instance, weighted.function, False, "__none", "weighted_avg", result_check("DOUBLE"))
+    with pytest.raises(RuntimeError) as caught:
+        call([Row(1, 2), Row("x", 3)])
+    details = json.loads(str(caught.value).split(MARK)[1].splitlines()[0])
+    assert (details["function"], details["type"], details["args"]) == ("weighted_avg", "TypeError", "'x', 3")
+    from streamsql.runtime.failures import _udf_message
+
+    call = aggregated(weighted.instance, weighted.function, False, "__none", "weighted_avg", result_check("BIGINT"))
+    with pytest.raises(RuntimeError) as caught:
+        call([Row(1, 2), Row(4, 3)])
+    assert _udf_message(json.loads(str(caught.value).split(MARK)[1].splitlines()[0])) == (
+        "Python function 'weighted_avg' raised TypeError: it returned 2.8 (float) for its BIGINT result (in its value over"
+        " 2 rows)")
+    assert result_check("BIGINT")(7) == 7 and result_check("DOUBLE")(7) == 7 and result_check("STRING")(None) is None
+    for type_sql, value in (("DOUBLE", "not a number"), ("BIGINT", 1.5), ("BIGINT", True), ("STRING", 3)):
+        with pytest.raises(TypeError, match=f"it returned {value!r} \\({type(value).__name__}\\) for its {type_sql}"):
+            result_check(type_sql)(value)

@@ -50,7 +50,9 @@ def translate(error: Exception) -> StreamsqlError:
 
 
 def _udf_message(failure: dict) -> str:
-    where = f"in a batch of {failure['rows']} rows" if "rows" in failure else f"arguments: {failure.get('args', '')}"
+    where = (f"in a batch of {failure['rows']} rows" if "rows" in failure else
+             _value_over(failure["group"]) if "group" in failure
+             else f"arguments: {failure.get('args', '')}")
     return f"Python function '{failure['function']}' raised {failure['type']}: {failure['message']} ({where})"
 
 
@@ -100,3 +102,8 @@ def _essence(text: str) -> str:
     first = re.sub(r"\s*SQLSTATE: \w+", "", first)
     first = re.sub(r"^\[[A-Z_.]+\]\s*", "", first)
     return first.strip()
+
+
+def _value_over(rows: int) -> str:
+    """Where an aggregate function's value failed: over how many rows, when that is known."""
+    return "in its value" if rows < 0 else f"in its value over {rows} row{'s' if rows != 1 else ''}"

@@ -29,7 +29,8 @@ def register_udf(spark, function: PythonFunction) -> None:
     if function.table:
         call = udf_calls.as_rows(call, len(function.result_type.expressions[0].expressions))
     if function.aggregate:  # over the list of a group's (or frame's) rows: spark.dialect
-        call = udf_calls.aggregated(function.instance, function.function, function.vectorized, NO_ARGUMENTS)
+        call = udf_calls.aggregated(function.instance, function.function, function.vectorized, NO_ARGUMENTS,
+                                    function.name, udf_calls.result_check(spark_type(function.result_type)))
         if function.instance is not None and hasattr(function.instance, "open"):
             call = udf_calls.opened(function.instance, call, _context())
     call = udf_calls.reporting_failures(call, function.name, function.vectorized and not function.aggregate)

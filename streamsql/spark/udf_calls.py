@@ -26,16 +26,21 @@ def reporting_failures(function, name: str, vectorized: bool):
         try:
             return function(*args)
         except Exception as error:
+            if MARK in str(error):  # (reported already, by an aggregate function's row)
+                raise
             failed(name, error, None if vectorized else args, len(args[0]) if vectorized and args else 0)
 
     return functools.update_wrapper(call, function)
 
 
-def failed(name: str, error: Exception, args, rows: int = 0):
+def failed(name: str, error: Exception, args, rows: int = 0, group: int | None = None):
     """Raise the error that carries ``MARK``: the function, the exception, the call's
-    arguments (None: a vectorised call of ``rows`` rows)."""
+    arguments (None: a vectorised call of ``rows`` rows, or an aggregate function's value
+    over ``group`` rows)."""
     details = {"function": name, "type": type(error).__name__, "message": str(error)}
-    if args is None:
+    if group is not None:
+        details["group"] = group
+    elif args is None:
         details["rows"] = rows
     else:
         details["args"] = ", ".join(_short(repr(value)) for value in args)
@@ -78,7 +83,32 @@ def as_rows(function, width: int):
     return functools.update_wrapper(call, function)
 
 
-def aggregated(instance, function, vectorized: bool, no_arguments: str):
+_KINDS = {"BIGINT": "int", "INT": "int", "SMALLINT": "int", "TINYINT": "int", "DOUBLE": "float", "FLOAT": "float",
+          "BOOLEAN": "bool", "STRING": "str", "VARCHAR": "str", "CHAR": "str"}
+
+
+def result_check(type_sql: str):
+    """A check of a Python function's value against its declared result type (a Flink or
+    Spark type's SQL): a TypeError naming both where Arrow would fail without saying which
+    function gave what (numbers, booleans and strings are checked; NULL always passes)."""
+    kind = _KINDS.get(type_sql.split("(")[0].strip().upper())
+
+    def check(value):
+        if value is None or kind is None:
+            return value
+        if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
+            value = value.item()
+        fits = {"int": isinstance(value, int) and not isinstance(value, bool),
+                "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+                "bool": isinstance(value, bool), "str": isinstance(value, str)}[kind]
+        if not fits:
+            raise TypeError(f"it returned {value!r} ({type(value).__name__}) for its {type_sql} result")
+        return value
+
+    return check
+
+
+def aggregated(instance, function, vectorized: bool, no_arguments: str, name: str = "", check=None):
     """An aggregate function as a scalar one over the list of its rows (each a struct of the
     call's arguments, as spark.dialect collects them; a call of no arguments: one field named
     ``no_arguments``): an AggregateFunction folds them into a
@@ -92,11 +122,22 @@ def aggregated(instance, function, vectorized: bool, no_arguments: str):
             import pandas as pd
 
             width = len(rows[0]) if rows else _parameters(function)
-            return function(*[pd.Series([row[j] for row in rows]) for j in range(width)])
+            try:
+                value = function(*[pd.Series([row[j] for row in rows]) for j in range(width)])
+                return check(value) if check else value
+            except Exception as error:
+                failed(name, error, None, group=len(rows))
         accumulator = instance.create_accumulator()
         for row in rows:
-            instance.accumulate(accumulator, *row)
-        return instance.get_value(accumulator)
+            try:
+                instance.accumulate(accumulator, *row)
+            except Exception as error:  # the row it failed on, not the group's
+                failed(name, error, row)
+        try:
+            value = instance.get_value(accumulator)
+            return check(value) if check else value
+        except Exception as error:
+            failed(name, error, None, group=len(rows))
 
     return functools.update_wrapper(call, function)
 

@@ -142,6 +142,7 @@ def build_plan(schema: T.StructType, keys: list[str], aggregates: list[AggSpec])
                      "columns": list(a.columns),
                      "python": python_aggregates.folder(a.python, len(a.columns), a.distinct) if a.python else None,
                      "udaf": a.python.name if a.python else None,
+                     "result": out_type.simpleString() if a.python else None,
                      "filter": a.filter_column, "kind": kind, "ms": ms, "name": a.name, "separator": a.separator,
                      "ignore_nulls": a.ignore_nulls,
                      "out_kind": value_kind(out_type), "out_bits": int_bits(out_type),

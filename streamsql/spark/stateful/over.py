@@ -69,7 +69,7 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
             python, columns_in = dict(*extra)["python"], list(dict(*extra)["columns"])
             out_type = T._parse_datatype_string(spark_type(python.result_type))
             options = {"python": python_aggregates.folder(python, len(columns_in), dict(*extra).get("distinct", False)),
-                       "udaf": python.name, "columns": columns_in}
+                       "udaf": python.name, "columns": columns_in, "result": out_type.simpleString()}
         elif function in over_frames.VALUE_FUNCTIONS:
             out_type, options = in_type, dict(*extra)
         else:

@@ -40,7 +40,7 @@ def fold(agg: dict, i: int, t: pd.DataFrame, batch: pd.DataFrame, keys: list[str
             args = [a[p] for a in arguments]
             _called(agg, function.accumulate if sign[p] > 0 else function.retract, accumulator, *args)
         blobs[r] = cloudpickle.dumps(accumulator)
-        values[r] = _called(agg, function.get_value, accumulator)
+        values[r] = _value(agg, function, accumulator)
     return pd.Series(blobs, dtype=object, index=t.index), pd.Series(values, dtype=object, index=t.index)
 
 
@@ -78,7 +78,7 @@ def over_values(agg: dict, i: int, rows: pd.DataFrame, lo: np.ndarray, hi: np.nd
             if counted[at] and not summary[at]:
                 _called(agg, function.accumulate, accumulator, *[a[at] for a in arguments])
             at += 1
-        out[r] = _called(agg, function.get_value, accumulator)
+        out[r] = _value(agg, function, accumulator)
     return pd.Series(out, dtype=object)
 
 
@@ -121,7 +121,7 @@ def values(agg: dict, accumulators: pd.Series) -> pd.Series:
         else:
             accumulator = _called(agg, function.create_accumulator)
             _called(agg, function.merge, accumulator, slices)
-        out.append(_called(agg, function.get_value, accumulator))
+        out.append(_value(agg, function, accumulator))
     return pd.Series(out, dtype=object, index=accumulators.index)
 
 
@@ -263,6 +263,15 @@ def _open(function) -> None:
 
     function.open(FunctionContext())
     function._streamsql_opened = True
+
+
+def _value(agg: dict, function, accumulator):
+    """``get_value``, checked against the declared result type (``udf_calls.result_check``)."""
+    try:
+        value = function.get_value(accumulator)
+        return udf_calls.result_check(agg["result"].upper())(value) if agg.get("result") else value
+    except Exception as error:
+        udf_calls.failed(agg["udaf"], error, None, group=-1)  # (how many rows: the accumulator does not say)
 
 
 def _called(agg: dict, method, *args):
