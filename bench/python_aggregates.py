@@ -24,22 +24,12 @@ from streamsql.pyflink import install  # noqa: E402
 from streamsql.spark.stateful import accumulate  # noqa: E402
 from streamsql.spark.stateful.group_aggregate import build_plan  # noqa: E402
 from streamsql.spark.stateful.specs import AggSpec  # noqa: E402
+from sink_materializer import best  # noqa: E402  (bench/, the script's folder)
+from tests.udaf_module import SOURCE  # noqa: E402
 
 install()
-from pyflink.common import Row  # noqa: E402
-from pyflink.table import AggregateFunction  # noqa: E402
-
-
-class WeightedAvg(AggregateFunction):
-    def create_accumulator(self):
-        return Row(0, 0)
-
-    def get_value(self, accumulator):
-        return None if accumulator[1] == 0 else accumulator[0] / accumulator[1]
-
-    def accumulate(self, accumulator, value, weight):
-        accumulator[0] += value * weight
-        accumulator[1] += weight
+UDAFS: dict = {}
+exec(SOURCE, UDAFS)  # PyFlink's WeightedAvg example, as the tests load it
 
 
 def mean(v):
@@ -53,15 +43,6 @@ def plan_of(spec: AggSpec) -> dict:
     return plan
 
 
-def best(call, runs: int = 3) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=100_000)
@@ -73,7 +54,7 @@ def main() -> None:
                           "w": pd.array([rng.randrange(1, 4) for _ in range(args.rows)], dtype="Int64")})
     batches = [frame.iloc[i:i + args.batch] for i in range(0, args.rows, args.batch)]
     double = T.DoubleType()
-    weighted = WeightedAvg()
+    weighted = UDAFS["WeightedAvg"]()
     specs = {
         "AVG (built-in, vectorised)": AggSpec("AVG", "v", output_name="a"),
         "Python AggregateFunction": AggSpec("PYTHON", None, output_name="a", output_type=double, columns=("v", "w"),
