@@ -178,6 +178,22 @@ def source_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture
+def python_module(tmp_path, monkeypatch):
+    """``python_module(name, source)`` writes a module importable by ``name`` for the test
+    (a UDF module CREATE FUNCTION names); it is forgotten afterwards."""
+    names = []
+
+    def make(name: str, source: str) -> None:
+        write(tmp_path / f"{name}.py", source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        names.append(name)
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

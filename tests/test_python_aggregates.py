@@ -8,14 +8,12 @@ the rows of each group, window or frame in plain Python, on data generated here.
 from __future__ import annotations
 
 import random
-import sys
 
 import pandas as pd
 import pytest
 
 from streamsql.errors import ValidationError
 from streamsql.spark.dialect import to_spark_sql
-from tests.conftest import write
 from tests.test_operator_plan import steps
 from tests.udaf_module import SOURCE
 
@@ -27,11 +25,8 @@ TABLE = ("CREATE TEMPORARY TABLE t (k STRING, v BIGINT, w INT, s STRING) WITH ('
 
 
 @pytest.fixture
-def module(tmp_path, monkeypatch):
-    write(tmp_path / "flink_style_udafs.py", SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield sys.modules.get
-    sys.modules.pop("flink_style_udafs", None)
+def module(python_module):
+    python_module("flink_style_udafs", SOURCE)
 
 
 def _plan(sql: str):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -60,11 +59,8 @@ def _num(text: str):
 
 
 @pytest.fixture
-def udafs(tmp_path, monkeypatch):
-    write(tmp_path / "job_udafs.py", SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield
-    sys.modules.pop("job_udafs", None)
+def udafs(python_module):
+    python_module("job_udafs", SOURCE)
 
 
 def _table(path, watermark: bool = True, options: str = "") -> str:

@@ -85,11 +85,8 @@ TABLE = ("CREATE TEMPORARY TABLE t (id INT, s STRING) WITH ('connector' = 'files
 
 
 @pytest.fixture
-def module(tmp_path, monkeypatch):
-    write(tmp_path / "flink_style_udfs.py", MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield
-    sys.modules.pop("flink_style_udfs", None)
+def module(python_module):
+    python_module("flink_style_udfs", MODULE)
 
 
 def _plan(sql: str):

@@ -64,3 +64,13 @@ class PythonAggregate(exp.Expression, exp.AggFunc):
     @property
     def name(self) -> str:
         return self.this
+
+    @property
+    def distinct(self) -> bool:
+        """``f(DISTINCT a, b)``: the arguments parse as one DISTINCT of them."""
+        return len(self.expressions) == 1 and isinstance(self.expressions[0], exp.Distinct)
+
+    @property
+    def arguments(self) -> list[exp.Expression]:
+        """The call's arguments, DISTINCT or not."""
+        return self.expressions[0].expressions if self.distinct else self.expressions

@@ -390,18 +390,17 @@ class Planner:
             if function is None:
                 raise unknown_function(call)
             check_scalar_use(call, function)
-            arguments = call.expressions
-            if function.aggregate and len(arguments) == 1 and isinstance(arguments[0], exp.Distinct):
-                arguments = arguments[0].expressions
-            wrong = argument_error(function, len(arguments))
-            if wrong:
-                raise ValidationError(wrong, start_position(call))
             call.set("this", function.name)
             call.meta[UDF_TYPE] = function.result_type
+            bound = call
             if function.aggregate:  # an aggregate call from here on (GROUP BY, windows, OVER)
                 bound = PythonAggregate(this=function.name, expressions=call.expressions)
                 bound.meta.update(call.meta)
                 bound.meta[PYTHON_FUNCTION] = function
+            wrong = argument_error(function, len(bound.arguments if function.aggregate else call.expressions))
+            if wrong:
+                raise ValidationError(wrong, start_position(call))
+            if bound is not call:
                 call.replace(bound)
             merge(plan.functions, [function])
 

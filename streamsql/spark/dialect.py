@@ -159,10 +159,7 @@ def _python_aggregate(self, e: F.PythonAggregate) -> str:
     """A Python aggregate function: Spark collects its rows (a struct of the call's arguments
     per row; DISTINCT: each distinct one once), the function folds them (spark.udf_calls).
     Around a FILTER or OVER the call is applied outside them (``_filter``, ``_window``)."""
-    arguments = e.expressions
-    distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
-    if distinct:
-        arguments = arguments[0].expressions
+    arguments, distinct = e.arguments, e.distinct
     # fields named by position: an argument given twice (f(n, n)) is two fields
     fields = ", ".join(f"'a{j}', {self.sql(a)}" for j, a in enumerate(arguments)) or f"'{NO_ARGUMENTS}', NULL"
     collected = f"{'COLLECT_SET' if distinct else 'COLLECT_LIST'}(NAMED_STRUCT({fields}))"

@@ -141,9 +141,7 @@ def _fold(plan, state, batch, now_ms=None):
         elif col.startswith("__u"):  # a Python aggregate function's accumulators, and its values
             i = int(col[3:])
             agg = plan["aggs"][i]
-            ok = (np.ones(len(batch), dtype=bool) if agg["filter"] is None
-                  else batch[agg["filter"]].astype("boolean").fillna(False).to_numpy(dtype=bool))
-            t[col], t[f"__w{i}"] = python_aggregates.fold(agg, i, t, batch, keys, sign, ok)
+            t[col], t[f"__w{i}"] = python_aggregates.fold(agg, i, t, batch, keys, sign, _taken(batch, agg["filter"]))
         else:
             t[col] = agg_values.zero_nulls(t[col]) + t[col + "__d"]
 
@@ -195,8 +193,7 @@ def _contributions(plan, batch, keys, sign, centres):
 
     def mask(column):
         if column not in masks:
-            masks[column] = (np.ones(len(batch), dtype=bool) if column is None
-                             else batch[column].astype("boolean").fillna(False).to_numpy(dtype=bool))
+            masks[column] = _taken(batch, column)
         return masks[column]
 
     def value(column, kind):
@@ -266,6 +263,13 @@ def _contributions(plan, batch, keys, sign, centres):
                 counted[distinct_pairs.HASH].to_numpy(dtype="int64"), counted[VAL], kind)
         ms_delta.append(counted)
     return delta, ms_delta
+
+
+def _taken(batch: pd.DataFrame, filter_column: str | None) -> np.ndarray:
+    """Which rows a call takes: those its FILTER column holds true (NULL: false), or all."""
+    if filter_column is None:
+        return np.ones(len(batch), dtype=bool)
+    return batch[filter_column].astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
 def _canonical_keys(plan, frame: pd.DataFrame) -> pd.DataFrame:

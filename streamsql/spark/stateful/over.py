@@ -66,9 +66,10 @@ def over(frame: DataFrame, partition: list[str], time: str, rowtime: bool, unit:
         if function == PYTHON:  # a Python aggregate function: its arguments' columns, what folds them
             from streamsql.spark.dialect import spark_type
 
-            python, columns_in = dict(*extra)["python"], list(dict(*extra)["columns"])
+            given = dict(*extra)
+            python, columns_in = given["python"], list(given["columns"])
             out_type = T._parse_datatype_string(spark_type(python.result_type))
-            options = {"python": python_aggregates.folder(python, len(columns_in), dict(*extra).get("distinct", False)),
+            options = {"python": python_aggregates.folder(python, len(columns_in), given.get("distinct", False)),
                        "udaf": python.name, "columns": columns_in, "result": out_type.simpleString()}
         elif function in over_frames.VALUE_FUNCTIONS:
             out_type, options = in_type, dict(*extra)

@@ -112,10 +112,8 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
             default = None
         return "LAG", call.this, {"offset": int(offset.name) if offset is not None else 1, "default": default}
     if isinstance(call, PythonAggregate):
-        arguments = call.expressions
-        distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
-        return PYTHON, None, {"python": call.meta[PYTHON_FUNCTION], "distinct": distinct,
-                              "arguments": list(arguments[0].expressions if distinct else arguments)}
+        return PYTHON, None, {"python": call.meta[PYTHON_FUNCTION], "distinct": call.distinct,
+                              "arguments": list(call.arguments)}
     listed = _listed(call)
     if listed is not None:
         return listed

@@ -57,28 +57,15 @@ def over_values(agg: dict, i: int, rows: pd.DataFrame, lo: np.ndarray, hi: np.nd
     carry their arguments (``__ca{i}_{j}``), a partition's summary row (arrival number below
     0) the pickled accumulator of the rows before (``__cb{i}``). Frames that start at the
     same row share one accumulator, taken forward to each frame's end."""
-    from pyspark import cloudpickle
-
-    function = agg["python"]
-    _open(function)
-    arguments = [_values(rows[f"__ca{i}_{j}"]) for j in range(len(agg["columns"]))]
-    counted = rows["__k"].to_numpy(dtype="int64") > 0
-    summary = rows["__seq"].to_numpy() < 0
-    blobs = rows[f"__cb{i}"].tolist()
+    frames = _Frames(agg, i, rows)
     out = [None] * len(lo)
     start, at, accumulator = None, 0, None
     for r in np.lexsort((hi, lo)):
         if lo[r] != start:
-            start = at = int(lo[r])
-            if summary[at] and isinstance(blobs[at], (bytes, bytearray)):
-                accumulator, at = cloudpickle.loads(blobs[at]), at + 1
-            else:
-                accumulator = _called(agg, function.create_accumulator)
-        while at <= hi[r]:
-            if counted[at] and not summary[at]:
-                _called(agg, function.accumulate, accumulator, *[a[at] for a in arguments])
-            at += 1
-        out[r] = _value(agg, function, accumulator)
+            start = int(lo[r])
+            accumulator, at = frames.start(start)
+        at = frames.take(accumulator, at, int(hi[r]))
+        out[r] = _value(agg, frames.function, accumulator)
     return pd.Series(out, dtype=object)
 
 
@@ -86,23 +73,42 @@ def over_summaries(agg: dict, i: int, rows: pd.DataFrame, starts: np.ndarray, la
     """Each partition's accumulator of all its rows so far (pickled), from [starts, last]."""
     from pyspark import cloudpickle
 
-    function = agg["python"]
-    arguments = [_values(rows[f"__ca{i}_{j}"]) for j in range(len(agg["columns"]))]
-    counted = rows["__k"].to_numpy(dtype="int64") > 0
-    summary = rows["__seq"].to_numpy() < 0
-    blobs = rows[f"__cb{i}"].tolist()
+    frames = _Frames(agg, i, rows)
     out = []
     for first, end in zip(starts, last):
-        at = int(first)
-        if summary[at] and isinstance(blobs[at], (bytes, bytearray)):
-            accumulator, at = cloudpickle.loads(blobs[at]), at + 1
-        else:
-            accumulator = _called(agg, function.create_accumulator)
-        for p in range(at, int(end) + 1):
-            if counted[p] and not summary[p]:
-                _called(agg, function.accumulate, accumulator, *[a[p] for a in arguments])
+        accumulator, at = frames.start(int(first))
+        frames.take(accumulator, at, int(end))
         out.append(cloudpickle.dumps(accumulator))
     return out
+
+
+class _Frames:
+    """An OVER call's sorted rows, as ``over_values`` and ``over_summaries`` fold them: each
+    row's arguments, whether it counts (LAG's rows kept for their values do not), whether it
+    is a partition's summary, and a summary's pickled accumulator."""
+
+    def __init__(self, agg: dict, i: int, rows: pd.DataFrame):
+        self.agg, self.function = agg, agg["python"]
+        _open(self.function)
+        self.arguments = [_values(rows[f"__ca{i}_{j}"]) for j in range(len(agg["columns"]))]
+        self.summary = rows["__seq"].to_numpy() < 0
+        self.counted = (rows["__k"].to_numpy(dtype="int64") > 0) & ~self.summary
+        self.blobs = rows[f"__cb{i}"].tolist()
+
+    def start(self, at: int):
+        """(the accumulator a frame starting at row ``at`` starts from, the first row to take)."""
+        from pyspark import cloudpickle
+
+        if self.summary[at] and isinstance(self.blobs[at], (bytes, bytearray)):
+            return cloudpickle.loads(self.blobs[at]), at + 1
+        return _called(self.agg, self.function.create_accumulator), at
+
+    def take(self, accumulator, at: int, end: int) -> int:
+        """Accumulate the rows that count in [at, end]; the next row to take."""
+        for p in range(at, end + 1):
+            if self.counted[p]:
+                _called(self.agg, self.function.accumulate, accumulator, *[a[p] for a in self.arguments])
+        return max(at, end + 1)
 
 
 def values(agg: dict, accumulators: pd.Series) -> pd.Series:

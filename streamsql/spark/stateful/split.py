@@ -21,16 +21,14 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
-from streamsql.dialect.flink import Flink
-from streamsql.dialect.flink import PYTHON_FUNCTION
+from streamsql.dialect.flink import PYTHON_FUNCTION, Flink
 from streamsql.dialect.functions import FlinkAggCall, PythonAggregate
-from streamsql.spark.stateful.specs import DISTINCT_ORDERED, INSERT_ONLY, ORDERED
+from streamsql.spark.stateful.specs import DISTINCT_ORDERED, INSERT_ONLY, ORDERED, PYTHON
 
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
               exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV_SAMP",
               exp.VariancePop: "VAR_POP", exp.Variance: "VAR_SAMP"}
 AGGREGATED = "__aggregated"  # the temp view the output part reads
-PYTHON = "PYTHON"  # the function of a Python aggregate function's call
 STREAMED = (*AGGREGATES.values(), *ORDERED, PYTHON)
 
 
@@ -219,10 +217,8 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         node = node.this
     function = next((name for kind, name in AGGREGATES.items() if type(node) is kind), None)
     if isinstance(node, PythonAggregate):
-        arguments = node.expressions
-        distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
-        return AggregateCall(PYTHON, None, distinct, condition, node.type, python=node.meta[PYTHON_FUNCTION],
-                             arguments=tuple(arguments[0].expressions if distinct else arguments))
+        return AggregateCall(PYTHON, None, node.distinct, condition, node.type, python=node.meta[PYTHON_FUNCTION],
+                             arguments=tuple(node.arguments))
     if isinstance(node, exp.JSONObjectAgg):
         return _json_object(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "JSON_ARRAYAGG":
