@@ -12,11 +12,12 @@ import pytest
 from streamsql.catalog import Catalog
 from streamsql.dialect.builtins import RESULT_TYPES
 from streamsql.dialect.script import parse_script
-from streamsql.errors import Position, StreamsqlError, ValidationError
+from streamsql.errors import Position, ValidationError
 from streamsql.plan.builtins import STATUSES, coverage
 from streamsql.plan.planner import Planner
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.functions import TEMPLATES
+from tests.statements import last_step
 
 DDL = ("CREATE TEMPORARY TABLE t (i INT, b BIGINT, d DOUBLE, m DECIMAL(10, 3), s STRING, ts TIMESTAMP(3), dt DATE,"
        " arr ARRAY<INT>, mp MAP<STRING, INT>, r ROW<f INT>) WITH ('connector' = 'filesystem', 'path' = 't.csv', 'format' = 'csv');\n")
@@ -29,11 +30,7 @@ def source_file(tmp_path, monkeypatch):
 
 
 def plan(select: str):
-    planner = Planner(Catalog(None))
-    try:
-        return [planner.plan(s) for s in parse_script(DDL + select)][-1].plan
-    except StreamsqlError as error:
-        raise error.with_source(DDL + select)
+    return last_step(DDL + select).plan
 
 
 def spark_sql(expression: str) -> str:

@@ -213,6 +213,27 @@ def jvm_of(pid: int) -> int | None:
     return children[0].pid if children else None
 
 
+def killed_resumed_drained(tmp_path, script, part, ready, seconds: float = 240) -> None:
+    """``script`` run as a job over a watched directory that ``part(n)`` feeds: part 0, and
+    once ``ready[0]()`` (its first output) a kill -9 of its driver; part 1 and a restart, until
+    ``ready[1]()``; part 2, until ``ready[2]()``; then a drain (SIGUSR1: the watermark goes to
+    +infinity, the last windows fire), which must end it cleanly."""
+    part(0)
+    job = start(tmp_path, script)
+    try:
+        assert wait_for(lambda: ready[0]() or job.poll() is not None, seconds), "no output before the input ended"
+        assert job.poll() is None, job.stderr.read()
+        kill_9(job, "driver")
+        part(1)
+        job = start(tmp_path, script)
+        assert wait_for(lambda: ready[1]() or job.poll() is not None, seconds)
+        part(2)
+        assert wait_for(lambda: ready[2]() or job.poll() is not None, seconds)
+        assert finish(job, signal.SIGUSR1) == 0, job.stderr.read()
+    finally:
+        reap(job)
+
+
 def killed_then_drained(run, tmp_path, ddl: str, query: str, sink, part, waiting: int, resumed: int,
                         more: int) -> tuple[list[str], list[str]]:
     """A continuous INSERT over a watched directory that ``part(n)`` feeds: after part 0 it
@@ -221,21 +242,15 @@ def killed_then_drained(run, tmp_path, ddl: str, query: str, sink, part, waiting
     lines), part 2 (more than ``more``), then a drain. Returns (the lines it wrote, the lines
     batch mode writes for the same query)."""
     script = write(tmp_path / "job.sql", ddl + query + ";")
-    part(0)
-    job = start(tmp_path, script)
-    try:
-        assert wait_for(lambda: lines(sink) or job.poll() is not None, 180), "no output before the input ended"
-        assert job.poll() is None, job.stderr.read()
+
+    def first() -> bool:
+        if not lines(sink):
+            return False
         assert len(lines(sink)) < waiting  # what the watermark has not passed waits
-        kill_9(job, "driver")
-        part(1)
-        job = start(tmp_path, script)
-        assert wait_for(lambda: len(lines(sink)) > resumed or job.poll() is not None, 180)
-        part(2)
-        assert wait_for(lambda: len(lines(sink)) > more or job.poll() is not None, 180)
-        assert finish(job) == 0, job.stderr.read()  # drain: the watermark goes to +infinity, the rest fires
-    finally:
-        reap(job)
+        return True
+
+    killed_resumed_drained(tmp_path, script, part, [first, lambda: len(lines(sink)) > resumed,
+                                                    lambda: len(lines(sink)) > more], seconds=180)
     batch_sink = tmp_path / "batch"
     run.rows(ddl.replace(str(sink), str(batch_sink)).replace("CREATE TABLE", "CREATE TEMPORARY TABLE")
              + "SET 'execution.runtime-mode' = 'batch';" + query + ";")

@@ -8,11 +8,12 @@ import pytest
 
 from streamsql.catalog import Catalog
 from streamsql.dialect.script import parse_script
-from streamsql.errors import ConnectorError, Position, StreamsqlError, ValidationError
+from streamsql.errors import ConnectorError, Position, ValidationError
 from streamsql.plan.planner import Planner
 from streamsql.plan.windows import WindowRelation
 from streamsql.spark.dialect import to_spark_sql
 from tests.conftest import write
+from tests.statements import last_step
 
 
 def ddl(tmp_path) -> str:
@@ -31,12 +32,7 @@ def plan(tmp_path):
     """Plan DDL + sql statement by statement; the last step (errors carry the script)."""
 
     def planned(sql: str):
-        text = ddl(tmp_path) + sql
-        planner = Planner(Catalog(None), tmp_path)
-        try:
-            return [planner.plan(s) for s in parse_script(text)][-1]
-        except StreamsqlError as error:
-            raise error.with_source(text)
+        return last_step(ddl(tmp_path) + sql, tmp_path)
 
     return planned
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamsql.catalog import Catalog
-from streamsql.dialect.script import parse_script
-from streamsql.errors import ConnectorError, Position, StreamsqlError, ValidationError
-from streamsql.plan.planner import Planner
+from streamsql.errors import ConnectorError, Position, ValidationError
 from streamsql.spark.dialect import to_spark_sql
+from tests.statements import last_step
 
 DDL = """CREATE TEMPORARY TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, url STRING, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');
@@ -21,11 +19,7 @@ pytestmark = pytest.mark.usefixtures("source_files")
 
 
 def plan(sql: str):
-    planner = Planner(Catalog(None))
-    try:
-        return [planner.plan(s) for s in parse_script(DDL + sql)][-1]
-    except StreamsqlError as error:
-        raise error.with_source(DDL + sql)
+    return last_step(DDL + sql)
 
 
 def line_of(sql: str) -> int:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 
 import pytest
 
-from tests.conftest import wait_for, write
+from tests.conftest import write
 from tests.udaf_module import SOURCE
 
 pytestmark = pytest.mark.spark
@@ -130,7 +129,7 @@ def test_streamed_with_retractions_ends_with_the_batch_result(run, tmp_path, uda
 def test_a_continuous_job_survives_kill_9_and_drains_to_the_batch_result(run, tmp_path, udafs):
     from deltalake import DeltaTable
 
-    from tests.test_exactly_once import finish, kill_9, lines, reap, start
+    from tests.test_exactly_once import killed_resumed_drained, lines
 
     source, wout, oout, gout = (tmp_path / name for name in ("in", "wout", "oout", "gout"))
     parts = [_rows(40, 20 + n, n * 40) for n in range(3)]
@@ -155,20 +154,8 @@ def test_a_continuous_job_survives_kill_9_and_drains_to_the_batch_result(run, tm
     ddl = (FUNCTIONS.replace("TEMPORARY ", "") + _table(source, options=", 'source.monitor-interval' = '1s'")
            .replace("TEMPORARY ", "") + tables(wout, oout, gout))
     script = write(tmp_path / "job.sql", ddl + "EXECUTE STATEMENT SET BEGIN " + "; ".join(inserts) + "; END;")
-    part(0)
-    job = start(tmp_path, script)
-    try:
-        assert wait_for(lambda: (lines(wout) and lines(oout)) or job.poll() is not None, 240), "no output"
-        assert job.poll() is None, job.stderr.read()
-        kill_9(job, "driver")
-        part(1)
-        job = start(tmp_path, script)
-        assert wait_for(lambda: len(lines(oout)) > 40 or job.poll() is not None, 240)
-        part(2)
-        assert wait_for(lambda: len(lines(oout)) > 80 or job.poll() is not None, 240)
-        assert finish(job, signal.SIGUSR1) == 0, job.stderr.read()  # drain: the last windows fire
-    finally:
-        reap(job)
+    killed_resumed_drained(tmp_path, script, part, [lambda: lines(wout) and lines(oout), lambda: len(lines(oout)) > 40,
+                                                    lambda: len(lines(oout)) > 80])
 
     batch = {name: tmp_path / f"batch-{name}" for name in ("w", "o", "g")}
     run.rows(FUNCTIONS + _table(source) + tables(batch["w"], batch["o"], batch["g"], "CREATE TEMPORARY TABLE")

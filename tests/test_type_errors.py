@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamsql.catalog import Catalog
-from streamsql.dialect.script import parse_script
-from streamsql.errors import Position, StreamsqlError, ValidationError
-from streamsql.plan.planner import Planner
+from streamsql.errors import Position, ValidationError
 from tests.conftest import write
+from tests.statements import last_step
 
 ROW2 = "RecordType(BIGINT EXPR$0, INTEGER EXPR$1)"
 
@@ -23,11 +21,7 @@ def plan(tmp_path):
            f" WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv');\n")
 
     def planned(sql: str):
-        planner = Planner(Catalog(None), tmp_path)
-        try:
-            return [planner.plan(s) for s in parse_script(ddl + sql)][-1]
-        except StreamsqlError as error:
-            raise error.with_source(ddl + sql)
+        return last_step(ddl + sql, tmp_path)
 
     return planned
 

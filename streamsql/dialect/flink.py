@@ -108,6 +108,7 @@ def _unnest_sql(generator: Generator, e: exp.Unnest) -> str:
     return f"UNNEST({generator.expressions(e, flat=True)}) WITH ORDINALITY AS {generator.sql(e, 'alias')}"
 
 
+_BRACKET = Dialect.EXPRESSION_METADATA[exp.Bracket]["annotator"]
 UDF_TYPE = "udf_type"  # the meta key of a bound Python UDF call's Flink result type (plan.planner)
 PYTHON_FUNCTION = "python_function"  # the meta key of a bound Python aggregate call's function (plan.udfs)
 
@@ -116,6 +117,13 @@ def _annotate_call(annotator, e: exp.Anonymous):
     """A Python UDF's call typed as its declared result; another unknown call as sqlglot does."""
     declared = e.meta.get(UDF_TYPE)
     return annotator._set_type(e, declared.copy() if declared is not None else annotator.schema.get_udf_type(e))
+
+
+def _annotate_bracket(annotator, e: exp.Bracket):
+    """``v['key']`` / ``v[i]`` of a VARIANT is a VARIANT; an ARRAY's or MAP's as sqlglot types it."""
+    if e.this.type is not None and e.this.type.is_type(exp.DType.VARIANT):
+        return annotator._set_type(e, exp.DType.VARIANT)
+    return _BRACKET(annotator, e)
 
 
 def _annotate_unnest(annotator, e):
@@ -152,6 +160,7 @@ class Flink(Dialect):
         exp.Floor: B.time_rounding(exp.Floor, Dialect.EXPRESSION_METADATA),
         exp.Ceil: B.time_rounding(exp.Ceil, Dialect.EXPRESSION_METADATA),
         exp.Unnest: {"annotator": lambda self, e: _annotate_unnest(self, e)},
+        exp.Bracket: {"annotator": _annotate_bracket},
     }
 
     class Tokenizer(Tokenizer):

@@ -25,7 +25,7 @@ COVERAGE = Path(__file__).with_name("functions.csv")
 STATUSES = ("supported", "differs", "not supported")
 # Nodes whose translation refuses some forms (an unsupported unit, clause or pattern): the
 # planner translates each once, so the refusal comes at plan time, with its position.
-_CHECKED_NODES = (FlinkCall, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
+_CHECKED_NODES = (FlinkCall, exp.Bracket, exp.SimilarTo, exp.Overlaps, exp.Extract, exp.CurrentTime, F.FlinkDateFormat)
 # Aggregates of one argument that sqlglot also reads with none (COUNT()) or several (MAX(a, b)).
 _ONE_ARGUMENT = (exp.Count, exp.Max, exp.Min, exp.Sum, exp.Avg)
 

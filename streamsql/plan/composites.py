@@ -20,7 +20,8 @@ T = exp.DType
 _NESTED = {T.STRUCT: "row", T.ARRAY: "array", T.MAP: "map"}
 # Scalar families Calcite never compares (either way round).
 _NOT_COMPARABLE = [({"datetime", "time"}, {"numeric", "boolean"}), ({"boolean"}, {"numeric"}),
-                   ({"interval"}, {"numeric", "boolean", "datetime", "time"})]
+                   ({"interval"}, {"numeric", "boolean", "datetime", "time"}),
+                   ({"variant"}, {"character string", "numeric", "boolean", "datetime", "time", "binary", "interval"})]
 
 
 def type_of(node: exp.Expression | None) -> exp.DataType | None:

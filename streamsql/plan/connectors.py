@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlglot import exp
+
 from streamsql.errors import ConnectorError
 from streamsql.plan.jdbc_options import JDBC_PARTIAL_CACHE, JDBC_SCAN_PARTITION, check_jdbc
 from streamsql.plan.option_values import check_values, listing, refuse_unsupported
@@ -154,7 +156,30 @@ def _check_values(table: TableDef) -> None:
         _check_delta(table)
     if table.options['connector'] == "iceberg":
         _check_iceberg(table)
+    _check_variant_columns(table)
     check_values(table)
+
+
+# Where a VARIANT column can be read or written: Spark's own JSON and Parquet files (Delta is
+# written through Arrow, which has no VARIANT).
+VARIANT_HOMES = {"filesystem": ("json", "parquet"), "print": None, "blackhole": None}
+
+
+def _check_variant_columns(table: TableDef) -> None:
+    """Refuse a VARIANT column where the connector or format cannot hold one (Spark would
+    fail when the job runs, naming its data source)."""
+    column = next((c for c in table.physical_columns if any(
+        t.this == exp.DType.VARIANT for t in c.type.find_all(exp.DataType))), None)
+    if column is None:
+        return
+    connector, fmt = table.options["connector"], table.options.get("format")
+    if connector in VARIANT_HOMES and (VARIANT_HOMES[connector] is None or fmt in VARIANT_HOMES[connector]):
+        return
+    where = f"connector '{connector}'" + (f" with format '{fmt}'" if fmt else "")
+    raise ConnectorError(f"Table '{table.name.name}': column '{column.name}' is a VARIANT, which {where} cannot"
+                         " hold (a VARIANT column is read and written by connector 'filesystem' with format"
+                         " 'json' or 'parquet', 'print' and 'blackhole'; elsewhere write"
+                         " JSON_STRING(v) into a STRING column)")
 
 
 def _check_nexmark(table: TableDef) -> None:

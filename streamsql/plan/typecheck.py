@@ -17,6 +17,9 @@ sqlglot's inferred types are not always Flink's, and a false error is worse than
 - A condition that is not a BOOLEAN: WHERE, HAVING, a join's ON, CASE's WHEN, and the
   operands of AND, OR and NOT ("WHERE clause must be a condition"); Flink has no truthiness
   of numbers or strings.
+- A VARIANT where Flink needs an orderable type (GROUP BY, ORDER BY, DISTINCT, PARTITION BY,
+  MIN/MAX, < and >), and a CAST to or from one (Flink: "Cast function cannot convert value
+  of type VARIANT to type INTEGER"; read a field with v['key'] and JSON_STRING instead).
 - INTERVAL literals whose leading field has more digits than its precision allows
   (Flink: "Interval field value ... exceeds precision of SECOND(p) field"): an explicit
   precision, e.g. SECOND(3), or at most 10 digits, Flink's maximum. (Flink's default
@@ -53,6 +56,7 @@ def check_types(query: exp.Expression) -> None:
             _check_between(node)
         elif isinstance(node, exp.Interval):
             _check_interval(node)
+        _check_variant(node)
         for clause, condition in _conditions(node):
             _check_condition(clause, condition)
 
@@ -142,6 +146,39 @@ def _check_between(node: exp.Between) -> None:
         " '<COMPARABLE_TYPE> BETWEEN <COMPARABLE_TYPE> AND <COMPARABLE_TYPE>'",
         start_position(node),
     )
+
+
+_ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Max, exp.Min)
+
+
+def _is_variant(node: exp.Expression | None) -> bool:
+    return kind_of(type_of(node)) == "variant"
+
+
+def _check_variant(node: exp.Expression) -> None:
+    """Flink's VARIANT is not orderable, and no CAST makes one or reads one."""
+    if isinstance(node, exp.Cast) and _is_variant(node.this) != (kind_of(node.to) == "variant") \
+            and type_of(node.this) is not None and not isinstance(node.this, exp.Null):
+        raise ValidationError(f"Cast function cannot convert value of type {_flink_type(node.this)} to type"
+                              f" {flink_type_name(node.to)} (a VARIANT is made by PARSE_JSON and read by"
+                              " v['key'], v[index] and JSON_STRING(v))", start_position(node))
+    where = None
+    if isinstance(node, _ORDERING) and any(_is_variant(v) for v in (node.this, node.expression)):
+        where = COMPARISON.get(type(node)) or type(node).__name__.upper() + "(...)"
+    elif isinstance(node, exp.Group) and any(_is_variant(v) for v in node.expressions):
+        where, node = "GROUP BY", next(v for v in node.expressions if _is_variant(v))
+    elif isinstance(node, exp.Ordered) and _is_variant(node.this):
+        where = "ORDER BY"
+    elif isinstance(node, exp.Window) and any(_is_variant(v) for v in node.args.get("partition_by") or []):
+        where = "PARTITION BY"
+    elif isinstance(node, exp.Distinct) and any(_is_variant(v) for v in node.expressions):
+        where = "DISTINCT"
+    elif isinstance(node, exp.Select) and node.args.get("distinct") and any(_is_variant(v) for v in node.selects):
+        where, node = "SELECT DISTINCT", next(v for v in node.selects if _is_variant(v))
+    if where is not None:
+        raise ValidationError(f"Type VARIANT is not an orderable data type: it is not supported in {where}"
+                              " (compare or group by a field's text instead: JSON_STRING(v['key']))",
+                              start_position(node))
 
 
 def _check_interval(node: exp.Interval) -> None:

@@ -23,6 +23,7 @@ FAMILIES = {
     "time": {T.TIME},
     "binary": {T.BINARY, T.VARBINARY},
     "interval": {T.INTERVAL},
+    "variant": {T.VARIANT},
 }
 
 

@@ -18,6 +18,9 @@ from streamsql.runtime.sources import MALFORMED_MARK
 _CONNECTOR = re.compile(re.escape(EXECUTOR_MARK) + r"([^\n]*)")
 _SOURCES_CHANGED = re.compile(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are \[(\d+)\]")
 _CONFLICT = re.compile(r"ConflictError: (Primary key constraint violation: [^\n]*)")
+_BAD_JSON = re.compile(r"\[MALFORMED_RECORD_IN_PARSING[A-Z_.]*\] Malformed records are detected in record parsing: (.*)\.\s*$",
+                       re.MULTILINE)
+_DUPLICATE_KEY = re.compile(r"\[VARIANT_DUPLICATE_KEY\] Failed to build variant because of a duplicate object key `(.*)`")
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
@@ -43,6 +46,12 @@ def translate(error: Exception) -> StreamsqlError:
     conflict = _CONFLICT.search(text)
     if conflict:  # ON CONFLICT DO ERROR (spark.stateful.sink_materializer)
         return ExecutionError(conflict.group(1).strip() + " (INSERT ... ON CONFLICT DO ERROR)")
+    bad_json = _BAD_JSON.search(text)
+    if bad_json:  # PARSE_JSON of a string that is no JSON (spark.variants)
+        duplicate = _DUPLICATE_KEY.search(text)
+        why = f"its key '{duplicate.group(1)}' is repeated" if duplicate else "it is not valid JSON"
+        return DataError(f"PARSE_JSON failed on {_shortened(bad_json.group(1))}: {why}"
+                         " (TRY_PARSE_JSON gives NULL for such a string)")
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))
@@ -102,6 +111,10 @@ def _essence(text: str) -> str:
     first = re.sub(r"\s*SQLSTATE: \w+", "", first)
     first = re.sub(r"^\[[A-Z_.]+\]\s*", "", first)
     return first.strip()
+
+
+def _shortened(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _value_over(rows: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime
 import decimal
@@ -31,6 +32,8 @@ def format_value(value: Any) -> str | None:
         return java_double(value)
     if isinstance(value, (bytes, bytearray)):
         return "x'" + bytes(value).hex() + "'"
+    if type(value).__name__ == "VariantVal":
+        return variant_json(value.toPython())
     if isinstance(value, (list, tuple)):
         if hasattr(value, "asDict"):
             return "(" + ", ".join(_nested(v) for v in value) + ")"
@@ -85,6 +88,30 @@ def java_double(value: float) -> str:
         whole, fraction = text[:point].ljust(point, "0"), text[point:]
         return f"{minus}{whole}.{fraction or '0'}"
     return f"{minus}{text[0]}.{text[1:] or '0'}E{point - 1}"
+
+
+def variant_json(value: Any) -> str:
+    """A VARIANT's value (pyspark's VariantVal.toPython) as JSON_STRING writes it, as Spark's
+    TO_JSON does: no spaces, a decimal without trailing zeros (``2.50`` is ``2.5``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, decimal.Decimal):
+        return format(value.normalize(), "f")
+    if isinstance(value, float):
+        return java_double(value) if value == value and abs(value) != float("inf") else json.dumps(java_double(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{variant_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(variant_json(v) for v in value) + "]"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return json.dumps(format_value(value))
+    if isinstance(value, (bytes, bytearray)):
+        return json.dumps(base64.b64encode(bytes(value)).decode())
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 def _nested(value: Any) -> str:
@@ -186,4 +213,6 @@ def _json(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value
+    if type(value).__name__ == "VariantVal":  # JSON inside JSON: the value itself, not its text
+        return json.loads(variant_json(value.toPython()))
     return format_value(value)

@@ -19,6 +19,7 @@ from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
+from streamsql.spark import variants
 from streamsql.spark.unnest import lateral_views
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.dialect.decimals import exact, precision_scale
@@ -327,6 +328,8 @@ class SparkTarget(Spark):
             exp.Floor: NF.rounding_sql("FLOOR"),
             exp.Ceil: NF.rounding_sql("CEIL"),
             exp.Bracket: NF.bracket_sql,
+            exp.EQ: lambda self, e: variants.comparison_sql(self, e, Spark.Generator.eq_sql),
+            exp.NEQ: lambda self, e: variants.comparison_sql(self, e, Spark.Generator.neq_sql),
             exp.Is: JF.is_sql,
             exp.IgnoreNulls: SF.nulls_sql(ignore=True),
             exp.RespectNulls: SF.nulls_sql(ignore=False),

@@ -16,7 +16,7 @@ from sqlglot.dialects.spark import Spark
 from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
-from streamsql.spark import arrival_order, json_functions
+from streamsql.spark import arrival_order, json_functions, variants
 from streamsql.spark.function_support import call_name, null_if_any_null, unsupported
 from streamsql.spark.native_functions import check_pattern, java_log
 
@@ -279,6 +279,7 @@ TEMPLATES = {
     "FIRST_VALUE": _first_last("FIRST_VALUE"),
     "LAST_VALUE": _first_last("LAST_VALUE"),
     **json_functions.TEMPLATES,
+    **variants.TEMPLATES,
 }
 
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from streamsql.dialect.builtins import Default, options
 from streamsql.dialect.functions import FlinkCall
+from streamsql.spark import variants
 from streamsql.spark.function_support import unsupported
 from streamsql.spark.stateful.sequences import DUPLICATE_KEY
 
@@ -37,6 +38,8 @@ def json_text(self, node: exp.Expression) -> str:
     if isinstance(node, exp.Null):
         return "CAST(NULL AS STRING)"
     value = self.sql(node)
+    if variants.is_variant(node):
+        return f"TO_JSON({value})"
     if node.type is not None and node.type.is_type(exp.DType.MAP):  # Flink writes a MAP's keys in order
         value = f"MAP_FROM_ENTRIES(ARRAY_SORT(MAP_ENTRIES({value})))"
     if node.type is not None and node.type.is_type(exp.DType.DOUBLE, exp.DType.FLOAT):
@@ -158,6 +161,7 @@ def _on(self, e: FlinkCall, kind: str, value: str) -> str:
 
 
 def _json_value(self, e: FlinkCall, args: list[str]) -> str:
+    args = [variants.as_json_text(e.expressions[0], args[0]), *args[1:]]
     path = _json_path(e, e.expressions[1], args[1])
     value = f"TRY_VARIANT_GET(TRY_PARSE_JSON({args[0]}), {path}, 'variant')"
     scalar = f"CASE WHEN SCHEMA_OF_VARIANT({value}) RLIKE '^(OBJECT|ARRAY)' THEN NULL ELSE TRY_VARIANT_GET({value}, '$', 'string') END"
@@ -172,6 +176,7 @@ def _json_value(self, e: FlinkCall, args: list[str]) -> str:
 
 
 def _json_query(self, e: FlinkCall, args: list[str]) -> str:
+    args = [variants.as_json_text(e.expressions[0], args[0]), *args[1:]]
     returning = e.args.get("returning")
     if returning is not None and returning.this not in (exp.DType.TEXT, exp.DType.VARCHAR):
         raise unsupported(e, f"RETURNING {self.sql(returning)} is not supported (the result is a STRING)")
@@ -191,6 +196,7 @@ def _json_query(self, e: FlinkCall, args: list[str]) -> str:
 
 
 def _json_exists(self, e: FlinkCall, args: list[str]) -> str:
+    args = [variants.as_json_text(e.expressions[0], args[0]), *args[1:]]
     on_error = options(e).get("error")
     if on_error is not None and on_error.name != "FALSE":
         raise unsupported(e, f"{on_error.name} ON ERROR is not supported (paths are lax: a missing path is FALSE)")

@@ -29,6 +29,7 @@ def match_stream(frame, relation: MatchRelation):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming import StatefulProcessor
 
+    from streamsql.spark.stateful.transport import texts_as_variants, variants_as_text
     from streamsql.spark.match_recognize import conform, output_schema, records, ship_by_value, value_kind
     from streamsql.spark.matcher import Matcher
 
@@ -89,10 +90,11 @@ def match_stream(frame, relation: MatchRelation):
             pass
 
     keys = [f"`{k}`" for k in relation.spec.partition_by]
+    frame, output, variants = variants_as_text(frame, output_schema(relation))
     grouped = frame.groupBy(*keys) if keys else frame.withColumn("__match_all", F.lit(0)).groupBy("__match_all")
-    return grouped.transformWithStateInPandas(
-        statefulProcessor=MatchProcessor(), outputStructType=output_schema(relation),
-        outputMode="Append", timeMode="EventTime")
+    return texts_as_variants(grouped.transformWithStateInPandas(
+        statefulProcessor=MatchProcessor(), outputStructType=output,
+        outputMode="Append", timeMode="EventTime"), variants)
 
 
 def _ms(value) -> int | None:

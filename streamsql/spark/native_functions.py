@@ -15,6 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.dialect.decimals import precision_scale
+from streamsql.spark import variants
 from streamsql.spark.function_support import unsupported
 from streamsql.spark.over_spreads import BITS
 
@@ -64,6 +65,8 @@ def rounding_sql(function: str):
 
 def bracket_sql(self, e: exp.Bracket) -> str:
     """Flink's array[i] is 1-based and NULL out of range; map[key] is NULL when absent."""
+    if variants.is_variant(e.this):
+        return variants.bracket_sql(self, e)
     return f"TRY_ELEMENT_AT({self.sql(e, 'this')}, {self.sql(e.expressions[0])})"
 
 

@@ -55,13 +55,36 @@ def transform(bucketed: DataFrame, bucket: str, processor: StatefulProcessor, ou
     import sys
 
     ship_by_value(sys.modules[__name__])  # (state_bytes: shipped with every operator)
+    bucketed, output, variants = variants_as_text(bucketed, output)
     schema = bucketed.schema
     packed = bucketed.mapInArrow(Pack(schema.names.index(bucket), bucket, shuffle_partitions(bucketed)), T.StructType([
         T.StructField(bucket, T.IntegerType(), True), T.StructField(ROWS, T.BinaryType(), False)]))
     timezone = bucketed.sparkSession.conf.get("spark.sql.session.timeZone")
-    return packed.groupBy(bucket).transformWithStateInPandas(
+    return texts_as_variants(packed.groupBy(bucket).transformWithStateInPandas(
         statefulProcessor=wrap(processor, schema.json(), timezone), outputStructType=output,
-        outputMode="Append", timeMode=time_mode)
+        outputMode="Append", timeMode=time_mode), variants)
+
+
+def variants_as_text(frame: DataFrame, output: T.StructType) -> tuple[DataFrame, T.StructType, list[str]]:
+    """``frame`` with its VARIANT columns as their JSON text, and ``output`` with its VARIANT
+    columns as STRINGs: Arrow, and so a pandas operator, has no VARIANT. The values come back
+    through ``texts_as_variants`` (the same value, but for a DOUBLE written without an exponent:
+    ``1e3`` comes back as 1000, where JSON_STRING wrote 1000.0)."""
+    from pyspark.sql import functions as F
+
+    names = [f.name for f in frame.schema.fields if isinstance(f.dataType, T.VariantType)]
+    if not names:
+        return frame, output, []
+    frame = frame.withColumns({name: F.to_json(F.col(f"`{name}`")) for name in names})
+    fields = [T.StructField(f.name, T.StringType(), f.nullable) if isinstance(f.dataType, T.VariantType) else f
+              for f in output.fields]
+    return frame, T.StructType(fields), [f.name for f in output.fields if isinstance(f.dataType, T.VariantType)]
+
+
+def texts_as_variants(frame: DataFrame, names: list[str]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return frame.withColumns({name: F.parse_json(F.col(f"`{name}`")) for name in names}) if names else frame
 
 
 def spark_hash(value: int, seed: int = 42) -> int:
