@@ -222,6 +222,45 @@ def test_distinct_listagg_and_array_agg_are_flinks_lists(seed, retracting):
         assert all(type(x) is int for row in table.values() for array in row[1:3] for x in array or () if x is not None)
 
 
+@pytest.mark.parametrize("seed", depth.seeds(2, 6))
+def test_distinct_first_and_last_value_follow_flinks_distinct(seed):
+    """FIRST_VALUE(DISTINCT v) / LAST_VALUE(DISTINCT v) over a changelog, as the planner folds
+    them (``split._distinct_first_last``): a value joins the list when its count rises from
+    zero and leaves it when it falls to zero; the first or the last of the list (NULLs never
+    in it). Checked after every micro-batch against that list kept one row at a time."""
+    from streamsql.spark.stateful.split import _distinct_first_last
+
+    rng = random.Random(seed)
+    schema = T.StructType([T.StructField(ROWKIND_COLUMN, T.StringType()), T.StructField("k", T.IntegerType()),
+                           T.StructField("v", T.StringType())])
+    calls = [_distinct_first_last(name, None, None, None) for name in ("FIRST_VALUE", "LAST_VALUE")]
+    specs = [AggSpec("PYTHON", None, output_name=name, output_type=T.StringType(), columns=("v",), distinct=True,
+                     python=call.python) for name, call in zip(("f", "l"), calls)]
+    plan, _ = build_plan(schema, ["k"], specs)
+    state, table, live, counts, lists = None, {}, {}, {}, {}
+    for _ in range(12):
+        rows = []
+        for _ in range(rng.randint(0, 12)):
+            key = rng.randint(0, 2)
+            mine, held, values = live.setdefault(key, []), counts.setdefault(key, Counter()), lists.setdefault(key, [])
+            if mine and rng.random() < 0.45:
+                value, kind, step = mine.pop(rng.randrange(len(mine))), rng.choice(["-D", "-U"]), -1
+            else:
+                value, kind, step = rng.choice([None, "a", "b", "c", "d"]), "+I", 1
+                mine.append(value)
+            rows.append((kind, key, value))
+            if value is not None:
+                held[value] += step
+                if step == 1 and held[value] == 1:
+                    values.append(value)
+                elif step == -1 and held[value] == 0:
+                    values.remove(value)
+        state = _fold_and_apply(plan, state, pd.DataFrame(rows, columns=schema.names), table)
+        expected = {key: [lists[key][0] if lists[key] else None, lists[key][-1] if lists[key] else None]
+                    for key in live if live[key]}
+        assert table == expected
+
+
 def test_ordered_aggregates_over_retractions_keep_null_keys_and_exact_values():
     """A NULL group key (pandas hands an all-NULL key column back as float64), and a BIGINT
     past 2^53 beside a NULL through the state store (Arrow hands that column back as
@@ -731,3 +770,36 @@ def test_global_aggregate_decimal_and_timestamp(spark, tmp_path):
         [("-U", 1, Decimal("1.50"), Decimal("1.500000"), dt.datetime(2024, 1, 2, 10)),
          ("+U", 2, Decimal("3.75"), Decimal("1.875000"), dt.datetime(2024, 1, 1, 9))],
     ]
+
+
+def test_distinct_first_and_last_value_streamed(run, tmp_path):
+    """FIRST_VALUE(DISTINCT) / LAST_VALUE(DISTINCT) over unbounded input (they were refused):
+    the first value, and the last value that was new to its key, as Flink 2.3 streams them
+    (LAST_VALUE(x) is the last row's value). Also under FILTER, beside a plain LAST_VALUE; over
+    bounded input the same."""
+    rng = random.Random(11)
+    rows = [(i, rng.choice("abc"), rng.choice([None, "p", "q", "r", "s", "t"])) for i in range(200)]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("".join(f"{i},{k},{'' if v is None else v}\n" for i, k, v in rows))
+    ddl = (f"CREATE TEMPORARY TABLE f (id INT, k STRING, x STRING, ts AS TIMESTAMP '2026-01-01 00:00:00' + id *"
+           f" INTERVAL '1' SECOND, WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' ="
+           f" '{tmp_path / 'in'}', 'format' = 'csv');")
+    query = ("SELECT k, FIRST_VALUE(DISTINCT x), LAST_VALUE(DISTINCT x), LAST_VALUE(x),"
+             " LAST_VALUE(DISTINCT x) FILTER (WHERE MOD(id, 3) = 0) FROM f GROUP BY k;")
+    got = run.rows("SET 'execution.bounded-input' = 'stream';" + ddl + query + "RESET 'execution.bounded-input';")
+    bounded = run.rows(ddl + query)  # Spark's batch aggregate over the rows' read order
+    expected = {}
+    for key in "abc":
+        values = [(i, v) for i, k, v in rows if k == key and v is not None]
+        new = [v for n, (_, v) in enumerate(values) if v not in [w for _, w in values[:n]]]
+        thirds = [v for i, v in values if i % 3 == 0]
+        new_thirds = [v for n, v in enumerate(thirds) if v not in thirds[:n]]
+        expected[key] = [new[0], new[-1], values[-1][1], new_thirds[-1]]
+    final = {}
+    for op, k, *rest in got:  # (the changelog: the last +I/+U of each key is its result)
+        if op in ("+I", "+U"):
+            final[k] = rest
+        else:
+            final.pop(k)
+    assert final == expected
+    assert {k: rest for k, *rest in bounded} == expected

@@ -175,6 +175,8 @@ def _filter(self, e: exp.Filter) -> str:
         return self.filter_sql(e)
     if isinstance(e.this, F.PythonAggregate):
         return f"{udf_spark_name(e.this.name)}({self.filter_sql(e)})"
+    if SF.filters_inside(e.this):
+        return self.sql(e.this)
     return _decimal_average(self, e, e.this) or _cast_average(self, self.filter_sql(e), e.this)
 
 

@@ -188,9 +188,27 @@ def nulls_sql(ignore: bool):
     return sql
 
 
+def filters_inside(call: exp.Expression) -> bool:
+    """Whether a call's FILTER goes inside its translation (it is no single Spark aggregate)."""
+    return isinstance(call, FlinkCall) and call.name in ("FIRST_VALUE", "LAST_VALUE") and bool(call.expressions) \
+        and isinstance(call.expressions[0], exp.Distinct)
+
+
 def _first_last(function: str):
     def first_last(self, e: FlinkCall, args: list[str]) -> str:
         order = e.meta.get(arrival_order.META)
+        argument = e.expressions[0]
+        if isinstance(argument, exp.Distinct):  # a value counts where it first appears (Flink's DISTINCT)
+            value = self.sql(argument.expressions[0])
+            if isinstance(e.parent, exp.Filter):  # (its FILTER taken inside: ``filters_inside``)
+                where = e.parent.expression
+                value = f"IF({self.sql(where.this if isinstance(where, exp.Where) else where)}, {value}, NULL)"
+            firsts = f"ARRAY_DISTINCT(COLLECT_LIST({value}))"
+            if order:
+                read = f"COLLECT_LIST(IF({value} IS NULL, NULL, NAMED_STRUCT('o', {order}, 'v', {value})))"
+                firsts = f"ARRAY_DISTINCT(TRANSFORM(ARRAY_SORT({read}, (l, r) -> CASE WHEN l.o < r.o THEN -1" \
+                         f" WHEN l.o > r.o THEN 1 ELSE 0 END), s -> s.v))"
+            return f"TRY_ELEMENT_AT({firsts}, {1 if function == 'FIRST_VALUE' else -1})"
         if order:  # the first (last) non-NULL value in the rows' read order (spark.arrival_order)
             by = "MIN_BY" if function == "FIRST_VALUE" else "MAX_BY"
             return f"{by}({args[0]}, IF({args[0]} IS NULL, NULL, {order}))"

@@ -208,6 +208,35 @@ def _hashable(args: tuple):
         return repr(args)
 
 
+class FirstLast:
+    """FIRST_VALUE / LAST_VALUE as an aggregate function that takes values back (under
+    DISTINCT, ``DistinctAggregate`` hands it each value once): the values that are not NULL,
+    in the order they came; the first or the last of those still there."""
+
+    def __init__(self, last: bool):
+        self.last = last
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def accumulate(self, accumulator: list, value) -> None:
+        if value is not None:
+            accumulator.append(value)
+
+    def retract(self, accumulator: list, value) -> None:
+        for at in range(len(accumulator) - 1, -1, -1):
+            if accumulator[at] == value:
+                del accumulator[at]
+                return
+
+    def merge(self, accumulator: list, accumulators: list) -> None:
+        for other in accumulators:
+            accumulator.extend(other)
+
+    def get_value(self, accumulator: list):
+        return (accumulator[-1] if self.last else accumulator[0]) if accumulator else None
+
+
 class ListAgg:
     """LISTAGG(value [, separator]) as an aggregate function (in an OVER): the values that
     are not NULL, in order, joined; NULL when there are none."""

@@ -205,6 +205,21 @@ def _rewrite(node: exp.Expression, replace) -> exp.Expression:
     return node.copy().transform(visit)
 
 
+FIRST_LAST = ("FIRST_VALUE", "LAST_VALUE")
+
+
+def _distinct_first_last(name: str, argument: exp.Expression, condition, data_type) -> AggregateCall:
+    """FIRST_VALUE(DISTINCT x) / LAST_VALUE(DISTINCT x): folded as a Python aggregate function
+    is (``python_aggregates.FirstLast`` in a ``DistinctAggregate``), each value taken when it
+    first appears and given back when its last row is retracted, as Flink's DISTINCT keeps it."""
+    from streamsql.plan.udfs import PythonFunction
+    from streamsql.spark.stateful.python_aggregates import FirstLast
+
+    folded = FirstLast(last=name == "LAST_VALUE")
+    function = PythonFunction(name, folded.accumulate, data_type, False, instance=folded, aggregate=True)
+    return AggregateCall(PYTHON, None, True, condition, data_type, python=function, arguments=(argument,))
+
+
 def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
     condition = None
     if isinstance(node, exp.Filter):
@@ -231,6 +246,9 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
         separator = arguments[1] if name == "LISTAGG" and len(arguments) == 2 else None
         if separator is not None and not (isinstance(separator, exp.Literal) and separator.is_string):
             raise _Unsupported()
+        if name in FIRST_LAST and len(arguments) == 1 and isinstance(arguments[0], exp.Distinct) \
+                and len(arguments[0].expressions) == 1:
+            return _distinct_first_last(name, arguments[0].expressions[0], condition, node.type)
         if len(arguments) != (1 if separator is None else 2) or isinstance(arguments[0], exp.Distinct):
             raise _Unsupported()
         return AggregateCall(name, arguments[0], distinct, condition, node.type,
