@@ -20,6 +20,7 @@ from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
 from streamsql.spark import native_functions as NF
 from streamsql.spark import variants
+from streamsql.spark.function_support import filters_inside
 from streamsql.spark.unnest import lateral_views
 from streamsql.spark.over_spreads import BITS, over_spread_sql, wrap_sql
 from streamsql.dialect.decimals import exact, precision_scale
@@ -175,7 +176,7 @@ def _filter(self, e: exp.Filter) -> str:
         return self.filter_sql(e)
     if isinstance(e.this, F.PythonAggregate):
         return f"{udf_spark_name(e.this.name)}({self.filter_sql(e)})"
-    if SF.filters_inside(e.this):
+    if filters_inside(e.this):  # each Spark aggregate of its translation gets the FILTER
         return self.sql(e.this)
     return _decimal_average(self, e, e.this) or _cast_average(self, self.filter_sql(e), e.this)
 

@@ -23,3 +23,27 @@ def call_name(e: exp.Expression) -> str:
 def null_if_any_null(args: list[str], sql: str) -> str:
     """``sql``, or NULL when any argument is NULL (Flink's rule for most functions)."""
     return f"CASE WHEN {' OR '.join(f'{a} IS NULL' for a in args)} THEN NULL ELSE {sql} END"
+
+
+# Aggregates whose translation combines several Spark aggregates (a count and a collect, or a
+# collect taken apart), so a FILTER goes on each of those (``filtered``), not around the whole.
+COMPOSITE_AGGREGATES = ("LISTAGG", "COLLECT", "ARRAY_AGG", "JSON_ARRAYAGG")
+
+
+def filters_inside(node: exp.Expression) -> bool:
+    """Whether ``node``'s FILTER is applied inside its translation (``filtered``)."""
+    call = node.this if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)) else node
+    if not isinstance(call, FlinkCall):
+        return False
+    return call.name in COMPOSITE_AGGREGATES or (call.name in ("FIRST_VALUE", "LAST_VALUE") and bool(call.expressions)
+                                                 and isinstance(call.expressions[0], exp.Distinct))
+
+
+def filtered(self, e: FlinkCall, aggregate: str) -> str:
+    """One Spark aggregate of ``e``'s translation, with ``e``'s FILTER (WHERE ...) if it has one."""
+    holder = e.parent if isinstance(e.parent, (exp.IgnoreNulls, exp.RespectNulls)) else e
+    if not isinstance(holder.parent, exp.Filter) or isinstance(holder.parent.parent, exp.Window) \
+            or not filters_inside(holder):  # (under an OVER the FILTER stays where it is written)
+        return aggregate
+    where = holder.parent.expression
+    return f"{aggregate} FILTER (WHERE {self.sql(where.this if isinstance(where, exp.Where) else where)})"

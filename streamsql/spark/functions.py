@@ -17,7 +17,7 @@ from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
 from streamsql.spark import arrival_order, json_functions, variants
-from streamsql.spark.function_support import call_name, null_if_any_null, unsupported
+from streamsql.spark.function_support import call_name, filtered, null_if_any_null, unsupported
 from streamsql.spark.native_functions import check_pattern, java_log
 
 DEFAULT_DATETIME = "'yyyy-MM-dd HH:mm:ss'"
@@ -118,9 +118,9 @@ def _collected(self, e: FlinkCall, value: str | None = None) -> str:
         pair = pair if value else f"IF({inner} IS NULL, NULL, {pair})"
         # a MAP has no order, nor a struct holding one: those pairs are sorted by their order alone
         by = "" if _orderable(argument) else ", (l, r) -> CASE WHEN l.s < r.s THEN -1 WHEN l.s > r.s THEN 1 ELSE 0 END"
-        collected = f"TRANSFORM(ARRAY_SORT(COLLECT_LIST({pair}){by}), __o -> __o.v)"
+        collected = f"TRANSFORM(ARRAY_SORT({filtered(self, e, f'COLLECT_LIST({pair})')}{by}), __o -> __o.v)"
     else:
-        collected = f"COLLECT_LIST({value or inner})"
+        collected = filtered(self, e, f"COLLECT_LIST({value or inner})")
     return f"ARRAY_DISTINCT({collected})" if distinct else collected
 
 
@@ -138,16 +138,18 @@ def _counted(self, e: FlinkCall) -> str:
 
 def _listagg(self, e: FlinkCall, args: list[str]) -> str:
     separator = args[1] if len(args) > 1 else "','"
-    return f"IF(COUNT({_counted(self, e)}) = 0, NULL, ARRAY_JOIN({_collected(self, e)}, {separator}))"
+    count = filtered(self, e, f"COUNT({_counted(self, e)})")
+    return f"IF({count} = 0, NULL, ARRAY_JOIN({_collected(self, e)}, {separator}))"
 
 
 def array_agg(self, e: FlinkCall, ignore_nulls: bool) -> str:
     """ARRAY_AGG keeps NULLs unless IGNORE NULLS (Spark's COLLECT_LIST drops them: a struct
     around each value keeps them); NULL without input rows."""
+    rows = filtered(self, e, "COUNT(1)")
     if ignore_nulls:
-        return f"IF(COUNT(1) = 0, NULL, {_collected(self, e)})"
+        return f"IF({rows} = 0, NULL, {_collected(self, e)})"
     wrapped = _collected(self, e, f"NAMED_STRUCT('v', {_counted(self, e)})")
-    return f"IF(COUNT(1) = 0, NULL, TRANSFORM({wrapped}, x -> x.v))"
+    return f"IF({rows} = 0, NULL, TRANSFORM({wrapped}, x -> x.v))"
 
 
 def over_collected(self, window: exp.Window) -> str | None:
@@ -188,27 +190,11 @@ def nulls_sql(ignore: bool):
     return sql
 
 
-def filters_inside(call: exp.Expression) -> bool:
-    """Whether a call's FILTER goes inside its translation (it is no single Spark aggregate)."""
-    return isinstance(call, FlinkCall) and call.name in ("FIRST_VALUE", "LAST_VALUE") and bool(call.expressions) \
-        and isinstance(call.expressions[0], exp.Distinct)
-
-
 def _first_last(function: str):
     def first_last(self, e: FlinkCall, args: list[str]) -> str:
         order = e.meta.get(arrival_order.META)
-        argument = e.expressions[0]
-        if isinstance(argument, exp.Distinct):  # a value counts where it first appears (Flink's DISTINCT)
-            value = self.sql(argument.expressions[0])
-            if isinstance(e.parent, exp.Filter):  # (its FILTER taken inside: ``filters_inside``)
-                where = e.parent.expression
-                value = f"IF({self.sql(where.this if isinstance(where, exp.Where) else where)}, {value}, NULL)"
-            firsts = f"ARRAY_DISTINCT(COLLECT_LIST({value}))"
-            if order:
-                read = f"COLLECT_LIST(IF({value} IS NULL, NULL, NAMED_STRUCT('o', {order}, 'v', {value})))"
-                firsts = f"ARRAY_DISTINCT(TRANSFORM(ARRAY_SORT({read}, (l, r) -> CASE WHEN l.o < r.o THEN -1" \
-                         f" WHEN l.o > r.o THEN 1 ELSE 0 END), s -> s.v))"
-            return f"TRY_ELEMENT_AT({firsts}, {1 if function == 'FIRST_VALUE' else -1})"
+        if isinstance(e.expressions[0], exp.Distinct):  # a value counts where it first appears (Flink's DISTINCT)
+            return f"TRY_ELEMENT_AT({_collected(self, e)}, {1 if function == 'FIRST_VALUE' else -1})"
         if order:  # the first (last) non-NULL value in the rows' read order (spark.arrival_order)
             by = "MIN_BY" if function == "FIRST_VALUE" else "MAX_BY"
             return f"{by}({args[0]}, IF({args[0]} IS NULL, NULL, {order}))"
