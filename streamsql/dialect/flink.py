@@ -19,6 +19,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 from sqlglot.trie import new_trie
 
 from streamsql.dialect import builtins as B
+from streamsql.dialect import changelog_functions as CL
 from streamsql.dialect import catalogs as C
 from streamsql.dialect import decimals
 from streamsql.dialect import functions as F
@@ -207,6 +208,7 @@ class Flink(Dialect):
             **{k: v for k, v in Parser.FUNCTION_PARSERS.items() if k not in B.FUNCTIONS},
             **B.FUNCTION_PARSERS,
             **{kind: (lambda k: lambda self: W.parse_window_call(self, k))(kind) for kind in W.TVF_PARAMETERS},
+            **{kind: (lambda k: lambda self: CL.parse_changelog_call(self, k))(kind) for kind in CL.KINDS},
             **{
                 f"{kind}_{prop}": (lambda k, p: lambda self: W.parse_group_window_property(self, k, p))(kind, prop)
                 for kind in W.GROUP_WINDOW_PARAMETERS
@@ -305,6 +307,7 @@ class Flink(Dialect):
             exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
             W.TableArgument: W.table_argument_sql,
             W.WindowTVF: W.window_tvf_sql,
+            CL.ChangelogCall: CL.changelog_call_sql,
             W.GroupWindow: W.group_window_sql,
             W.GroupWindowProperty: W.group_window_property_sql,
             M.MatchRecognize: M.match_recognize_sql,

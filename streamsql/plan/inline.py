@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from streamsql.dialect.windows import GroupWindow, TableArgument
 from streamsql.plan.windows import tvf_of
+from streamsql.plan.changelog_functions import changelog_call_of
 
 
 def hoist_window_inputs(query: exp.Expression, inline_view: Callable[[exp.Query], str]) -> None:
@@ -35,7 +36,7 @@ def hoist_window_inputs(query: exp.Expression, inline_view: Callable[[exp.Query]
         elif isinstance(source, exp.Table) and not source.db and source.name in ctes:
             _to_view(source, ctes[source.name], inline_view)
     for table in list(query.find_all(exp.Table)):
-        tvf = tvf_of(table)
+        tvf = tvf_of(table) or changelog_call_of(table)
         if tvf is None:
             continue
         argument = tvf.args.get("table")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from streamsql.changelog import INSERT_ONLY, RETRACT
+from streamsql.plan.changelog_functions import ChangelogRelation, ProcessTableFunction
 from streamsql.plan.join_operators import _JOIN_TYPES, IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.join_retiring import retired_sides
 from streamsql.plan.kafka_options import source_changelog
@@ -147,6 +148,9 @@ def named(builder, name: str, cte: bool = True) -> Operator:
         return window_assign(builder, derived)
     if isinstance(derived, MatchRelation):
         return match_operator(derived, named(builder, derived.input_name, cte=False))
+    if isinstance(derived, ChangelogRelation):
+        return ProcessTableFunction(inputs=[named(builder, derived.input_name, cte=False)],
+                                    fields=[Field(c.name, c.type) for c in derived.columns], relation=derived)
     if derived is not None:
         return builder.query(derived)
     table = builder.tables.get(name)

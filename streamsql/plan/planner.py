@@ -24,6 +24,7 @@ from streamsql.plan.binding import (check_stars_have_tables, expand_row_stars, g
                                     name_projections, replace_relation, resolution_error, time_attribute,
                                     values_as_select)
 from streamsql.plan.builtins import check_functions, unknown_function
+from streamsql.plan.changelog_functions import changelog_call_of, changelog_relation
 from streamsql.plan.alter import altered, resolve_like, table_as_select
 from streamsql.plan.commands import command_text, set_step, stop_job
 from streamsql.plan.connectors import CONNECTORS, check_source_path
@@ -223,6 +224,9 @@ class Planner:
         for table in list(query.find_all(exp.Table)):
             if tvf_of(table) is not None:
                 self._bind_window(table, tvf_of(table), plan, schema, relations)
+        for table in list(query.find_all(exp.Table)):
+            if changelog_call_of(table) is not None:
+                self._bind_changelog(table, changelog_call_of(table), plan, schema, relations)
         ctes = {cte.alias for cte in query.find_all(exp.CTE)}
         for table in list(query.find_all(exp.Table)):
             if (table.name in ctes and not table.db) or table.name in plan.derived:
@@ -311,6 +315,17 @@ class Planner:
             window.late_table = self._late_table(late_source)
         plan.derived[name] = window
         replace_relation(wrapper, name, wrapper.alias or argument.this.name, window.columns, schema, relations)
+
+    def _bind_changelog(self, wrapper: exp.Table, call, plan: QueryPlan, schema: dict, relations: dict) -> None:
+        """TO_CHANGELOG / FROM_CHANGELOG: a derived relation (plan.changelog_functions) read by name."""
+        argument = call.args["table"]
+        source = self._relation(argument.this)
+        columns = self._input_columns(source, plan, argument.this)
+        self._derived_count += 1
+        name = f"__changelog_{self._derived_count}"
+        relation = changelog_relation(call, name, spark_name(source.name), columns, wrapper.args.get("alias"))
+        plan.derived[name] = relation
+        replace_relation(wrapper, name, wrapper.alias or call.kind.lower(), relation.columns, schema, relations)
 
     def _bind_match(self, select: exp.Select, plan: QueryPlan, schema: dict, relations: dict) -> None:
         """FROM t MATCH_RECOGNIZE (...): a derived relation (plan.match_recognize) read by name."""

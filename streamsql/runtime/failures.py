@@ -21,6 +21,7 @@ _CONFLICT = re.compile(r"ConflictError: (Primary key constraint violation: [^\n]
 _BAD_JSON = re.compile(r"\[MALFORMED_RECORD_IN_PARSING[A-Z_.]*\] Malformed records are detected in record parsing: (.*)\.\s*$",
                        re.MULTILINE)
 _DUPLICATE_KEY = re.compile(r"\[VARIANT_DUPLICATE_KEY\] Failed to build variant because of a duplicate object key `(.*)`")
+_UNMAPPED_OP = re.compile(r"(FROM_CHANGELOG received op code .*? \(codes: [^\n]*?\))")
 _MALFORMED = re.compile(re.escape(MALFORMED_MARK) + r"\|([^|]*)\|\d*\|(.*?)(?: SQLSTATE: P0001|\n|$)", re.DOTALL)
 
 
@@ -52,6 +53,9 @@ def translate(error: Exception) -> StreamsqlError:
         why = f"its key '{duplicate.group(1)}' is repeated" if duplicate else "it is not valid JSON"
         return DataError(f"PARSE_JSON failed on {_shortened(bad_json.group(1))}: {why}"
                          " (TRY_PARSE_JSON gives NULL for such a string)")
+    unmapped = _UNMAPPED_OP.search(text)
+    if unmapped:  # a FROM_CHANGELOG row whose op the mapping lacks (spark.changelog_functions)
+        return DataError(unmapped.group(1))
     malformed = _MALFORMED.search(text)
     if malformed:
         return _malformed_row(malformed.group(1), malformed.group(2))

@@ -5,6 +5,7 @@ derived relations, then the query's own Spark SQL, or its stateful stages
 
 from __future__ import annotations
 
+from streamsql.plan.changelog_functions import ChangelogRelation
 from streamsql.plan.match_recognize import MatchRelation
 from streamsql.plan.planner import QueryPlan, spark_name
 from streamsql.plan.windows import WindowRelation
@@ -62,6 +63,10 @@ def query_frame(engine, plan: QueryPlan, streaming: bool, late_writes: list | No
                 spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM `{same}`")
             else:
                 register_window(spark, derived, streaming, observed, late_writes)
+        elif isinstance(derived, ChangelogRelation):
+            from streamsql.spark.changelog_functions import relation_sql
+
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {relation_sql(derived, streaming)}")
         elif isinstance(derived, MatchRelation):
             from streamsql.spark.match_recognize import match_frame
 

@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from streamsql.plan.aggregate_operators import (GroupAggregate, OverAggregate, WindowAggregate, WindowDeduplicate,
                                                 WindowRank)
+from streamsql.plan.changelog_functions import ProcessTableFunction
 from streamsql.plan.join_operators import IntervalJoin, Join, TemporalJoin, WindowJoin
 from streamsql.plan.match_recognize import MatchRecognize
 from streamsql.plan.operators import Calc, Correlate, Operator, Scan, Sink, Sort, Union, Values, WindowAssign, walk
@@ -87,7 +88,8 @@ def native_update_aggregate(root: Operator) -> GroupAggregate | None:
 
 
 STATEFUL_KINDS = ("GroupAggregate", "Rank", "Deduplicate", "OverAggregate", "Join", "WindowAggregate", "WindowRank",
-                  "WindowDeduplicate", "TemporalJoin", "WindowJoin", "ChangelogNormalize", "SortLimit", "Limit")  # streamsql's own stateful operators
+                  "WindowDeduplicate", "TemporalJoin", "WindowJoin", "ChangelogNormalize", "SortLimit", "Limit",
+                  "ProcessTableFunction")  # streamsql's own stateful operators
 
 
 def changelog_scan(node: Operator) -> bool:
@@ -138,6 +140,8 @@ def _native(node: Operator, aggregated: bool = False, filtered_into_aggregate: b
                 and (cascade or not _stateful_below(node)))
     if isinstance(node, Scan) and not node.mode.insert_only:
         return False  # a changelog source
+    if isinstance(node, ProcessTableFunction):  # TO_CHANGELOG of inserts is a projection; FROM_CHANGELOG makes changes
+        return node.mode.insert_only and node.inputs[0].mode.insert_only and not _stateful_below(node)
     if isinstance(node, _STATELESS):
         return True
     if isinstance(node, WindowAggregate):

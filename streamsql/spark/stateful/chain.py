@@ -31,6 +31,7 @@ import functools
 
 from sqlglot import exp
 
+from streamsql.plan.changelog_functions import ChangelogRelation
 from streamsql.plan.grouping import aggregate_calls
 from streamsql.spark.physical import NATIVE_WINDOWS
 from streamsql.spark.regular_joins import hide_join_times
@@ -248,6 +249,17 @@ class _Compiler:
             if item is None:
                 continue
             source = item.this
+            relation = self.plan.derived.get(source.name) if isinstance(source, exp.Table) and not source.db else None
+            if isinstance(relation, ChangelogRelation):  # TO_CHANGELOG / FROM_CHANGELOG
+                from streamsql.spark.changelog_functions import changelog_stage
+
+                stage = changelog_stage(self, relation)
+                if stage is not None:
+                    view = stage_view()
+                    read_stage(source, view)
+                    inputs.append((view, stage))
+                    aliases.append(source.alias_or_name)
+                continue
             if isinstance(source, exp.Subquery):
                 body, alias = source.this, source.alias_or_name
             elif isinstance(source, exp.Table) and self.view_body(source) is not None:

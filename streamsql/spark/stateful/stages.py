@@ -101,6 +101,9 @@ class JoinStage(Stage):
 @dataclass
 class CalcStage(Stage):
     query: exp.Select | None = None  # __rowkind first
+    # None: each row keeps its input's kind; 'insert': inserts only (TO_CHANGELOG); 'changes':
+    # kinds of its own making (FROM_CHANGELOG, spark.changelog_functions)
+    rowkinds: str | None = None
 
 
 @dataclass
@@ -130,6 +133,8 @@ def read_stage(table: exp.Table, view: str) -> None:
 def inserts_only(stage: Stage) -> bool:
     """Whether a stage's changelog holds only +I rows (an OVER, a window operator, a
     temporal or window join; an inner or semi join of such inputs; projections of them)."""
+    if isinstance(stage, CalcStage) and stage.rowkinds is not None:
+        return stage.rowkinds == "insert"
     if isinstance(stage, (OverStage, WindowAggregateStage)) or any(
             getattr(stage, flag, None) for flag in ("per_window", "window_end", "window")):
         return True  # a window join pads once
