@@ -61,12 +61,14 @@ def test_to_changelog_adds_the_op_column_first_and_emits_inserts():
     assert [c.name for c in renamed.columns] == ["o", "a"]
 
 
-def test_a_time_attribute_is_a_plain_timestamp_after_either_function():
+def test_a_time_attribute_stays_one_through_either_function():
+    """As in Flink 2.3: a window TVF over TO_CHANGELOG's rows (or FROM_CHANGELOG's)."""
     ours = relation("SELECT * FROM TO_CHANGELOG(input => TABLE bid);")
-    assert [c.time_attribute for c in ours.columns] == [None] * 6
-    with pytest.raises(ValidationError, match="not a time attribute"):
-        plan("CREATE TEMPORARY VIEW c AS SELECT * FROM TO_CHANGELOG(input => TABLE bid);"
-             " SELECT * FROM TABLE(TUMBLE(TABLE c, DESCRIPTOR(ts), INTERVAL '1' SECOND));")
+    assert [c.time_attribute for c in ours.columns] == [None] * 5 + ["rowtime"]
+    windowed = plan("CREATE TEMPORARY VIEW c AS SELECT * FROM TO_CHANGELOG(input => TABLE bid);"
+                    " SELECT window_start, op, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE c, DESCRIPTOR(ts),"
+                    " INTERVAL '1' SECOND)) GROUP BY window_start, window_end, op;")
+    assert [w.input_name for w in windowed.windows] == ["c"]
 
 
 def test_from_changelog_reads_the_op_column_into_a_retract_changelog():

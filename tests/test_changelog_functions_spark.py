@@ -184,3 +184,22 @@ def test_a_continuous_job_writes_its_changes_as_data_exactly_once_across_kill_9(
     assert {"INSERT", "UPDATE_BEFORE", "UPDATE_AFTER"} <= {c[0] for c in changes}
     assert _applied(changes, adds=("INSERT", "UPDATE_AFTER"), retracts=("UPDATE_BEFORE", "DELETE")) == _sums(
         live.values())
+
+
+def test_a_window_over_to_changelog_keeps_the_rowtime_and_streams_as_bounded(run, tmp_path):
+    """As Flink 2.3: TO_CHANGELOG's rows keep their time attribute, so a window TVF reads them."""
+    rng = random.Random(13)
+    for n in range(3):
+        rows = "".join(f"{i},{rng.choice('ab')},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                       for i in range(n * 40, n * 40 + 40))
+        os.utime(write(tmp_path / "w" / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+    ddl = (f"CREATE OR REPLACE TEMPORARY TABLE w (id INT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)"
+           f" WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'w'}', 'format' = 'csv');"
+           "CREATE OR REPLACE TEMPORARY VIEW tc AS SELECT * FROM TO_CHANGELOG(input => TABLE w);")
+    query = ("SELECT window_start, op, k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE tc, DESCRIPTOR(ts), INTERVAL '30'"
+             " SECOND)) GROUP BY window_start, window_end, op, k;")
+    bounded = sorted(tuple(r) for r in run.rows(ddl + query))
+    assert len(bounded) >= 8 and {r[1] for r in bounded} == {"INSERT"}
+    assert sum(int(r[3]) for r in bounded) == 120
+    streamed = _changes(run.output(ddl + STREAMED + query))
+    assert {c[0] for c in streamed} == {"+I"} and sorted(tuple(c[1:]) for c in streamed) == bounded

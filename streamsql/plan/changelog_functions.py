@@ -51,9 +51,9 @@ class ChangelogRelation:
 
     @property
     def data_columns(self) -> list[Column]:
-        """The input columns that pass through (time attributes become plain timestamps)."""
-        return [Column(c.name, c.type.copy()) for c in self.input_columns if self.kind == "TO_CHANGELOG"
-                or c.name != self.op_column]
+        """The input columns that pass through (a time attribute stays one, as in Flink)."""
+        return [Column(c.name, c.type.copy(), time_attribute=c.time_attribute) for c in self.input_columns
+                if self.kind == "TO_CHANGELOG" or c.name != self.op_column]
 
     @property
     def columns(self) -> list[Column]:
@@ -61,7 +61,7 @@ class ChangelogRelation:
         if self.kind == "TO_CHANGELOG":
             own = [Column(self.op_column, build_type("STRING")), *own]
         if self.names:
-            own = [Column(n, c.type) for n, c in zip(self.names, own)]
+            own = [Column(n, c.type, time_attribute=c.time_attribute) for n, c in zip(self.names, own)]
         return own
 
     def invocation(self) -> str:

@@ -150,7 +150,8 @@ def named(builder, name: str, cte: bool = True) -> Operator:
         return match_operator(derived, named(builder, derived.input_name, cte=False))
     if isinstance(derived, ChangelogRelation):
         return ProcessTableFunction(inputs=[named(builder, derived.input_name, cte=False)],
-                                    fields=[Field(c.name, c.type) for c in derived.columns], relation=derived)
+                                    fields=[Field(c.name, c.type, c.time_attribute) for c in derived.columns],
+                                    relation=derived)
     if derived is not None:
         return builder.query(derived)
     table = builder.tables.get(name)

@@ -215,6 +215,7 @@ def _stateful(node: Operator, joins_chain: bool) -> bool:
     if joins_chain and _native_join_below(node):
         return False  # _native has checked what feeds it
     lookup = isinstance(node, TemporalJoin) and not node.rowtime  # a lookup join keeps no state
-    if not (isinstance(node, _STATELESS) or lookup) or not node.mode.insert_only:
+    projects = isinstance(node, ProcessTableFunction) and all(i.mode.insert_only for i in node.inputs)  # TO_CHANGELOG
+    if not (isinstance(node, _STATELESS) or lookup or projects) or not node.mode.insert_only:
         return True
     return any(_stateful(child, joins_chain) for child in node.inputs)
