@@ -267,3 +267,17 @@ def test_group_id_is_zero_without_repeated_grouping_sets():
         plan("SELECT s, GROUP_ID() FROM t GROUP BY GROUPING SETS ((s), (i), (s))")
     with pytest.raises(ValidationError, match="GROUP_ID\\(\\) is only allowed in an aggregate query"):
         plan("SELECT GROUP_ID() FROM t")
+
+
+@pytest.mark.parametrize("select", ["SELECT ARRAY_AGG(i) IGNORE NULLS FILTER (WHERE i > 1) FROM t",
+                                    "SELECT ARRAY_AGG(i IGNORE NULLS) FILTER (WHERE i > 1) FROM t",
+                                    "SELECT ARRAY_AGG(i RESPECT NULLS) FILTER (WHERE i > 1) FROM t"])
+def test_a_filter_on_an_aggregate_that_treats_nulls_is_refused_as_flink_does(select):
+    """Flink 2.3: "FILTER must be applied to aggregate function" (before: a parse error at the
+    FILTER's '(', or Spark's "Syntax error at or near 'IGNORE'" when the query ran)."""
+    from streamsql.errors import StreamsqlError
+
+    with pytest.raises(StreamsqlError, match="FILTER must be applied to aggregate function") as raised:
+        plan(select + ";")
+    assert raised.value.position is not None
+    assert to_spark_sql(plan("SELECT ARRAY_AGG(i IGNORE NULLS) FROM t;").query.selects[0].unalias())

@@ -183,6 +183,17 @@ class StrictParser:
         high = self._parse_bitwise()
         return self.expression(exp.Between(this=this, low=low, high=high, symmetric=symmetric))
 
+    def _parse_window(self, this, alias: bool = False):
+        """``agg(x) IGNORE NULLS FILTER (WHERE ..)``: Flink's validator refuses the FILTER
+        (sqlglot's parser stopped at it with "Unexpected '('"); so does ``agg(x IGNORE NULLS)
+        FILTER (..)`` (plan.builtins)."""
+        window = super()._parse_window(this, alias)
+        if isinstance(window, (exp.IgnoreNulls, exp.RespectNulls)) and self._curr is not None \
+                and self._curr.token_type == TokenType.FILTER:
+            self.raise_error("FILTER must be applied to aggregate function (not after IGNORE NULLS or RESPECT NULLS)",
+                             self._curr)
+        return window
+
     def _parse_insert(self, *args, **kwargs):
         """``INSERT INTO t`` with no query after it: sqlglot read it as an insert of nothing."""
         insert = super()._parse_insert(*args, **kwargs)

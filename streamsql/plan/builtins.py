@@ -76,6 +76,10 @@ def check_functions(query: exp.Expression, database: str = "default_database") -
         if isinstance(node, _ONE_ARGUMENT) and (node.this is None or node.expressions and not isinstance(node, exp.Count)):
             raise ValidationError(f"Invalid number of arguments to function '{node.sql_name()}'."
                                   " Was expecting 1 arguments", start_position(node))
+        if isinstance(node, exp.Filter) and any(isinstance(a, (exp.IgnoreNulls, exp.RespectNulls))
+                                                for a in node.this.iter_expressions()):
+            raise ValidationError("FILTER must be applied to aggregate function (not one with IGNORE NULLS or"
+                                  " RESPECT NULLS)", start_position(node))
         if isinstance(node, FlinkCall) and node.name == "CURRENT_DATABASE":
             node.meta["database"] = database
         if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):
