@@ -79,6 +79,14 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
                    " WINDOW w AS (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW);")
     assert [(c[0], c[3]["python"].name, c[3]["python"].instance.separator if i == 0 else None)
             for i, c in enumerate(stage.calls)] == [("PYTHON", "LISTAGG", ";"), ("PYTHON", "ARRAY_AGG", None)]
+    # COLLECT: ARRAY_AGG IGNORE NULLS, an empty array for a frame without values
+    (call,) = stages("SELECT COLLECT(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;").calls
+    collect = call[3]["python"].instance
+    accumulator = collect.create_accumulator()
+    assert collect.get_value(accumulator) == [] and stage.calls[1][3]["python"].instance.get_value([]) is None
+    for value in (None, 3, None, 4):
+        collect.accumulate(accumulator, value)
+    assert collect.get_value(accumulator) == [3, 4]
     # Flink's streaming mode refuses LEAD ('LEAD Function is not supported in stream mode')
     for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
                 "SELECT LISTAGG(DISTINCT CAST(price AS STRING)) OVER (ORDER BY ts) FROM bid;",
@@ -134,6 +142,9 @@ QUERIES = {
              " (PARTITION BY k ORDER BY ts) AS a FROM t",
     "bounded lists": "SELECT k, v, LISTAGG(k, '/') OVER w AS l, ARRAY_AGG(v) OVER w AS a FROM t"
                      " WINDOW w AS (ORDER BY ts ROWS BETWEEN 4 PRECEDING AND CURRENT ROW)",
+    # COLLECT (an ARRAY here): NULLs left out, an empty one for a frame without values
+    "collected": "SELECT k, v, COLLECT(CASE WHEN v > 300 THEN v END) OVER w AS c FROM t"
+                 " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
 }
 
 

@@ -308,6 +308,12 @@ QUERIES = {
     "distinct_lists_of_tops": "SELECT n, CARDINALITY(ARRAY_AGG(DISTINCT top / 200)) AS bands, CHAR_LENGTH(LISTAGG("
                               "DISTINCT k)) AS chars FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY k)"
                               " GROUP BY n",
+    # COLLECT over a changelog (an ARRAY here): the live values, NULLs left out, each once
+    # under DISTINCT, an empty one when a FILTER takes none
+    "collect_of_tops": "SELECT n, ARRAY_SORT(COLLECT(top / 200)) AS bands, ARRAY_SORT(COLLECT(DISTINCT top / 200)) AS"
+                       " once, ARRAY_SORT(COLLECT(k) FILTER (WHERE top > 800)) AS high, CARDINALITY(COLLECT(CASE WHEN"
+                       " top > 500 THEN k END)) AS n500 FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top FROM t GROUP BY k)"
+                       " GROUP BY n",
     # JSON_OBJECTAGG over a changelog: the live members ordered by key (NULL and ABSENT ON NULL)
     "json_object_of_tops": "SELECT n, JSON_OBJECTAGG(KEY k VALUE top) AS o, JSON_OBJECTAGG(KEY k VALUE CASE WHEN"
                            " top > 500 THEN top END ABSENT ON NULL) AS a FROM (SELECT k, COUNT(*) AS n, MAX(v) AS top"

@@ -128,15 +128,16 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
 
 
 def _listed(call: exp.Expression) -> tuple | None:
-    """LISTAGG and ARRAY_AGG (IGNORE NULLS) in an OVER: folded frame by frame, as a Python
-    aggregate function's calls are (``python_aggregates.ListAgg``, ``ArrayAgg``)."""
+    """LISTAGG, ARRAY_AGG (IGNORE NULLS) and COLLECT (ARRAY_AGG IGNORE NULLS, an empty array
+    for none) in an OVER: folded frame by frame, as a Python aggregate function's calls are
+    (``python_aggregates.ListAgg``, ``ArrayAgg``)."""
     from streamsql.dialect.functions import FlinkAggCall
     from streamsql.plan.udfs import PythonFunction
     from streamsql.spark.stateful.python_aggregates import ArrayAgg, ListAgg
 
     ignore_nulls = isinstance(call, exp.IgnoreNulls)
     inner = call.this if isinstance(call, (exp.IgnoreNulls, exp.RespectNulls)) else call
-    if not isinstance(inner, FlinkAggCall) or inner.name.upper() not in ("LISTAGG", "ARRAY_AGG"):
+    if not isinstance(inner, FlinkAggCall) or inner.name.upper() not in ("LISTAGG", "ARRAY_AGG", "COLLECT"):
         return None
     name, arguments = inner.name.upper(), inner.expressions
     if any(isinstance(a, exp.Distinct) for a in arguments) or not arguments or inner.type is None:
@@ -149,7 +150,7 @@ def _listed(call: exp.Expression) -> tuple | None:
     else:
         if len(arguments) != 1:
             raise Unsupported()
-        folded = ArrayAgg(ignore_nulls)
+        folded = ArrayAgg(ignore_nulls or name == "COLLECT", collect=name == "COLLECT")
     function = PythonFunction(name, folded.accumulate, inner.type, False, instance=folded, aggregate=True)
     return PYTHON, None, {"python": function, "arguments": [arguments[0]]}
 

@@ -257,10 +257,11 @@ class ListAgg:
 
 class ArrayAgg:
     """ARRAY_AGG(value [IGNORE NULLS]) as an aggregate function (in an OVER): the values in
-    order (NULLs too unless ignored); NULL when there are none."""
+    order (NULLs too unless ignored); NULL when there are none (COLLECT: an empty array)."""
 
-    def __init__(self, ignore_nulls: bool):
+    def __init__(self, ignore_nulls: bool, collect: bool = False):
         self.ignore_nulls = ignore_nulls
+        self.collect = collect
 
     def create_accumulator(self) -> list:
         return []
@@ -270,7 +271,7 @@ class ArrayAgg:
             accumulator.append(value)
 
     def get_value(self, accumulator: list):
-        return list(accumulator) if accumulator else None
+        return list(accumulator) if accumulator or self.collect else None
 
 
 def _rows_per_key(t, batch, keys, ok) -> dict:

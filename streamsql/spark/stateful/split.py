@@ -42,6 +42,7 @@ class AggregateCall:
     separator: str = ","  # LISTAGG's (a string literal)
     ignore_nulls: bool = False  # ARRAY_AGG(..) IGNORE NULLS
     json_array: bool = False  # a JSON_ARRAYAGG: LISTAGG of its values' JSON, then in brackets
+    collect: bool = False  # a COLLECT: ARRAY_AGG(x) IGNORE NULLS, an empty array for no values
     python: object = None  # a Python aggregate function's (plan.udfs.PythonFunction): function PYTHON
     arguments: tuple = ()  # its arguments (input columns __v{i}_{j})
 
@@ -81,6 +82,8 @@ def split_group_aggregate(query: exp.Expression) -> AggregateSplit | None:
                 call_names[text] = f"__a{len(calls)}"
                 calls.append(aggregate)
             column = _typed(exp.column(call_names[text], AGGREGATED), node)
+            if aggregate.collect:  # COLLECT of no values: an empty one, as the bounded COLLECT_LIST
+                return _typed(exp.func("COALESCE", column, exp.Array(expressions=[])), node)
             if aggregate.json_array:  # '[' .. ']' around the values' JSON joined, '[]' for none
                 return _typed(exp.func("CONCAT", exp.Literal.string("["), exp.func(
                     "COALESCE", column, exp.Literal.string("")), exp.Literal.string("]")), node)
@@ -142,6 +145,19 @@ def unstreamed_call(query: exp.Select) -> str | None:
             return (f"{name} in this form (DISTINCT, or arguments other than a value and a literal) is not"
                     if known else f"{name} is not an aggregate") + " streamsql's GroupAggregate computes over a stream yet"
     return None
+
+
+def _collect(node: FlinkAggCall, condition: exp.Expression | None) -> AggregateCall:
+    """``COLLECT([DISTINCT] x)`` (an ARRAY here where Flink has a MULTISET, as the bounded
+    COLLECT_LIST gives it) is ``ARRAY_AGG([DISTINCT] x) IGNORE NULLS``: its values in arrival
+    order, retracted ones taken out; an empty array when there are none."""
+    arguments = node.expressions
+    distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+    if distinct:
+        arguments = arguments[0].expressions
+    if len(arguments) != 1 or isinstance(arguments[0], exp.Distinct):
+        raise _Unsupported()
+    return AggregateCall("ARRAY_AGG", arguments[0], distinct, condition, node.type, ",", True, collect=True)
 
 
 def _json_array(node: FlinkAggCall, condition: exp.Expression | None) -> AggregateCall:
@@ -236,6 +252,8 @@ def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
                              arguments=tuple(node.arguments))
     if isinstance(node, exp.JSONObjectAgg):
         return _json_object(node, condition)
+    if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "COLLECT":
+        return _collect(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() == "JSON_ARRAYAGG":
         return _json_array(node, condition)
     if function is None and isinstance(node, FlinkAggCall) and node.name.upper() in INSERT_ONLY:
