@@ -79,6 +79,11 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
                    " WINDOW w AS (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW);")
     assert [(c[0], c[3]["python"].name, c[3]["python"].instance.separator if i == 0 else None)
             for i, c in enumerate(stage.calls)] == [("PYTHON", "LISTAGG", ";"), ("PYTHON", "ARRAY_AGG", None)]
+    # FIRST_VALUE / LAST_VALUE (DISTINCT): a value where it first appears in the frame
+    (first, last) = stages("SELECT FIRST_VALUE(DISTINCT price) OVER w, LAST_VALUE(DISTINCT price) OVER w FROM bid"
+                           " WINDOW w AS (PARTITION BY auction ORDER BY ts);").calls
+    assert [(c[0], c[3]["python"].name, c[3]["distinct"], c[3]["python"].instance.last) for c in (first, last)] == [
+        ("PYTHON", "FIRST_VALUE", True, False), ("PYTHON", "LAST_VALUE", True, True)]
     # COLLECT: ARRAY_AGG IGNORE NULLS, an empty array for a frame without values
     (call,) = stages("SELECT COLLECT(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;").calls
     collect = call[3]["python"].instance
@@ -90,7 +95,6 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
     # Flink's streaming mode refuses LEAD ('LEAD Function is not supported in stream mode')
     for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
                 "SELECT LISTAGG(DISTINCT CAST(price AS STRING)) OVER (ORDER BY ts) FROM bid;",
-                "SELECT FIRST_VALUE(DISTINCT price) OVER (PARTITION BY auction ORDER BY ts) FROM bid;",
                 "SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM bid;",
                 "SELECT LAG(price, auction) OVER (ORDER BY ts) FROM bid;",
                 "SELECT LEAD(price) OVER (ORDER BY ts) FROM bid;"):
@@ -142,6 +146,10 @@ QUERIES = {
              " (PARTITION BY k ORDER BY ts) AS a FROM t",
     "bounded lists": "SELECT k, v, LISTAGG(k, '/') OVER w AS l, ARRAY_AGG(v) OVER w AS a FROM t"
                      " WINDOW w AS (ORDER BY ts ROWS BETWEEN 4 PRECEDING AND CURRENT ROW)",
+    # DISTINCT FIRST_VALUE / LAST_VALUE: each value where it first appears in the frame
+    "distinct values": "SELECT k, v, FIRST_VALUE(DISTINCT v / 100) OVER w AS f, LAST_VALUE(DISTINCT v / 100) OVER w"
+                       " AS l FROM t WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)",
+    "distinct values since": "SELECT k, v, LAST_VALUE(DISTINCT v / 250) OVER (PARTITION BY k ORDER BY ts) AS l FROM t",
     # COLLECT (an ARRAY here): NULLs left out, an empty one for a frame without values
     "collected": "SELECT k, v, COLLECT(CASE WHEN v > 300 THEN v END) OVER w AS c FROM t"
                  " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
@@ -269,3 +277,22 @@ def test_a_bounded_listagg_or_array_agg_over_gives_each_of_its_aggregates_the_wi
     over = "OVER (PARTITION BY `bid`.`auction` ORDER BY `bid`.`ts`)"
     assert f"IF(COUNT(CAST(`bid`.`price` AS STRING)) {over} = 0, NULL, ARRAY_JOIN(COLLECT_LIST(" in sql
     assert f"TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', `bid`.`price`)) {over}, x -> x.v)" in sql
+
+
+@pytest.mark.spark
+def test_distinct_first_and_last_value_over_take_a_value_where_it_first_appears(run, tmp_path):
+    """Flink 2.3 on these rows (streaming mode): LAST_VALUE(DISTINCT v) is the latest value
+    seen for the first time in the frame, not the latest row's (before: Spark's "The query
+    does not include a GROUP BY clause" over bounded input)."""
+    write(tmp_path / "t" / "a.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\na,1,2026-01-01 00:00:03\n"
+                                     "a,3,2026-01-01 00:00:04\nb,5,2026-01-01 00:00:05\n")
+    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
+           f"'connector' = 'filesystem', 'path' = '{tmp_path / 't'}', 'format' = 'csv');")
+    since = run.rows(ddl + "SELECT k, v, FIRST_VALUE(DISTINCT v) OVER w, LAST_VALUE(DISTINCT v) OVER w FROM t"
+                           " WINDOW w AS (PARTITION BY k ORDER BY ts);")
+    assert sorted(since) == [["a", "1", "1", "1"], ["a", "1", "1", "2"], ["a", "2", "1", "2"], ["a", "3", "1", "3"],
+                             ["b", "5", "5", "5"]]
+    rows = run.rows("SELECT k, v, FIRST_VALUE(DISTINCT v) OVER w, LAST_VALUE(DISTINCT v) OVER w FROM t"
+                    " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW);")
+    assert sorted(rows) == [["a", "1", "1", "1"], ["a", "1", "1", "2"], ["a", "2", "1", "2"], ["a", "3", "2", "3"],
+                            ["b", "5", "5", "5"]]

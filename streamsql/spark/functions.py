@@ -159,15 +159,21 @@ def over_collected(self, window: exp.Window) -> str | None:
     call = window.this
     ignore_nulls = isinstance(call, exp.IgnoreNulls)
     inner = call.this if isinstance(call, (exp.IgnoreNulls, exp.RespectNulls)) else call
-    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG") \
-            or any(isinstance(a, exp.Distinct) for a in inner.expressions):
-        return None
-    argument = inner.expressions[0]
 
     def over(node: exp.Expression) -> str:
         spec = window.copy()
         spec.set("this", node)
         return Spark.Generator.window_sql(self, spec)
+
+    if isinstance(inner, FlinkCall) and inner.name in ("FIRST_VALUE", "LAST_VALUE") and len(inner.expressions) == 1 \
+            and isinstance(inner.expressions[0], exp.Distinct) and len(inner.expressions[0].expressions) == 1:
+        # DISTINCT: a value counts where it first appears in the frame (its ORDER BY's order), as Flink's
+        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[inner.expressions[0].expressions[0].copy()]))
+        return f"TRY_ELEMENT_AT(ARRAY_DISTINCT({values}), {1 if inner.name == 'FIRST_VALUE' else -1})"
+    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG") \
+            or any(isinstance(a, exp.Distinct) for a in inner.expressions):
+        return None
+    argument = inner.expressions[0]
 
     if inner.name == "LISTAGG":
         separator = self.sql(inner.expressions[1]) if len(inner.expressions) > 1 else "','"

@@ -118,6 +118,17 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
     if listed is not None:
         return listed
     if isinstance(call, FlinkAggCall) and call.name.upper() in VALUE_FUNCTIONS:
+        distinct = call.expressions[0] if len(call.expressions) == 1 else None
+        if isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1 \
+                and call.name.upper() in ("FIRST_VALUE", "LAST_VALUE"):
+            # DISTINCT: each value where it first appears in the frame (python_aggregates.FirstLast)
+            from streamsql.plan.udfs import PythonFunction
+            from streamsql.spark.stateful.python_aggregates import FirstLast
+
+            folded = FirstLast(last=call.name.upper() == "LAST_VALUE")
+            function = PythonFunction(call.name.upper(), folded.accumulate, call.type, False, instance=folded,
+                                      aggregate=True)
+            return PYTHON, None, {"python": function, "distinct": True, "arguments": [distinct.expressions[0]]}
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise Unsupported()
         return call.name.upper(), call.expressions[0], {}
