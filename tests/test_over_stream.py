@@ -296,3 +296,34 @@ def test_distinct_first_and_last_value_over_take_a_value_where_it_first_appears(
                     " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW);")
     assert sorted(rows) == [["a", "1", "1", "1"], ["a", "1", "1", "2"], ["a", "2", "1", "2"], ["a", "3", "2", "3"],
                             ["b", "5", "5", "5"]]
+
+
+@pytest.mark.spark
+def test_bounded_over_takes_distinct_and_filtered_list_aggregates(run, tmp_path):
+    """LISTAGG, ARRAY_AGG and COLLECT (DISTINCT) in an OVER: each value where it first appears
+    in the frame (Flink 2.3 on these rows); a FILTER goes on each Spark aggregate they combine
+    (before, each failed with Spark's words: "does not include a GROUP BY clause", "`if` does
+    not support FILTER CLAUSE"). JSON_ARRAYAGG/JSON_OBJECTAGG and STDDEV/VAR(DISTINCT) OVER are
+    refused at plan time, with the reason."""
+    from streamsql.errors import ValidationError
+
+    write(tmp_path / "t" / "a.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\na,1,2026-01-01 00:00:03\n"
+                                     "a,3,2026-01-01 00:00:04\nb,5,2026-01-01 00:00:05\n")
+    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
+           f"'connector' = 'filesystem', 'path' = '{tmp_path / 't'}', 'format' = 'csv');")
+    rows = run.rows(ddl + "SELECT ts, LISTAGG(DISTINCT CAST(v AS STRING), '-') OVER w, ARRAY_AGG(DISTINCT v) OVER w,"
+                          " COLLECT(DISTINCT v) OVER w FROM t WINDOW w AS (PARTITION BY k ORDER BY ts);")
+    assert [r[1:] for r in sorted(rows)] == [["1", "[1]", "[1]"], ["1-2", "[1, 2]", "[1, 2]"],
+                                             ["1-2", "[1, 2]", "[1, 2]"], ["1-2-3", "[1, 2, 3]", "[1, 2, 3]"],
+                                             ["5", "[5]", "[5]"]]
+    rows = run.rows("SELECT ts, LISTAGG(CAST(v AS STRING)) FILTER (WHERE v > 1) OVER w, ARRAY_AGG(v) FILTER (WHERE"
+                    " v > 1) OVER w, COLLECT(DISTINCT v) FILTER (WHERE v < 3) OVER w, FIRST_VALUE(DISTINCT v) FILTER"
+                    " (WHERE v > 1) OVER w FROM t WINDOW w AS (PARTITION BY k ORDER BY ts);")
+    assert [r[1:] for r in sorted(rows)] == [["", "", "[1]", ""], ["2", "[2]", "[1, 2]", "2"],
+                                             ["2", "[2]", "[1, 2]", "2"], ["2,3", "[2, 3]", "[1, 2]", "2"],
+                                             ["5", "[5]", "[]", "5"]]
+    for call, message in (("JSON_ARRAYAGG(v)", "JSON_ARRAYAGG cannot be used with OVER"),
+                          ("JSON_OBJECTAGG(KEY k VALUE v)", "JSON_OBJECTAGG cannot be used with OVER"),
+                          ("VAR_SAMP(DISTINCT v)", r"VAR_SAMP\(DISTINCT ..\) OVER is not supported yet")):
+        with pytest.raises(ValidationError, match=message):
+            run.rows(f"SELECT {call} OVER (PARTITION BY k ORDER BY ts) FROM t;")

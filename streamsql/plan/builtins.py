@@ -63,6 +63,24 @@ def unknown_function(call: exp.Anonymous) -> ValidationError:
                            start_position(call))
 
 
+_SPREADS = {exp.StddevPop: "STDDEV_POP", exp.StddevSamp: "STDDEV_SAMP", exp.Stddev: "STDDEV", exp.VariancePop: "VAR_POP",
+            exp.Variance: "VAR_SAMP"}
+
+
+def _check_over_call(window: exp.Window) -> None:
+    """Aggregates an OVER cannot take: the JSON aggregates (Flink's parser refuses OVER after
+    them), STDDEV/VAR with DISTINCT (Spark has no DISTINCT window aggregate to build them on)."""
+    call = window.this.this if isinstance(window.this, exp.Filter) else window.this
+    if isinstance(call, exp.JSONObjectAgg) or isinstance(call, F.FlinkAggCall) and call.name.upper() == "JSON_ARRAYAGG":
+        name = "JSON_OBJECTAGG" if isinstance(call, exp.JSONObjectAgg) else "JSON_ARRAYAGG"
+        raise ValidationError(f"{name} cannot be used with OVER (Flink's parser refuses it: \"Incorrect syntax near the"
+                              " keyword 'OVER'\"); aggregate it in a GROUP BY", start_position(window))
+    if type(call) in _SPREADS and isinstance(call.this, exp.Distinct):
+        raise ValidationError(f"{_SPREADS[type(call)]}(DISTINCT ..) OVER is not supported yet (Spark has no DISTINCT window"
+                              " aggregate; in an OVER, COUNT, SUM, AVG, MIN, MAX, FIRST_VALUE, LAST_VALUE, LISTAGG,"
+                              " ARRAY_AGG and COLLECT take DISTINCT)", start_position(window))
+
+
 def check_functions(query: exp.Expression, database: str = "default_database") -> None:
     """Refuse, with the SQL position, built-in calls Flink refuses (argument types) and those
     (or forms of them) Spark cannot run as Flink does. CURRENT_DATABASE() learns ``database``."""
@@ -80,6 +98,8 @@ def check_functions(query: exp.Expression, database: str = "default_database") -
                                                 for a in node.this.iter_expressions()):
             raise ValidationError("FILTER must be applied to aggregate function (not one with IGNORE NULLS or"
                                   " RESPECT NULLS)", start_position(node))
+        if isinstance(node, exp.Window):
+            _check_over_call(node)
         if isinstance(node, FlinkCall) and node.name == "CURRENT_DATABASE":
             node.meta["database"] = database
         if isinstance(node, _CHECKED_NODES) or (isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None):

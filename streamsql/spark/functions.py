@@ -157,12 +157,14 @@ def over_collected(self, window: exp.Window) -> str | None:
     and a COLLECT_LIST), so each gets the window: ``IF(COUNT(x) OVER w = 0, NULL,
     ARRAY_JOIN(COLLECT_LIST(x) OVER w, sep))``. None for another call."""
     call = window.this
+    condition = call.expression if isinstance(call, exp.Filter) else None  # on each aggregate it combines
+    call = call.this if isinstance(call, exp.Filter) else call
     ignore_nulls = isinstance(call, exp.IgnoreNulls)
     inner = call.this if isinstance(call, (exp.IgnoreNulls, exp.RespectNulls)) else call
 
     def over(node: exp.Expression) -> str:
         spec = window.copy()
-        spec.set("this", node)
+        spec.set("this", node if condition is None else exp.Filter(this=node, expression=condition.copy()))
         return Spark.Generator.window_sql(self, spec)
 
     if isinstance(inner, FlinkCall) and inner.name in ("FIRST_VALUE", "LAST_VALUE") and len(inner.expressions) == 1 \
@@ -170,9 +172,14 @@ def over_collected(self, window: exp.Window) -> str | None:
         # DISTINCT: a value counts where it first appears in the frame (its ORDER BY's order), as Flink's
         values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[inner.expressions[0].expressions[0].copy()]))
         return f"TRY_ELEMENT_AT(ARRAY_DISTINCT({values}), {1 if inner.name == 'FIRST_VALUE' else -1})"
-    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG") \
-            or any(isinstance(a, exp.Distinct) for a in inner.expressions):
+    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG", "COLLECT"):
         return None
+    distinct = isinstance(inner.expressions[0], exp.Distinct)
+    arguments = inner.expressions[0].expressions if distinct else inner.expressions
+    if distinct:  # each value where it first appears in the frame (its ORDER BY's order), as Flink's
+        return _distinct_over_list(self, inner.name, arguments, ignore_nulls, over)
+    if inner.name == "COLLECT":
+        return None  # one COLLECT_LIST: the window goes on it as on any aggregate
     argument = inner.expressions[0]
 
     if inner.name == "LISTAGG":
@@ -184,7 +191,25 @@ def over_collected(self, window: exp.Window) -> str | None:
         return f"IF({over(exp.Count(this=argument.copy()))} = 0, NULL, {values})"
     wrapped = exp.Anonymous(this="NAMED_STRUCT", expressions=[exp.Literal.string("v"), argument.copy()])
     values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[wrapped]))
-    return f"TRANSFORM({values}, x -> x.v)"  # (the frame holds the current row: never empty)
+    if condition is None:
+        return f"TRANSFORM({values}, x -> x.v)"  # (the frame holds the current row: never empty)
+    return f"IF(SIZE({values}) = 0, NULL, TRANSFORM({values}, x -> x.v))"  # a FILTER may take none
+
+
+def _distinct_over_list(self, name: str, arguments: list, ignore_nulls: bool, over) -> str:
+    """LISTAGG / ARRAY_AGG / COLLECT (DISTINCT x) OVER (..): the frame's values, each once."""
+    argument = arguments[0]
+    if name == "LISTAGG":
+        separator = self.sql(arguments[1]) if len(arguments) > 1 else "','"
+        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[argument.copy()]))
+        return f"IF({over(exp.Count(this=argument.copy()))} = 0, NULL, ARRAY_JOIN(ARRAY_DISTINCT({values}), {separator}))"
+    if name == "COLLECT" or ignore_nulls:
+        values = f"ARRAY_DISTINCT({over(exp.Anonymous(this='COLLECT_LIST', expressions=[argument.copy()]))})"
+        return values if name == "COLLECT" else f"IF(SIZE({values}) = 0, NULL, {values})"
+    wrapped = exp.Anonymous(this="NAMED_STRUCT", expressions=[exp.Literal.string("v"), argument.copy()])
+    values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[wrapped]))
+    # a NULL kept once, as ARRAY_AGG keeps NULLs; NULL when a FILTER takes no row
+    return f"IF(SIZE({values}) = 0, NULL, TRANSFORM(ARRAY_DISTINCT({values}), x -> x.v))"
 
 
 def nulls_sql(ignore: bool):
