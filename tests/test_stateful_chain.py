@@ -66,7 +66,9 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY price;",
                 "SELECT auction, ts FROM bid ORDER BY ts, price;"):
         assert stages(sql) is None, sql
-    assert stages("SELECT auction, COLLECT(price) FROM bid GROUP BY auction;") is None
+    # COLLECT: ARRAY_AGG IGNORE NULLS, an empty array (not NULL) for no values
+    (collect,) = stages("SELECT auction, COLLECT(price) FROM bid GROUP BY auction;").split.calls
+    assert (collect.function, collect.ignore_nulls, collect.collect) == ("ARRAY_AGG", True, True)
     assert isinstance(stages("SELECT auction, FIRST_VALUE(DISTINCT price) FROM bid GROUP BY auction;"), AggregateStage)
     # LISTAGG over inserts, its separator a string literal
     stage = stages("SELECT auction, LISTAGG(CAST(price AS STRING)), LISTAGG(CAST(bidder AS STRING), ';') FROM bid"
