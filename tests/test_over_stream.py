@@ -279,15 +279,21 @@ def test_a_bounded_listagg_or_array_agg_over_gives_each_of_its_aggregates_the_wi
     assert f"TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', `bid`.`price`)) {over}, x -> x.v)" in sql
 
 
+def _repeating_values(tmp_path) -> str:
+    """The DDL of a table t whose values repeat in one partition (1, 2, 1, 3) — the rows the
+    DISTINCT OVER results below were measured on with Flink 2.3."""
+    write(tmp_path / "t" / "a.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\na,1,2026-01-01 00:00:03\n"
+                                     "a,3,2026-01-01 00:00:04\nb,5,2026-01-01 00:00:05\n")
+    return (f"CREATE TEMPORARY TABLE t (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
+            f"'connector' = 'filesystem', 'path' = '{tmp_path / 't'}', 'format' = 'csv');")
+
+
 @pytest.mark.spark
 def test_distinct_first_and_last_value_over_take_a_value_where_it_first_appears(run, tmp_path):
     """Flink 2.3 on these rows (streaming mode): LAST_VALUE(DISTINCT v) is the latest value
     seen for the first time in the frame, not the latest row's (before: Spark's "The query
     does not include a GROUP BY clause" over bounded input)."""
-    write(tmp_path / "t" / "a.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\na,1,2026-01-01 00:00:03\n"
-                                     "a,3,2026-01-01 00:00:04\nb,5,2026-01-01 00:00:05\n")
-    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
-           f"'connector' = 'filesystem', 'path' = '{tmp_path / 't'}', 'format' = 'csv');")
+    ddl = _repeating_values(tmp_path)
     since = run.rows(ddl + "SELECT k, v, FIRST_VALUE(DISTINCT v) OVER w, LAST_VALUE(DISTINCT v) OVER w FROM t"
                            " WINDOW w AS (PARTITION BY k ORDER BY ts);")
     assert sorted(since) == [["a", "1", "1", "1"], ["a", "1", "1", "2"], ["a", "2", "1", "2"], ["a", "3", "1", "3"],
@@ -307,10 +313,7 @@ def test_bounded_over_takes_distinct_and_filtered_list_aggregates(run, tmp_path)
     refused at plan time, with the reason."""
     from streamsql.errors import ValidationError
 
-    write(tmp_path / "t" / "a.csv", "a,1,2026-01-01 00:00:01\na,2,2026-01-01 00:00:02\na,1,2026-01-01 00:00:03\n"
-                                     "a,3,2026-01-01 00:00:04\nb,5,2026-01-01 00:00:05\n")
-    ddl = (f"CREATE TEMPORARY TABLE t (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
-           f"'connector' = 'filesystem', 'path' = '{tmp_path / 't'}', 'format' = 'csv');")
+    ddl = _repeating_values(tmp_path)
     rows = run.rows(ddl + "SELECT ts, LISTAGG(DISTINCT CAST(v AS STRING), '-') OVER w, ARRAY_AGG(DISTINCT v) OVER w,"
                           " COLLECT(DISTINCT v) OVER w FROM t WINDOW w AS (PARTITION BY k ORDER BY ts);")
     assert [r[1:] for r in sorted(rows)] == [["1", "[1]", "[1]"], ["1-2", "[1, 2]", "[1, 2]"],

@@ -16,6 +16,7 @@ distinct row as many times as it was added (INSERT, UPDATE_AFTER) more than take
 
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 from streamsql.changelog import ADDS, INSERT, ROWKIND_COLUMN
@@ -95,7 +96,5 @@ def changelog_stage(compiler, relation: ChangelogRelation):
         values = [_kind_of(relation, f"{_INPUT}.{_q(relation.op_column)}")] + [f"{_INPUT}.{_q(c.name)}" for c in data]
         where = ""
     select = ", ".join(f"{v} AS {_q(n)}" for v, n in zip(values, [ROWKIND_COLUMN, *names]))
-    import sqlglot
-
     query = sqlglot.parse_one(f"SELECT {select} FROM {source}{where}", dialect="spark")
     return CalcStage(inputs=inputs, query=query, rowkinds="insert" if relation.kind == "TO_CHANGELOG" else "changes")

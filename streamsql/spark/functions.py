@@ -154,8 +154,9 @@ def array_agg(self, e: FlinkCall, ignore_nulls: bool) -> str:
 
 def over_collected(self, window: exp.Window) -> str | None:
     """LISTAGG or ARRAY_AGG in an OVER: their translations combine two aggregates (a count
-    and a COLLECT_LIST), so each gets the window: ``IF(COUNT(x) OVER w = 0, NULL,
-    ARRAY_JOIN(COLLECT_LIST(x) OVER w, sep))``. None for another call."""
+    and a COLLECT_LIST), so each gets the window (and the FILTER): ``IF(COUNT(x) OVER w = 0,
+    NULL, ARRAY_JOIN(COLLECT_LIST(x) OVER w, sep))``; with DISTINCT, and COLLECT, FIRST_VALUE
+    and LAST_VALUE with DISTINCT, the frame's distinct values. None for another call."""
     call = window.this
     condition = call.expression if isinstance(call, exp.Filter) else None  # on each aggregate it combines
     call = call.this if isinstance(call, exp.Filter) else call
@@ -167,19 +168,13 @@ def over_collected(self, window: exp.Window) -> str | None:
         spec.set("this", node if condition is None else exp.Filter(this=node, expression=condition.copy()))
         return Spark.Generator.window_sql(self, spec)
 
-    if isinstance(inner, FlinkCall) and inner.name in ("FIRST_VALUE", "LAST_VALUE") and len(inner.expressions) == 1 \
-            and isinstance(inner.expressions[0], exp.Distinct) and len(inner.expressions[0].expressions) == 1:
-        # DISTINCT: a value counts where it first appears in the frame (its ORDER BY's order), as Flink's
-        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[inner.expressions[0].expressions[0].copy()]))
-        return f"TRY_ELEMENT_AT(ARRAY_DISTINCT({values}), {1 if inner.name == 'FIRST_VALUE' else -1})"
-    if not isinstance(inner, FlinkCall) or inner.name not in ("LISTAGG", "ARRAY_AGG", "COLLECT"):
+    if not isinstance(inner, FlinkCall) or not inner.expressions \
+            or inner.name not in ("LISTAGG", "ARRAY_AGG", "COLLECT", "FIRST_VALUE", "LAST_VALUE"):
         return None
-    distinct = isinstance(inner.expressions[0], exp.Distinct)
-    arguments = inner.expressions[0].expressions if distinct else inner.expressions
-    if distinct:  # each value where it first appears in the frame (its ORDER BY's order), as Flink's
-        return _distinct_over_list(self, inner.name, arguments, ignore_nulls, over)
-    if inner.name == "COLLECT":
-        return None  # one COLLECT_LIST: the window goes on it as on any aggregate
+    if isinstance(inner.expressions[0], exp.Distinct):  # each value where it first appears in the frame
+        return _distinct_over_list(self, inner.name, inner.expressions[0].expressions, ignore_nulls, over)
+    if inner.name in ("COLLECT", "FIRST_VALUE", "LAST_VALUE"):
+        return None  # one Spark aggregate: the window goes on it as on any aggregate
     argument = inner.expressions[0]
 
     if inner.name == "LISTAGG":
@@ -197,8 +192,12 @@ def over_collected(self, window: exp.Window) -> str | None:
 
 
 def _distinct_over_list(self, name: str, arguments: list, ignore_nulls: bool, over) -> str:
-    """LISTAGG / ARRAY_AGG / COLLECT (DISTINCT x) OVER (..): the frame's values, each once."""
+    """LISTAGG / ARRAY_AGG / COLLECT / FIRST_VALUE / LAST_VALUE (DISTINCT x) OVER (..): the
+    frame's values, each once, where it first appears (its ORDER BY's order), as Flink's."""
     argument = arguments[0]
+    if name in ("FIRST_VALUE", "LAST_VALUE"):
+        values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[argument.copy()]))
+        return f"TRY_ELEMENT_AT(ARRAY_DISTINCT({values}), {1 if name == 'FIRST_VALUE' else -1})"
     if name == "LISTAGG":
         separator = self.sql(arguments[1]) if len(arguments) > 1 else "','"
         values = over(exp.Anonymous(this="COLLECT_LIST", expressions=[argument.copy()]))

@@ -122,13 +122,10 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
         if isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1 \
                 and call.name.upper() in ("FIRST_VALUE", "LAST_VALUE"):
             # DISTINCT: each value where it first appears in the frame (python_aggregates.FirstLast)
-            from streamsql.plan.udfs import PythonFunction
-            from streamsql.spark.stateful.python_aggregates import FirstLast
+            from streamsql.spark.stateful.python_aggregates import first_last_function
 
-            folded = FirstLast(last=call.name.upper() == "LAST_VALUE")
-            function = PythonFunction(call.name.upper(), folded.accumulate, call.type, False, instance=folded,
-                                      aggregate=True)
-            return PYTHON, None, {"python": function, "distinct": True, "arguments": [distinct.expressions[0]]}
+            return PYTHON, None, {"python": first_last_function(call.name.upper(), call.type), "distinct": True,
+                                  "arguments": [distinct.expressions[0]]}
         if len(call.expressions) != 1 or isinstance(call.expressions[0], exp.Distinct):
             raise Unsupported()
         return call.name.upper(), call.expressions[0], {}

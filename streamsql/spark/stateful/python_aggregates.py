@@ -208,6 +208,15 @@ def _hashable(args: tuple):
         return repr(args)
 
 
+def first_last_function(name: str, data_type):
+    """FIRST_VALUE or LAST_VALUE (``name``) as a Python aggregate function (plan.udfs) folding
+    ``FirstLast``: what a DISTINCT one is computed as, in a GROUP BY and in an OVER."""
+    from streamsql.plan.udfs import PythonFunction
+
+    folded = FirstLast(last=name == "LAST_VALUE")
+    return PythonFunction(name, folded.accumulate, data_type, False, instance=folded, aggregate=True)
+
+
 class FirstLast:
     """FIRST_VALUE / LAST_VALUE as an aggregate function that takes values back (under
     DISTINCT, ``DistinctAggregate`` hands it each value once): the values that are not NULL,

@@ -228,12 +228,10 @@ def _distinct_first_last(name: str, argument: exp.Expression, condition, data_ty
     """FIRST_VALUE(DISTINCT x) / LAST_VALUE(DISTINCT x): folded as a Python aggregate function
     is (``python_aggregates.FirstLast`` in a ``DistinctAggregate``), each value taken when it
     first appears and given back when its last row is retracted, as Flink's DISTINCT keeps it."""
-    from streamsql.plan.udfs import PythonFunction
-    from streamsql.spark.stateful.python_aggregates import FirstLast
+    from streamsql.spark.stateful.python_aggregates import first_last_function
 
-    folded = FirstLast(last=name == "LAST_VALUE")
-    function = PythonFunction(name, folded.accumulate, data_type, False, instance=folded, aggregate=True)
-    return AggregateCall(PYTHON, None, True, condition, data_type, python=function, arguments=(argument,))
+    return AggregateCall(PYTHON, None, True, condition, data_type, python=first_last_function(name, data_type),
+                         arguments=(argument,))
 
 
 def _aggregate_call(node: exp.Expression) -> AggregateCall | None:
