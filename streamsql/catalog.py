@@ -97,6 +97,13 @@ class Catalog:
             if hasattr(other, "completed"):
                 other.completed(create, name)
 
+    def check_write(self, table: TableDef) -> None:
+        """A CatalogError when the catalog that holds ``table`` refuses an INSERT INTO it (a
+        'hive' catalog's partitioned file tables: catalogs.hive)."""
+        other = self._other(table.name.catalog)
+        if hasattr(other, "check_write"):
+            other.check_write(table)
+
     def create_catalog(self, definition: CatalogDef, if_not_exists: bool = False) -> bool:
         return self.catalogs.create(definition, if_not_exists)
 

@@ -21,7 +21,8 @@ def engine(tmp_path):
 
 # -- statements, without Spark ---------------------------------------------------------------------
 
-def test_catalog_statements_and_names(engine, tmp_path):
+def test_catalog_statements_and_names(spark, tmp_path):  # EXPLAIN shows Spark's plan: a Spark test
+    engine = Engine(Catalog(tmp_path / "cat"), base_dir=tmp_path, spark=spark)
     run(engine, "CREATE CATALOG mem COMMENT 'scratch' WITH ('type' = 'generic_in_memory')")
     assert run(engine, "SHOW CATALOGS") == [["catalog name"], ["default_catalog"], ["mem"]]
     run(engine, "USE CATALOG mem")
@@ -48,7 +49,7 @@ def test_catalog_statements_and_names(engine, tmp_path):
 
 
 @pytest.mark.parametrize("sql, message", [
-    ("CREATE CATALOG c WITH ('type' = 'hive')", "type 'hive' is not supported (types: 'jdbc', 'iceberg', 'generic_in_memory')"),
+    ("CREATE CATALOG c WITH ('type' = 'paimon')", "type 'paimon' is not supported (types: 'jdbc', 'iceberg', 'hive', 'generic_in_memory')"),
     ("CREATE CATALOG c WITH ('a' = 'b')", "option 'type' is missing"),
     ("CREATE CATALOG c WITH ('type' = 'jdbc')", "option(s) 'base-url', 'default-database' missing"),
     ("CREATE CATALOG c WITH ('type' = 'jdbc', 'base-url' = 'jdbc:mysql://h', 'default-database' = 'd')",

@@ -12,6 +12,10 @@ store keeps catalogs), and opened when first used:
 - ``'type' = 'iceberg'``: an Iceberg catalog (``catalogs.iceberg``): its namespaces are
   databases, its tables Iceberg tables read and written by the ``iceberg`` connector;
   ``CREATE TABLE`` in it creates an Iceberg table.
+- ``'type' = 'hive'``: a Hive metastore, Spark's session catalog (``catalogs.hive``): its
+  tables as the connector that reads their files declares them (``delta``, or
+  ``filesystem`` for Parquet, JSON, CSV and Hive text tables); read through the Engine's
+  Spark (``Catalogs.session``), the one catalog whose metadata needs the JVM.
 - ``'type' = 'generic_in_memory'``: Flink's in-memory catalog, gone with the session.
 
 A table of such a catalog is a ``TableDef`` like any other (its name carries the catalog):

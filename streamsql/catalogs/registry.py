@@ -20,6 +20,7 @@ TYPES: dict[str, tuple[set[str], set[str]]] = {
     "jdbc": ({"base-url", "default-database"}, {"username", "password"}),
     "iceberg": ({"warehouse"}, {"catalog-type", "catalog-impl", "uri", "jdbc.user", "jdbc.password", "default-database",
                                 "property-version", "cache-enabled"}),
+    "hive": (set(), {"hive-conf-dir", "hadoop-conf-dir", "default-database", "hive-version", "property-version"}),
     "generic_in_memory": (set(), {"default-database"}),
 }
 
@@ -67,12 +68,29 @@ def check(definition: CatalogDef) -> None:
                            f" (supported: {_listing(sorted(required | optional))})")
     if kind == "iceberg" and "://" not in options["warehouse"]:  # a local path means the same from anywhere
         options["warehouse"] = os.path.abspath(options["warehouse"].removeprefix("file:"))
+    if kind == "hive":
+        _check_hive(name, options)
     if kind == "jdbc" and not options["base-url"].startswith("jdbc:postgresql://"):
         raise CatalogError(f"Catalog '{name}': 'base-url' must be 'jdbc:postgresql://host:port' (PostgreSQL), not"
                            f" '{options['base-url']}'")
     if kind == "jdbc" and options["base-url"].rstrip("/").count("/") > 2:
         raise CatalogError(f"Catalog '{name}': 'base-url' names the server only ('jdbc:postgresql://host:port'); the"
                            " database is 'default-database'")
+
+
+def _check_hive(name: str, options: dict[str, str]) -> None:
+    """The conf directories made absolute (they mean the same from anywhere) and their files read."""
+    from streamsql.runtime.metastore import site_properties
+
+    for key in ("hive-conf-dir", "hadoop-conf-dir"):
+        if key in options:
+            options[key] = os.path.abspath(options[key])
+            if not os.path.isdir(options[key]):
+                raise CatalogError(f"Catalog '{name}': '{key}' '{options[key]}' is no directory")
+    try:
+        site_properties(options.get("hive-conf-dir"), options.get("hadoop-conf-dir"))
+    except CatalogError as error:
+        raise CatalogError(f"Catalog '{name}': {error}") from None
 
 
 def _listing(names) -> str:
@@ -88,6 +106,7 @@ class Catalogs:
     _defs: dict[str, CatalogDef] | None = None
     _opened: dict[str, object] = field(default_factory=dict)
     _broken: dict[str, str] = field(default_factory=dict)
+    session: object = None  # () -> the Engine's SparkSession: what a 'hive' catalog reads its metastore through
 
     def names(self) -> list[str]:
         return [DEFAULT_CATALOG] + sorted(self._definitions())
@@ -104,7 +123,7 @@ class Catalogs:
             if name in self._broken:
                 raise UnknownCatalogError(f"Catalog '{name}' cannot be used: {self._broken[name]}")
             raise UnknownCatalogError(f"Catalog '{name}' does not exist (catalogs: {', '.join(self.names())})")
-        opened = _open(definition)
+        opened = _open(definition, self.session)
         self._opened[name] = opened = opened.staged() if self.staged else opened
         return opened
 
@@ -141,7 +160,7 @@ class Catalogs:
         """A copy to plan a script against: it sees every change but writes no file, and its
         catalogs change nothing either (each one's ``staged()`` copy)."""
         opened = {name: catalog.staged() for name, catalog in self._opened.items()}
-        return Catalogs(self.directory, True, dict(self._definitions()), opened, dict(self._broken))
+        return Catalogs(self.directory, True, dict(self._definitions()), opened, dict(self._broken), self.session)
 
     def _path(self, name: str) -> Path:
         return self.directory / (quote(name, safe="") + ".sql")
@@ -169,7 +188,7 @@ def _read(path: Path) -> CatalogDef:
     return catalog_def(node)
 
 
-def _open(definition: CatalogDef):
+def _open(definition: CatalogDef, session=None):
     if definition.type == "jdbc":
         from streamsql.catalogs.postgres import PostgresCatalog
 
@@ -178,6 +197,10 @@ def _open(definition: CatalogDef):
         from streamsql.catalogs.iceberg import IcebergCatalog
 
         return IcebergCatalog(definition)
+    if definition.type == "hive":
+        from streamsql.catalogs.hive import HiveCatalog
+
+        return HiveCatalog(definition, session)
     from streamsql.catalog import Catalog
 
     return Catalog(None, name=definition.name, default_database=definition.options.get("default-database", "default"))

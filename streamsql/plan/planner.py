@@ -196,6 +196,7 @@ class Planner:
             raise ValidationError(f"Cannot INSERT INTO view '{table.name}'", identifier_position(target))
         if not CONNECTORS[table.options["connector"]].as_sink:
             raise ValidationError(f"Table '{table.name}' (connector '{table.options['connector']}') cannot be written to")
+        self.catalog.check_write(table)
         plan = self.plan_query(values_as_select(node.expression))
         sources = insert_sources(table, columns, plan)
         self._written.add(table.options.get("path"))

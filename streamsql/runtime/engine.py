@@ -60,6 +60,7 @@ class Engine:
         self.log = log or (lambda message: print(message, file=sys.stderr))
         if catalog.warn is None:  # catalog files that do not load are reported in this session's log
             catalog.warn = self.log
+        catalog.catalogs.session = lambda: self.spark  # a 'hive' catalog reads its metastore through Spark
         self._spark = spark
         self._spark_lock = threading.Lock()
         self._owns_spark = spark is None
