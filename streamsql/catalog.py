@@ -146,8 +146,9 @@ class Catalog:
         return [b for (_, n), b in sorted(self._broken.items(), key=lambda i: str(i[0][1]))
                 if database is None or n.database == database]
 
-    def databases(self) -> list[str]:
-        other = self._other(None)
+    def databases(self, catalog: str | None = None) -> list[str]:
+        """The databases of ``catalog`` (None: the current one)."""
+        other = self._other(catalog)
         if other is not None:
             return other.databases()
         self._load()

@@ -50,7 +50,10 @@ BASE = "'connector' = 'iceberg', 'catalog-name' = 'c', 'warehouse' = '/w'"
     ("'connector' = 'iceberg', 'catalog-name' = 'c'", "needs option\\(s\\) 'warehouse'"),
     ("'connector' = 'iceberg', 'warehouse' = '/w'", "needs option\\(s\\) 'catalog-name'"),
     (BASE, "'catalog-type' = 'hive' is not supported .*use 'catalog-type' = 'jdbc'"),
-    (BASE + ", 'catalog-type' = 'hadoop'", "'catalog-type' = 'hadoop' is not supported \\(pyiceberg has no Hadoop catalog"),
+    (BASE + ", 'catalog-type' = 'rest'", "'catalog-type' = 'rest' is not supported \\(a Hive metastore, REST"),
+    (BASE + ", 'catalog-type' = 'hadoop', 'uri' = 'jdbc:sqlite:/x'", "a Hadoop catalog is its warehouse's directories"),
+    (BASE + ", 'catalog-type' = 'jdbc', 'catalog-impl' = 'org.apache.iceberg.hadoop.HadoopCatalog'",
+     "'catalog-type' = 'jdbc' and 'catalog-impl' = 'org.apache.iceberg.hadoop.HadoopCatalog' name different"),
     (BASE + ", 'catalog-impl' = 'com.x.Mine'", "'catalog-impl' = 'com.x.Mine' is not supported"),
     (BASE + ", 'catalog-type' = 'jdbc', 'uri' = 'jdbc:mysql://h/d'", "option 'uri' must be 'jdbc:sqlite:<file>' or"),
     (BASE + ", 'catalog-type' = 'jdbc', 'snapshot-id' = 'x'", "'snapshot-id' must be a non-negative integer"),
@@ -272,8 +275,8 @@ def test_bad_input_is_one_connector_error(run, tmp_path):
     with pytest.raises(ConnectorError, match="has no snapshot 42"):
         run.rows(batch + iceberg_ddl("t4", lake, "id BIGINT", ", 'catalog-table' = 't', 'snapshot-id' = '42'")
                  + ";\nSELECT * FROM t4;")
-    with pytest.raises(ConnectorError, match="'catalog-type' = 'hadoop' is not supported"):
-        run.rows(iceberg_ddl("h", lake, "id BIGINT", exists=False).replace("'jdbc'", "'hadoop'") + ";")
+    with pytest.raises(ConnectorError, match="'catalog-type' = 'rest' is not supported"):
+        run.rows(iceberg_ddl("h", lake, "id BIGINT", exists=False).replace("'jdbc'", "'rest'") + ";")
 
 
 def test_a_snapshot_with_delete_files_is_refused():

@@ -4,8 +4,8 @@
     CREATE TABLE lake.sales.orders (id BIGINT, amount DOUBLE, PRIMARY KEY (id) NOT ENFORCED);
     INSERT INTO lake.sales.orders SELECT ...;
 
-The catalog kinds are the ``iceberg`` connector's (``runtime.iceberg.catalog``): a JDBC
-(SQL) catalog in SQLite (by default ``<warehouse>/iceberg_catalog.db``) or PostgreSQL
+The catalog kinds are the ``iceberg`` connector's (``runtime.iceberg.catalog``): a Hadoop
+catalog (``'catalog-type' = 'hadoop'``: the warehouse's directories), or a JDBC (SQL) catalog in SQLite (by default ``<warehouse>/iceberg_catalog.db``) or PostgreSQL
 (``uri``), the tables Java's JdbcCatalog keeps, keyed by the catalog's name. **Databases**
 are its namespaces (``default-database``, by default ``default``, always listed, as Flink's
 catalog creates it); **tables** its tables, each an ``iceberg`` table of this catalog with
@@ -18,6 +18,8 @@ Flink's drop without purge), ``CREATE``/``DROP DATABASE`` make and remove namesp
 """
 
 from __future__ import annotations
+
+import os
 
 from sqlglot import exp
 
@@ -33,8 +35,10 @@ class IcebergCatalog:
         self.definition = definition
         self.name = definition.name
         self.default_database = definition.options.get("default-database", "default")
-        self.options = {"connector": "iceberg", "catalog-name": self.name, "catalog-type": "jdbc"}
+        self.options = {"connector": "iceberg", "catalog-name": self.name}
         self.options.update({k: v for k, v in definition.options.items() if k in _CONNECTOR_OPTIONS})
+        if "catalog-impl" not in self.options:
+            self.options.setdefault("catalog-type", "jdbc")
         self._pending: dict[ObjectName, TableDef | None] | None = None  # staged: tables created (None: dropped)
         self._pending_databases: dict[str, bool] = {}  # staged: databases created (True) or dropped (False)
 
@@ -185,11 +189,10 @@ class IcebergCatalog:
 
         template = TableDef(ObjectName(self.default_database, self.name, self.name), [], self.options)
         file = catalog.catalog_file(template)
-        if not creating and file is not None:
-            import os
-
-            if not os.path.isfile(file):
-                return None
+        if not creating and file is not None and not os.path.isfile(file):
+            return None
+        if not creating and catalog.is_hadoop(template) and not os.path.isdir(catalog.local_warehouse(template) or ""):
+            return None
         try:
             return catalog.open_catalog(template, creating=creating)
         except ConnectorError as error:

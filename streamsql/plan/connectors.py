@@ -103,8 +103,8 @@ DATAGEN_TYPES = (*DATAGEN_SEQUENCES, "boolean", "timestamp", "timestampltz", "da
                  "struct")
 KAFKA = ("kafka", "upsert-kafka")
 ICEBERG_JDBC_CATALOG = "org.apache.iceberg.jdbc.JdbcCatalog"
-ICEBERG_CATALOG_HELP = ("pyiceberg has no Hadoop catalog, and a Hive metastore, REST or custom catalog is not"
-                        " wired here")
+ICEBERG_HADOOP_CATALOG = "org.apache.iceberg.hadoop.HadoopCatalog"
+ICEBERG_CATALOG_HELP = "a Hive metastore, REST or custom catalog is not wired here"
 ICEBERG_URL_PARAMETERS = {"user", "password", "sslmode", "sslrootcert", "sslcert", "sslkey"}
 def validate_options(table: TableDef) -> None:
     """Raise ConnectorError naming the table and the offending option."""
@@ -301,13 +301,24 @@ def _check_delta(table: TableDef) -> None:
 
 
 def _check_iceberg(table: TableDef) -> None:
-    """A JDBC (SQL) catalog, the only kind pyiceberg commits to here; one snapshot chosen at most."""
+    """A JDBC (SQL) or Hadoop catalog, the kinds committed to here; one snapshot chosen at most."""
     name, options = table.name.name, table.options
-    impl, kind = options.get("catalog-impl"), options.get("catalog-type", "hive" if "catalog-impl" not in options else None)
-    if (kind is not None and kind.lower() != "jdbc") or impl not in (None, ICEBERG_JDBC_CATALOG):
-        given = f"'catalog-type' = '{kind}'" if kind is not None else f"'catalog-impl' = '{impl}'"
+    kind = iceberg_catalog_kind(options)
+    if kind is None and "catalog-impl" in options and "catalog-type" in options:
+        raise ConnectorError(f"Table '{name}': 'catalog-type' = '{options['catalog-type']}' and 'catalog-impl' ="
+                             f" '{options['catalog-impl']}' name different catalogs; give one")
+    if kind is None:
+        impl, given = options.get("catalog-impl"), options.get("catalog-type", "hive")
+        given = f"'catalog-type' = '{given}'" if "catalog-type" in options or impl is None else f"'catalog-impl' = '{impl}'"
         raise ConnectorError(f"Table '{name}': {given} is not supported ({ICEBERG_CATALOG_HELP}); use 'catalog-type' ="
-                             " 'jdbc' (Iceberg's JdbcCatalog: SQLite, or PostgreSQL by 'uri' = 'jdbc:postgresql://...')")
+                             " 'jdbc' (Iceberg's JdbcCatalog: SQLite, or PostgreSQL by 'uri' = 'jdbc:postgresql://...')"
+                             " or 'hadoop' (Iceberg's HadoopCatalog: the warehouse's directories)")
+    if kind == "hadoop":
+        if "uri" in options:
+            raise ConnectorError(f"Table '{name}': a Hadoop catalog is its warehouse's directories: it takes no 'uri'")
+        if "://" in options["warehouse"] and not options["warehouse"].startswith("file://"):
+            raise ConnectorError(f"Table '{name}': a Hadoop catalog's 'warehouse' must be on the local file system here,"
+                                 f" not '{options['warehouse']}'")
     uri = options.get("uri")
     if uri is not None and not uri.startswith(("jdbc:sqlite:", "jdbc:postgresql://")):
         raise ConnectorError(f"Table '{name}': option 'uri' must be 'jdbc:sqlite:<file>' or 'jdbc:postgresql://host:port/"
@@ -318,6 +329,18 @@ def _check_iceberg(table: TableDef) -> None:
                              f" {listing(ICEBERG_URL_PARAMETERS)})")
     if "snapshot-id" in options and "as-of-timestamp" in options:
         raise ConnectorError(f"Table '{name}': options 'as-of-timestamp', 'snapshot-id' each choose the snapshot read; give one")
+
+
+def iceberg_catalog_kind(options: dict[str, str]) -> str | None:
+    """'jdbc' or 'hadoop' from 'catalog-type' / 'catalog-impl' (Flink's default type is
+    'hive'), or None for a kind not committed to here."""
+    impl, kind = options.get("catalog-impl"), options.get("catalog-type")
+    if impl is not None and kind is None:
+        return {ICEBERG_JDBC_CATALOG: "jdbc", ICEBERG_HADOOP_CATALOG: "hadoop"}.get(impl)
+    kind = (kind or "hive").lower()
+    if impl not in (None, ICEBERG_JDBC_CATALOG if kind == "jdbc" else ICEBERG_HADOOP_CATALOG):
+        return None
+    return kind if kind in ("jdbc", "hadoop") else None
 
 
 def csv_option(options: dict[str, str], name: str, default: str | None = None, scope: str = "") -> str | None:

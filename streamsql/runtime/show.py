@@ -16,7 +16,7 @@ from sqlglot import exp
 from streamsql.catalog import Catalog
 from streamsql.dialect.flink import SHOW_FILTERED, Show
 from streamsql.errors import CatalogError, ValidationError
-from streamsql.plan.objects import DEFAULT_CATALOG, TableDef, ViewDef
+from streamsql.plan.objects import TableDef, ViewDef
 from streamsql.plan.statements import describe, relation
 from streamsql.plan.steps import ResultStep
 
@@ -39,14 +39,14 @@ def plan_listing(node: exp.Expression, catalog: Catalog) -> ListingStep | None:
         return ListingStep(columns, _filtered(rows, node))
     if kind == "DATABASES":
         return ListingStep(["database name"], _filtered([(d,) for d in catalog.databases()], node))
-    database = _database(node.args.get("target"), catalog)
+    where, database = _database(node.args.get("target"), catalog)
     if kind == "FUNCTIONS":
-        names = [f.name.name for f in catalog.objects(database, kind="function")]
+        names = [f.name.name for f in catalog.objects(database, kind="function", catalog=where)]
         return ListingStep(["function name"], _filtered([(n,) for n in names], node))
     wanted = TableDef if kind == "TABLES" else ViewDef
-    rows = _filtered([(o.name.name,) for o in catalog.objects(database) if isinstance(o, wanted)], node)
+    rows = _filtered([(o.name.name,) for o in catalog.objects(database, catalog=where) if isinstance(o, wanted)], node)
     note = None
-    if not rows and node.args.get("like") is None:
+    if not rows and node.args.get("like") is None and where is None:
         note = _elsewhere(kind, database, wanted, catalog)
     return ListingStep([f"{kind[:-1].lower()} name"], rows, note)
 
@@ -73,14 +73,17 @@ def _filtered(rows: list[tuple], node: Show) -> list[tuple]:
     return [r for r in rows if bool(pattern.fullmatch(str(r[0]))) == keep]
 
 
-def _database(target: exp.Table | None, catalog: Catalog) -> str:
+def _database(target: exp.Table | None, catalog: Catalog) -> tuple[str | None, str]:
+    """(the catalog named, None for the current one; the database) of ``SHOW ... FROM [c.]db``."""
     if target is None:
-        return catalog.current_database
-    if target.args.get("db") and target.args["db"].name != DEFAULT_CATALOG:
-        raise ValidationError(f"Catalog '{target.args['db'].name}' does not exist (the only catalog is '{DEFAULT_CATALOG}')")
-    if not catalog.has_database(target.name):
-        raise CatalogError(f"Database '{target.name}' does not exist (databases: {', '.join(catalog.databases())})")
-    return target.name
+        return None, catalog.current_database
+    where = target.args["db"].name if target.args.get("db") else None
+    if where is not None and where not in catalog.catalogs.names():
+        raise ValidationError(f"Catalog '{where}' does not exist (catalogs: {', '.join(catalog.catalogs.names())})")
+    where = None if where == catalog.current_catalog else where
+    if not (catalog.has_database(target.name) if where is None else target.name in catalog.databases(where)):
+        raise CatalogError(f"Database '{target.name}' does not exist (databases: {', '.join(catalog.databases(where))})")
+    return where, target.name
 
 
 def _elsewhere(kind: str, database: str, wanted: type, catalog: Catalog) -> str:

@@ -1,15 +1,19 @@
-"""An Iceberg table's catalog, from Flink's catalog options: pyiceberg's SQL catalog.
+"""An Iceberg table's catalog, from Flink's catalog options: pyiceberg's SQL catalog, or a Hadoop one.
 
 **Which catalogs.** Flink's ``'connector' = 'iceberg'`` names its catalog with
 ``catalog-name``, ``catalog-type`` (or ``catalog-impl``), ``warehouse`` and ``uri``.
-pyiceberg can commit to these catalogs here: REST, Hive, Glue, DynamoDB, BigQuery and its
-SQL catalog; it has no Hadoop catalog (a ``hadoop`` table's ``version-hint.text`` and
-``v<N>.metadata.json`` can be read as a static table, never committed to), and a Hive
-metastore or REST server is nothing this connector is wired to yet. So the one catalog type
-is ``jdbc`` (``catalog-impl`` = ``org.apache.iceberg.jdbc.JdbcCatalog``): Iceberg's Java
-JdbcCatalog, whose two tables (``iceberg_tables``, ``iceberg_namespace_properties``, keyed
-by the catalog's name) pyiceberg's SqlCatalog reads and writes alike, so a table committed
-by Flink or Spark's Java Iceberg through the same database is the same table here.
+pyiceberg can commit to REST, Hive, Glue, DynamoDB, BigQuery and SQL catalogs, but not to a
+Hadoop one, and a Hive metastore or REST server is nothing this connector is wired to yet.
+So the catalog types are:
+
+- ``hadoop`` (``catalog-impl`` = ``org.apache.iceberg.hadoop.HadoopCatalog``): the
+  warehouse's directories, in Java's layout (``v<N>.metadata.json``, ``version-hint.text``),
+  committed to by streamsql's own pyiceberg catalog (``runtime.iceberg.hadoop_catalog``);
+  so a table Flink's or Spark's Java Iceberg writes to the same warehouse is the same table.
+- ``jdbc`` (``catalog-impl`` = ``org.apache.iceberg.jdbc.JdbcCatalog``): Iceberg's Java
+  JdbcCatalog, whose two tables (``iceberg_tables``, ``iceberg_namespace_properties``, keyed
+  by the catalog's name) pyiceberg's SqlCatalog reads and writes alike, so a table committed
+  by Flink or Spark's Java Iceberg through the same database is the same table here.
 
 **Where the catalog is.** ``uri`` is the JDBC URL Java's catalog takes, mapped to SQLAlchemy's:
 ``jdbc:sqlite:<file>`` (``jdbc:sqlite:file:<file>`` too) to ``sqlite:///<file>``, and
@@ -71,8 +75,16 @@ def sqlalchemy_uri(table: TableDef) -> str:
 
 def catalog_file(table: TableDef) -> str | None:
     """The SQLite file of the catalog, if it is one."""
+    if is_hadoop(table):
+        return None
     uri = sqlalchemy_uri(table)
     return uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+
+
+def is_hadoop(table: TableDef) -> bool:
+    from streamsql.plan.connectors import iceberg_catalog_kind
+
+    return iceberg_catalog_kind(table.options) == "hadoop"
 
 
 def identifier(table: TableDef) -> tuple[str, str]:
@@ -91,6 +103,16 @@ def open_catalog(table: TableDef, creating: bool = False):
     from pyiceberg.catalog.sql import SqlCatalog
 
     name = table.name.name
+    if is_hadoop(table):
+        from streamsql.runtime.iceberg.hadoop_catalog import HadoopCatalog
+
+        local = local_warehouse(table)
+        if creating:
+            os.makedirs(local, exist_ok=True)
+        elif not os.path.isdir(local):
+            raise ConnectorError(f"Table '{name}': warehouse '{table.options['warehouse']}' does not exist (write the"
+                                 " table first, or fix 'warehouse')")
+        return HadoopCatalog(table.options["catalog-name"], warehouse=warehouse(table))
     local, file = local_warehouse(table), catalog_file(table)
     if not creating:
         if local is not None and not os.path.isdir(local):
