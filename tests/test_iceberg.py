@@ -47,10 +47,10 @@ BASE = "'connector' = 'iceberg', 'catalog-name' = 'c', 'warehouse' = '/w'"
 
 
 @pytest.mark.parametrize("options, message", [
-    ("'connector' = 'iceberg', 'catalog-name' = 'c'", "needs option\\(s\\) 'warehouse'"),
+    ("'connector' = 'iceberg', 'catalog-name' = 'c', 'catalog-type' = 'hadoop'", "needs option\\(s\\) 'warehouse'"),
     ("'connector' = 'iceberg', 'warehouse' = '/w'", "needs option\\(s\\) 'catalog-name'"),
     (BASE, "'catalog-type' = 'hive' is not supported .*use 'catalog-type' = 'jdbc'"),
-    (BASE + ", 'catalog-type' = 'rest'", "'catalog-type' = 'rest' is not supported \\(a Hive metastore, REST"),
+    (BASE + ", 'catalog-type' = 'glue'", "'catalog-type' = 'glue' is not supported \\(a Hive metastore or a custom"),
     (BASE + ", 'catalog-type' = 'hadoop', 'uri' = 'jdbc:sqlite:/x'", "a Hadoop catalog is its warehouse's directories"),
     (BASE + ", 'catalog-type' = 'jdbc', 'catalog-impl' = 'org.apache.iceberg.hadoop.HadoopCatalog'",
      "'catalog-type' = 'jdbc' and 'catalog-impl' = 'org.apache.iceberg.hadoop.HadoopCatalog' name different"),
@@ -275,8 +275,8 @@ def test_bad_input_is_one_connector_error(run, tmp_path):
     with pytest.raises(ConnectorError, match="has no snapshot 42"):
         run.rows(batch + iceberg_ddl("t4", lake, "id BIGINT", ", 'catalog-table' = 't', 'snapshot-id' = '42'")
                  + ";\nSELECT * FROM t4;")
-    with pytest.raises(ConnectorError, match="'catalog-type' = 'rest' is not supported"):
-        run.rows(iceberg_ddl("h", lake, "id BIGINT", exists=False).replace("'jdbc'", "'rest'") + ";")
+    with pytest.raises(ConnectorError, match="'catalog-type' = 'glue' is not supported"):
+        run.rows(iceberg_ddl("h", lake, "id BIGINT", exists=False).replace("'jdbc'", "'glue'") + ";")
 
 
 def test_a_snapshot_with_delete_files_is_refused():

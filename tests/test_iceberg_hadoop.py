@@ -4,7 +4,6 @@ iceberg-data, from Maven, in tests/java/IcebergHadoop.java) both ways."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException, NamespaceNotEmptyError, NoSuchTableError
 
 from streamsql.runtime.iceberg.hadoop_catalog import HadoopCatalog, commit_version, current_version
+from tests.java_iceberg import java_classpath
 
-JAVA_SOURCE = Path(__file__).with_name("java") / "IcebergHadoop.java"
 ICEBERG = ["org.apache.iceberg:iceberg-data:1.10.0", "org.apache.iceberg:iceberg-parquet:1.10.0"]
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
 
@@ -63,14 +62,7 @@ def test_namespaces_are_directories_and_tables_those_with_versions(tmp_path):
 @pytest.fixture(scope="module")
 def java_iceberg(tmp_path_factory):
     """``java_iceberg(*args)``: tests/java/IcebergHadoop.java run on Java's Iceberg; its stdout lines."""
-    import pyspark
-
-    from streamsql.runtime.maven import resolve
-
-    classes = tmp_path_factory.mktemp("java")
-    classpath = os.pathsep.join([str(classes), *resolve(ICEBERG, exclude=()),
-                                 os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")])  # Hadoop's client
-    subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(JAVA_SOURCE)], check=True, capture_output=True)
+    classpath = java_classpath(ICEBERG, tmp_path_factory.mktemp("java"), "IcebergHadoop.java")
 
     def call(*args: str) -> list[str]:
         done = subprocess.run(["java", "-cp", classpath, "IcebergHadoop", *args], capture_output=True, text=True,

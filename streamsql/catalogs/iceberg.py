@@ -27,7 +27,8 @@ from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError, ConnectorError
 from streamsql.plan.objects import ObjectName, TableDef, ViewDef
 
-_CONNECTOR_OPTIONS = ("catalog-type", "catalog-impl", "warehouse", "uri", "jdbc.user", "jdbc.password")
+_CONNECTOR_OPTIONS = ("catalog-type", "catalog-impl", "warehouse", "uri", "jdbc.user", "jdbc.password", "credential",
+                      "token")
 
 
 class IcebergCatalog:

@@ -18,7 +18,8 @@ from streamsql.plan.objects import DEFAULT_CATALOG
 # Each type's options: required, then optional (Flink's catalog factories' names).
 TYPES: dict[str, tuple[set[str], set[str]]] = {
     "jdbc": ({"base-url", "default-database"}, {"username", "password"}),
-    "iceberg": ({"warehouse"}, {"catalog-type", "catalog-impl", "uri", "jdbc.user", "jdbc.password", "default-database",
+    "iceberg": (set(), {"warehouse", "catalog-type", "catalog-impl", "uri", "jdbc.user", "jdbc.password", "credential",
+                        "token", "default-database",
                                 "property-version", "cache-enabled"}),
     "hive": (set(), {"hive-conf-dir", "hadoop-conf-dir", "default-database", "hive-version", "property-version"}),
     "generic_in_memory": (set(), {"default-database"}),
@@ -66,7 +67,10 @@ def check(definition: CatalogDef) -> None:
     if unknown:
         raise CatalogError(f"Catalog '{name}' (type '{kind}'): unsupported option(s) {_listing(unknown)}"
                            f" (supported: {_listing(sorted(required | optional))})")
-    if kind == "iceberg" and "://" not in options["warehouse"]:  # a local path means the same from anywhere
+    if kind == "iceberg" and "warehouse" not in options and options.get("catalog-type") != "rest":
+        raise CatalogError(f"Catalog '{name}' (type 'iceberg'): option(s) 'warehouse' missing (a REST catalog's"
+                           " server has its own)")
+    if kind == "iceberg" and "://" not in options.get("warehouse", "://"):  # a local path means the same from anywhere
         options["warehouse"] = os.path.abspath(options["warehouse"].removeprefix("file:"))
     if kind == "hive":
         _check_hive(name, options)

@@ -82,8 +82,9 @@ CONNECTORS = {
                             "startingVersion", "ignoreChanges", "ignoreDeletes"}),
     ),
     "iceberg": ConnectorSpec(  # Flink's Iceberg connector, on pyiceberg's SQL catalog; runtime.iceberg
-        required=frozenset({"catalog-name", "warehouse"}),
-        optional=frozenset({"catalog-type", "catalog-impl", "uri", "catalog-database", "catalog-table",
+        required=frozenset({"catalog-name"}),  # and 'warehouse', but for a REST catalog (_check_iceberg)
+        optional=frozenset({"catalog-type", "catalog-impl", "uri", "catalog-database", "catalog-table", "warehouse",
+                            "credential", "token",
                             "jdbc.user", "jdbc.password", "snapshot-id", "as-of-timestamp"}),
     ),
     "kafka": ConnectorSpec(prefixes=frozenset({"properties."})),  # options: plan.kafka_options
@@ -104,7 +105,9 @@ DATAGEN_TYPES = (*DATAGEN_SEQUENCES, "boolean", "timestamp", "timestampltz", "da
 KAFKA = ("kafka", "upsert-kafka")
 ICEBERG_JDBC_CATALOG = "org.apache.iceberg.jdbc.JdbcCatalog"
 ICEBERG_HADOOP_CATALOG = "org.apache.iceberg.hadoop.HadoopCatalog"
-ICEBERG_CATALOG_HELP = "a Hive metastore, REST or custom catalog is not wired here"
+ICEBERG_REST_CATALOG = "org.apache.iceberg.rest.RESTCatalog"
+ICEBERG_IMPLS = {ICEBERG_JDBC_CATALOG: "jdbc", ICEBERG_HADOOP_CATALOG: "hadoop", ICEBERG_REST_CATALOG: "rest"}
+ICEBERG_CATALOG_HELP = "a Hive metastore or a custom catalog is not wired here"
 ICEBERG_URL_PARAMETERS = {"user", "password", "sslmode", "sslrootcert", "sslcert", "sslkey"}
 def validate_options(table: TableDef) -> None:
     """Raise ConnectorError naming the table and the offending option."""
@@ -301,7 +304,7 @@ def _check_delta(table: TableDef) -> None:
 
 
 def _check_iceberg(table: TableDef) -> None:
-    """A JDBC (SQL) or Hadoop catalog, the kinds committed to here; one snapshot chosen at most."""
+    """A JDBC (SQL), Hadoop or REST catalog, the kinds committed to here; one snapshot chosen at most."""
     name, options = table.name.name, table.options
     kind = iceberg_catalog_kind(options)
     if kind is None and "catalog-impl" in options and "catalog-type" in options:
@@ -311,15 +314,24 @@ def _check_iceberg(table: TableDef) -> None:
         impl, given = options.get("catalog-impl"), options.get("catalog-type", "hive")
         given = f"'catalog-type' = '{given}'" if "catalog-type" in options or impl is None else f"'catalog-impl' = '{impl}'"
         raise ConnectorError(f"Table '{name}': {given} is not supported ({ICEBERG_CATALOG_HELP}); use 'catalog-type' ="
-                             " 'jdbc' (Iceberg's JdbcCatalog: SQLite, or PostgreSQL by 'uri' = 'jdbc:postgresql://...')"
-                             " or 'hadoop' (Iceberg's HadoopCatalog: the warehouse's directories)")
+                             " 'jdbc' (Iceberg's JdbcCatalog: SQLite, or PostgreSQL by 'uri' = 'jdbc:postgresql://...'),"
+                             " 'hadoop' (Iceberg's HadoopCatalog: the warehouse's directories) or 'rest' (a REST"
+                             " catalog server at 'uri' = 'http://...')")
+    if kind == "rest":
+        if not options.get("uri", "").startswith(("http://", "https://")):
+            raise ConnectorError(f"Table '{name}': a REST catalog needs 'uri' = 'http(s)://host:port/...' (its server),"
+                                 f" not {repr(options['uri']) if 'uri' in options else 'none'}")
+    elif "warehouse" not in options:
+        raise ConnectorError(f"Table '{name}' (connector 'iceberg') needs option(s) 'warehouse'")
+    elif "credential" in options or "token" in options:
+        raise ConnectorError(f"Table '{name}': 'credential' and 'token' are a REST catalog's; this catalog is '{kind}'")
     if kind == "hadoop":
         if "uri" in options:
             raise ConnectorError(f"Table '{name}': a Hadoop catalog is its warehouse's directories: it takes no 'uri'")
         if "://" in options["warehouse"] and not options["warehouse"].startswith("file://"):
             raise ConnectorError(f"Table '{name}': a Hadoop catalog's 'warehouse' must be on the local file system here,"
                                  f" not '{options['warehouse']}'")
-    uri = options.get("uri")
+    uri = options.get("uri") if kind == "jdbc" else None
     if uri is not None and not uri.startswith(("jdbc:sqlite:", "jdbc:postgresql://")):
         raise ConnectorError(f"Table '{name}': option 'uri' must be 'jdbc:sqlite:<file>' or 'jdbc:postgresql://host:port/"
                              f"database', not '{uri}' (leave it out for a SQLite catalog in the warehouse)")
@@ -332,15 +344,15 @@ def _check_iceberg(table: TableDef) -> None:
 
 
 def iceberg_catalog_kind(options: dict[str, str]) -> str | None:
-    """'jdbc' or 'hadoop' from 'catalog-type' / 'catalog-impl' (Flink's default type is
+    """'jdbc', 'hadoop' or 'rest' from 'catalog-type' / 'catalog-impl' (Flink's default type is
     'hive'), or None for a kind not committed to here."""
     impl, kind = options.get("catalog-impl"), options.get("catalog-type")
     if impl is not None and kind is None:
-        return {ICEBERG_JDBC_CATALOG: "jdbc", ICEBERG_HADOOP_CATALOG: "hadoop"}.get(impl)
+        return ICEBERG_IMPLS.get(impl)
     kind = (kind or "hive").lower()
-    if impl not in (None, ICEBERG_JDBC_CATALOG if kind == "jdbc" else ICEBERG_HADOOP_CATALOG):
+    if impl is not None and ICEBERG_IMPLS.get(impl) != kind:
         return None
-    return kind if kind in ("jdbc", "hadoop") else None
+    return kind if kind in ICEBERG_IMPLS.values() else None
 
 
 def csv_option(options: dict[str, str], name: str, default: str | None = None, scope: str = "") -> str | None:

@@ -50,7 +50,7 @@ SPARK_SHIPPED: tuple[str, ...] = (
     # compression and annotations Spark has its own (newer) copy of: kafka-clients pulls them
     "org.lz4:*", "at.yawk.lz4:*", "org.xerial.snappy:*", "com.github.luben:*", "com.google.code.findbugs:*",
 )
-COORDINATE = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+$")
+COORDINATE = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+(:[A-Za-z0-9_.-]+)?$")  # :classifier
 EXCLUSION = re.compile(r"^([A-Za-z0-9_.-]+|\*):([A-Za-z0-9_.-]+|\*)$")
 DONE = "coordinates.txt"  # written last into a folder: what it was resolved from
 TIMEOUT_S = 1800
@@ -110,7 +110,7 @@ def _folder(coordinates: Sequence[str], exclude: Sequence[str], cache: Path | No
     wanted = sorted(set(coordinates))
     bad = [c for c in wanted if not COORDINATE.match(c)] + [e for e in exclude if not EXCLUSION.match(e)]
     if bad:
-        raise MavenError(f"cannot resolve {', '.join(wanted)}: {bad[0]!r} is not group:artifact:version "
+        raise MavenError(f"cannot resolve {', '.join(wanted)}: {bad[0]!r} is not group:artifact:version[:classifier] "
                          "(nor, as an exclusion, group:artifact)")
     excluded = sorted(set(exclude))
     key = hashlib.sha256("\n".join([*wanted, "--", *excluded]).encode()).hexdigest()[:16]
@@ -166,8 +166,9 @@ def _pom(coordinates: list[str], exclude: list[str]) -> str:
         for g, a in (e.split(":") for e in exclude))
     dependencies = "".join(
         f"<dependency><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId>"
-        f"<version>{escape(v)}</version><exclusions>{exclusions}</exclusions></dependency>\n"
-        for g, a, v in (c.split(":") for c in coordinates))
+        f"<version>{escape(v)}</version>{''.join(f'<classifier>{escape(c)}</classifier>' for c in classifier)}"
+        f"<exclusions>{exclusions}</exclusions></dependency>\n"
+        for g, a, v, *classifier in (c.split(":") for c in coordinates))  # g:a:v, or g:a:v:classifier
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             "<project>\n"
             "<modelVersion>4.0.0</modelVersion><groupId>streamsql.resolve</groupId>"

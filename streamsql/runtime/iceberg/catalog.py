@@ -3,8 +3,12 @@
 **Which catalogs.** Flink's ``'connector' = 'iceberg'`` names its catalog with
 ``catalog-name``, ``catalog-type`` (or ``catalog-impl``), ``warehouse`` and ``uri``.
 pyiceberg can commit to REST, Hive, Glue, DynamoDB, BigQuery and SQL catalogs, but not to a
-Hadoop one, and a Hive metastore or REST server is nothing this connector is wired to yet.
-So the catalog types are:
+Hadoop one, and a Hive metastore is nothing this connector is wired to yet. So the catalog
+types are:
+
+- ``rest`` (``catalog-impl`` = ``org.apache.iceberg.rest.RESTCatalog``): pyiceberg's REST
+  client, at ``uri`` (``http(s)://``), with ``warehouse``, ``credential`` and ``token`` as
+  Iceberg's RESTCatalog takes them; the server keeps the catalog and checks each commit.
 
 - ``hadoop`` (``catalog-impl`` = ``org.apache.iceberg.hadoop.HadoopCatalog``): the
   warehouse's directories, in Java's layout (``v<N>.metadata.json``, ``version-hint.text``),
@@ -75,16 +79,21 @@ def sqlalchemy_uri(table: TableDef) -> str:
 
 def catalog_file(table: TableDef) -> str | None:
     """The SQLite file of the catalog, if it is one."""
-    if is_hadoop(table):
+    if catalog_kind(table) != "jdbc":
         return None
     uri = sqlalchemy_uri(table)
     return uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
 
 
-def is_hadoop(table: TableDef) -> bool:
+def catalog_kind(table: TableDef) -> str | None:
+    """'jdbc', 'hadoop' or 'rest' (plan.connectors checked it)."""
     from streamsql.plan.connectors import iceberg_catalog_kind
 
-    return iceberg_catalog_kind(table.options) == "hadoop"
+    return iceberg_catalog_kind(table.options)
+
+
+def is_hadoop(table: TableDef) -> bool:
+    return catalog_kind(table) == "hadoop"
 
 
 def identifier(table: TableDef) -> tuple[str, str]:
@@ -103,6 +112,8 @@ def open_catalog(table: TableDef, creating: bool = False):
     from pyiceberg.catalog.sql import SqlCatalog
 
     name = table.name.name
+    if catalog_kind(table) == "rest":
+        return _rest_catalog(table)
     if is_hadoop(table):
         from streamsql.runtime.iceberg.hadoop_catalog import HadoopCatalog
 
@@ -136,6 +147,24 @@ def open_catalog(table: TableDef, creating: bool = False):
     if file is None:  # a server's: kept. A SQLite file removed and made again at the same path (a new
         _CATALOGS[key] = opened  # warehouse) is another database, which a kept engine's connection would not see
     return opened
+
+
+def _rest_catalog(table: TableDef):
+    """pyiceberg's REST catalog at 'uri' (the server keeps the catalog; this process writes the
+    data and metadata files where the server's table locations say), one per server."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    options = table.options
+    properties = {"uri": options["uri"]}
+    properties.update({k: options[k] for k in ("warehouse", "credential", "token") if k in options})
+    key = (options["catalog-name"], *sorted(properties.items()))
+    if key not in _CATALOGS:
+        try:
+            _CATALOGS[key] = RestCatalog(options["catalog-name"], **properties)  # asks the server for its config
+        except Exception as error:  # requests' ConnectionError, pyiceberg's RESTError, ...
+            raise ConnectorError(f"Table '{table.name.name}': cannot reach the Iceberg REST catalog at"
+                                 f" '{options['uri']}': {first_line(error)}") from None
+    return _CATALOGS[key]
 
 
 def load(table: TableDef, creating_schema=None):
