@@ -62,6 +62,11 @@ def test_each_kind_of_table_is_read_by_its_connector():
                     "csv.field-delimiter": "|", "csv.disable-quote-character": "true", "csv.null-literal": "\\N"}
     default = connector_options(_table("hive", columns, serde=TEXT[0], input_format=TEXT[1]), "x")
     assert default["csv.field-delimiter"] == "\x01"  # Hive's default: ^A
+    stored = connector_options(_table("hive", columns, serde=TEXT[0], input_format=TEXT[1],
+                                      properties={"serialization.format": "1"}), "x")  # what Hive stores for it
+    assert stored["csv.field-delimiter"] == "\x01"
+    assert connector_options(_table("csv", columns, properties={"SEP": "|", "Header": "false"}), "x")[
+        "csv.field-delimiter"] == "|"
     assert connector_options(_table("delta", columns), "x") == {"connector": "delta", "table-path": "/data/wh/sales.db/t"}
 
 

@@ -83,6 +83,8 @@ def test_spark_tables_are_read_and_written_through_a_hive_catalog(tmp_path):
            "CREATE TABLE sales.notes (id INT, name STRING, qty INT) ROW FORMAT DELIMITED FIELDS TERMINATED BY '|'"
            " STORED AS TEXTFILE",
            f"INSERT INTO sales.notes VALUES {note_values}",
+           "CREATE TABLE sales.plain (id INT, name STRING) STORED AS TEXTFILE",  # Hive's ^A, stored as '1'
+           "INSERT INTO sales.plain VALUES (1, 'one'), (21, NULL), (111, 'x1y')",
            "CREATE TABLE sales.legacy (id INT, name STRING) STORED AS PARQUET",
            "INSERT INTO sales.legacy VALUES (7, 'seven')",
            "CREATE VIEW sales.big AS SELECT * FROM sales.orders WHERE amount > 100")
@@ -100,9 +102,11 @@ def test_spark_tables_are_read_and_written_through_a_hive_catalog(tmp_path):
         {sink('partitioned', 'region STRING, n BIGINT, total DECIMAL(38, 2)')}
         {sink('noted', 'id INT, name STRING, qty INT')}
         {sink('legacy', 'id INT, name STRING')}
+        {sink('plain', 'id INT, name STRING')}
         INSERT INTO totals SELECT region, COUNT(*), SUM(amount) FROM spark.sales.orders GROUP BY region;
         INSERT INTO partitioned SELECT region, COUNT(*), SUM(amount) FROM spark.sales.by_region GROUP BY region;
         INSERT INTO noted SELECT id, name, qty FROM spark.sales.notes;
+        INSERT INTO plain SELECT * FROM spark.sales.plain;
         USE CATALOG spark;
         INSERT INTO default_catalog.default_database.legacy SELECT * FROM sales.legacy;
         INSERT INTO sales.orders SELECT id + 100, amount, region, at FROM sales.orders WHERE region = 'eu';
@@ -118,6 +122,7 @@ def test_spark_tables_are_read_and_written_through_a_hive_catalog(tmp_path):
     assert _csv_rows(out / "partitioned") == expected
     assert _csv_rows(out / "noted") == sorted([str(i), n or "", str(q)] for i, n, q in notes)
     assert _csv_rows(out / "legacy") == [["7", "seven"]]
+    assert _csv_rows(out / "plain") == [["1", "one"], ["111", "x1y"], ["21", ""]]
     shown = done.stdout.split()
     assert {"by_region", "legacy", "notes", "orders"} <= set(shown) and "big" not in shown  # a view is no Flink table
 

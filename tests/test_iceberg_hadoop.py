@@ -36,6 +36,30 @@ def test_versions_are_javas_files_and_a_second_writer_of_a_version_fails(tmp_pat
     assert current_version(tmp_path / "db" / "t") == 2
 
 
+def test_a_writer_that_loses_a_race_retries_and_drops_no_commit(tmp_path, monkeypatch):
+    """Writer B commits between writer A's read of the table and A's commit: A's version
+    number is taken, so A's commit fails and pyiceberg retries it on B's version."""
+    ours, theirs = HadoopCatalog("lake", str(tmp_path)), HadoopCatalog("lake", str(tmp_path))
+    ours.create_namespace("db")
+    ours.create_table(("db", "t"), schema=SCHEMA)
+    stage = HadoopCatalog._update_and_stage_table
+    raced = []
+
+    def racing(self, current, *args):
+        staged = stage(self, current, *args)
+        if self is ours and not raced:
+            raced.append(True)
+            theirs.load_table("db.t").append(pa.table({"id": [2], "name": ["theirs"]}, schema=SCHEMA))
+        return staged
+
+    monkeypatch.setattr(HadoopCatalog, "_update_and_stage_table", racing)
+    ours.load_table("db.t").append(pa.table({"id": [1], "name": ["ours"]}, schema=SCHEMA))
+    assert raced
+    rows = ours.load_table("db.t").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["name"]) for r in rows) == [(1, "ours"), (2, "theirs")]
+    assert current_version(tmp_path / "db" / "t") == 3  # created; theirs; ours, retried on theirs
+
+
 def test_namespaces_are_directories_and_tables_those_with_versions(tmp_path):
     catalog = HadoopCatalog("lake", f"file://{tmp_path}")
     catalog.create_namespace("db")

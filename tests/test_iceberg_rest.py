@@ -38,8 +38,18 @@ def test_rest_catalog_options(options, message):
 
 def test_an_unreachable_rest_catalog_is_one_message(tmp_path):
     engine = Engine(Catalog(tmp_path / "cat"), base_dir=tmp_path)
-    with pytest.raises(CatalogError, match="option\\(s\\) 'warehouse' missing \\(a REST catalog's server has its own\\)"):
-        statements(engine, "CREATE CATALOG r WITH ('type' = 'iceberg', 'catalog-type' = 'jdbc')")
+    for options, message in [
+            ("'catalog-type' = 'jdbc'", "Catalog 'r' \\(type 'iceberg'\\): needs option\\(s\\) 'warehouse'$"),
+            ("'catalog-type' = 'rest'", "Catalog 'r' \\(type 'iceberg'\\): a REST catalog needs 'uri'"),
+            ("'catalog-type' = 'REST', 'uri' = 'jdbc:sqlite:/x'", "a REST catalog needs 'uri' = .* not 'jdbc:sqlite:/x'"),
+            ("'catalog-type' = 'hadoop', 'warehouse' = 's3://b/w'", "must be on the local file system here"),
+            ("'catalog-type' = 'hadoop', 'warehouse' = '/w', 'token' = 't'", "'credential' and 'token' are a REST"),
+            ("'catalog-type' = 'glue', 'warehouse' = '/w'", "'catalog-type' = 'glue' is not supported")]:
+        with pytest.raises(CatalogError, match=message):
+            statements(engine, f"CREATE CATALOG r WITH ('type' = 'iceberg', {options})")
+    assert not (tmp_path / "w").exists()
+    statements(engine, "CREATE CATALOG rr WITH ('type' = 'iceberg', 'catalog-impl' = 'org.apache.iceberg.rest.RESTCatalog',"
+                       " 'uri' = 'http://127.0.0.1:9')")  # the impl names a REST catalog: no warehouse needed
     statements(engine, "CREATE CATALOG r WITH ('type' = 'iceberg', 'catalog-type' = 'rest', 'uri' = 'http://127.0.0.1:9')")
     statements(engine, "USE CATALOG r")
     with pytest.raises(CatalogError, match="Catalog 'r': cannot reach the Iceberg REST catalog at 'http://127.0.0.1:9'"):

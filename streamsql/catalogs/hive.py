@@ -93,6 +93,7 @@ def connector_options(table, label: str) -> dict[str, str]:
         return {**options, "format": "parquet" if provider == "hive" else provider}
     properties = table.properties
     if provider == "csv":
+        properties = {k.lower(): v for k, v in properties.items()}  # a data source's options, as the user wrote them
         if properties.get("header", "false").lower() == "true":
             raise CatalogError(f"Table '{label}' is a CSV table with a header line, which Flink's csv format has not")
         delimiter = properties.get("sep", properties.get("delimiter", ","))
@@ -102,6 +103,8 @@ def connector_options(table, label: str) -> dict[str, str]:
             raise CatalogError(f"Table '{label}' is a Hive text table with ARRAY, MAP or STRUCT columns, whose"
                                " collection delimiters Flink's csv format does not read")
         delimiter = properties.get("field.delim", properties.get("serialization.format", "\x01"))
+        if delimiter.isdigit() and int(delimiter) < 128:  # LazySimpleSerDe reads a byte's code: Hive's default '1' is ^A
+            delimiter = chr(int(delimiter))
         return {**options, "format": "csv", "csv.field-delimiter": delimiter, "csv.disable-quote-character": "true",
                 "csv.null-literal": properties.get("serialization.null.format", "\\N")}
     what = f"a Hive table of SerDe {serde}" if provider == "hive" else f"a {provider} table"

@@ -31,15 +31,30 @@ _CONNECTOR_OPTIONS = ("catalog-type", "catalog-impl", "warehouse", "uri", "jdbc.
                       "token")
 
 
+def connector_options(name: str, options: dict[str, str]) -> dict[str, str]:
+    """The ``iceberg`` connector's options of a catalog's tables (its catalog type by default
+    'jdbc': a SQL catalog), checked as the connector checks them."""
+    from streamsql.plan.connectors import check_iceberg
+
+    given = {"connector": "iceberg", "catalog-name": name}
+    given.update({k: v for k, v in options.items() if k in _CONNECTOR_OPTIONS})
+    if "catalog-impl" not in given:
+        given.setdefault("catalog-type", "jdbc")
+    try:
+        check_iceberg(TableDef(ObjectName("default", name, name), [], given))
+    except ConnectorError as error:
+        text = str(error)
+        text = text.partition(": ")[2] if text.startswith(f"Table '{name}': ") else text.split(") ", 1)[-1]
+        raise CatalogError(f"Catalog '{name}' (type 'iceberg'): {text}") from None
+    return given
+
+
 class IcebergCatalog:
     def __init__(self, definition: CatalogDef):
         self.definition = definition
         self.name = definition.name
         self.default_database = definition.options.get("default-database", "default")
-        self.options = {"connector": "iceberg", "catalog-name": self.name}
-        self.options.update({k: v for k, v in definition.options.items() if k in _CONNECTOR_OPTIONS})
-        if "catalog-impl" not in self.options:
-            self.options.setdefault("catalog-type", "jdbc")
+        self.options = connector_options(definition.name, definition.options)
         self._pending: dict[ObjectName, TableDef | None] | None = None  # staged: tables created (None: dropped)
         self._pending_databases: dict[str, bool] = {}  # staged: databases created (True) or dropped (False)
 

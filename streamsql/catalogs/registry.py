@@ -67,9 +67,10 @@ def check(definition: CatalogDef) -> None:
     if unknown:
         raise CatalogError(f"Catalog '{name}' (type '{kind}'): unsupported option(s) {_listing(unknown)}"
                            f" (supported: {_listing(sorted(required | optional))})")
-    if kind == "iceberg" and "warehouse" not in options and options.get("catalog-type") != "rest":
-        raise CatalogError(f"Catalog '{name}' (type 'iceberg'): option(s) 'warehouse' missing (a REST catalog's"
-                           " server has its own)")
+    if kind == "iceberg":
+        from streamsql.catalogs.iceberg import connector_options
+
+        connector_options(name, options)  # its tables' options, checked as the connector checks them
     if kind == "iceberg" and "://" not in options.get("warehouse", "://"):  # a local path means the same from anywhere
         options["warehouse"] = os.path.abspath(options["warehouse"].removeprefix("file:"))
     if kind == "hive":

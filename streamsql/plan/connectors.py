@@ -82,7 +82,7 @@ CONNECTORS = {
                             "startingVersion", "ignoreChanges", "ignoreDeletes"}),
     ),
     "iceberg": ConnectorSpec(  # Flink's Iceberg connector, on pyiceberg's SQL catalog; runtime.iceberg
-        required=frozenset({"catalog-name"}),  # and 'warehouse', but for a REST catalog (_check_iceberg)
+        required=frozenset({"catalog-name"}),  # and 'warehouse', but for a REST catalog (check_iceberg)
         optional=frozenset({"catalog-type", "catalog-impl", "uri", "catalog-database", "catalog-table", "warehouse",
                             "credential", "token",
                             "jdbc.user", "jdbc.password", "snapshot-id", "as-of-timestamp"}),
@@ -158,7 +158,7 @@ def _check_values(table: TableDef) -> None:
     if table.options['connector'] == "delta":
         _check_delta(table)
     if table.options['connector'] == "iceberg":
-        _check_iceberg(table)
+        check_iceberg(table)
     _check_variant_columns(table)
     check_values(table)
 
@@ -303,7 +303,7 @@ def _check_delta(table: TableDef) -> None:
                                      f" '2024-01-01 12:00:00' (UTC) or '2024-01-01T12:00:00+02:00', not '{options[key]}'") from None
 
 
-def _check_iceberg(table: TableDef) -> None:
+def check_iceberg(table: TableDef) -> None:
     """A JDBC (SQL), Hadoop or REST catalog, the kinds committed to here; one snapshot chosen at most."""
     name, options = table.name.name, table.options
     kind = iceberg_catalog_kind(options)

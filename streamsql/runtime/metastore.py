@@ -29,7 +29,7 @@ from pathlib import Path
 
 from streamsql.errors import CatalogError
 
-_OPENED: dict[tuple, object] = {}  # (gateway, conf dirs) -> the JVM's HiveExternalCatalog
+_OPENED: dict[tuple, object] = {}  # (Spark application, conf dirs) -> the JVM's HiveExternalCatalog
 _LOCK = threading.Lock()
 
 
@@ -80,7 +80,7 @@ class Metastore:
             raise CatalogError("a Hive catalog reads its metastore in streamsql's own Spark driver; through Spark"
                                " Connect (--remote) it is not read yet")
         self._jvm = jvm
-        key = (id(spark._jsc), conf_dir, hadoop_conf_dir)
+        key = (spark.sparkContext.applicationId, conf_dir, hadoop_conf_dir)  # a new SparkContext opens anew
         with _LOCK:
             if key not in _OPENED:
                 _OPENED[key] = self._open(spark, site_properties(conf_dir, hadoop_conf_dir))
@@ -124,12 +124,16 @@ class Metastore:
             {kv._1(): kv._2() for kv in _seq(storage.properties().toSeq())})
 
     def _call(self, call):
-        from py4j.protocol import Py4JJavaError
+        from py4j.protocol import Py4JError, Py4JJavaError
         from pyspark.errors.exceptions.captured import CapturedException
 
         try:
             return call()
-        except (Py4JJavaError, CapturedException) as error:  # PySpark turns some Java ones into its own
+        except Py4JJavaError as error:
+            raise CatalogError(f"the Hive metastore fails: {_root_cause(error)}") from None
+        except Py4JError as error:  # the driver's JVM is gone
+            raise CatalogError(f"Spark's driver does not answer: {str(error).strip().splitlines()[0]}") from None
+        except CapturedException as error:  # PySpark turns some Java ones into its own
             raise CatalogError(f"the Hive metastore fails: {_root_cause(error)}") from None
 
 

@@ -92,6 +92,14 @@ def catalog_kind(table: TableDef) -> str | None:
     return iceberg_catalog_kind(table.options)
 
 
+def location(table: TableDef) -> str:
+    """Where the catalog is, credentials left out: its database, directory or server."""
+    kind = catalog_kind(table)
+    if kind == "rest":
+        return table.options["uri"]
+    return warehouse(table) if kind == "hadoop" else sqlalchemy_uri(table).rpartition("@")[2]
+
+
 def is_hadoop(table: TableDef) -> bool:
     return catalog_kind(table) == "hadoop"
 

@@ -11,8 +11,10 @@ A directory is a table when its ``metadata/`` holds a version.
 ``v<N+1>.metadata.json``, which fails if that name exists: of two writers that read
 version ``N``, one commits and the other gets a CommitFailedException (pyiceberg's conflict,
 which the Iceberg sink handles as for any catalog) — Java's rename-if-absent. Then the
-version hint is replaced atomically; a reader that finds a hint behind the highest version
-(a writer stopped between the two) reads the highest, as Java's does.
+version hint is replaced atomically. The current version is the highest one (the hint's, or
+past it when a writer stopped between the two), as Java reads it. The version committed is
+always the one after the version the update was checked against, so a writer never lands
+on top of a version it did not see.
 
 On a local file system only (``file:`` or a path), as the ``iceberg`` connector's warehouse
 is. As in Java: namespaces carry no properties, tables take no custom location and cannot be
@@ -91,9 +93,10 @@ class HadoopCatalog(MetastoreCatalog):
         staged = self._update_and_stage_table(current, names, requirements, updates)
         if current is not None and staged.metadata == current.metadata:
             return CommitTableResponse(metadata=current.metadata, metadata_location=current.metadata_location)
-        directory = self._path(names)
-        version = (current_version(directory) or 0) + 1
-        location = commit_version(directory, version, staged.metadata.model_dump_json())
+        # the version after the one the update was checked against: had another writer taken
+        # it meanwhile, linking it fails (never a version on top of one this update did not see)
+        version = version_of(current.metadata_location) + 1 if current is not None else 1
+        location = commit_version(self._path(names), version, staged.metadata.model_dump_json())
         return CommitTableResponse(metadata=staged.metadata, metadata_location=str(location))
 
     def drop_table(self, identifier) -> None:
@@ -121,9 +124,10 @@ class HadoopCatalog(MetastoreCatalog):
         names = self.identifier_to_tuple(namespace)
         if properties:
             raise ValueError("A Hadoop catalog's namespaces carry no properties (as Java's)")
-        if self.namespace_exists(names):
-            raise NamespaceAlreadyExistsError(f"Namespace already exists: {'.'.join(names)}")
-        self._path(names).mkdir(parents=True)
+        try:
+            self._path(names).mkdir(parents=True)
+        except FileExistsError:
+            raise NamespaceAlreadyExistsError(f"Namespace already exists: {'.'.join(names)}") from None
 
     def drop_namespace(self, namespace) -> None:
         names = self.identifier_to_tuple(namespace)
@@ -180,18 +184,19 @@ class HadoopCatalog(MetastoreCatalog):
 
 
 def current_version(directory: Path) -> int | None:
-    """The table's current version: the hint's, or the highest one past it; None for no table."""
+    """The table's current version, the highest one; None for no table."""
     metadata = directory / "metadata"
     if not metadata.is_dir():
         return None
     versions = [int(m[1]) for m in map(_VERSION.fullmatch, os.listdir(metadata)) if m]
     if not versions:
         return None
-    try:
-        hinted = int((metadata / VERSION_HINT).read_text().strip())
-    except (OSError, ValueError):
-        hinted = 0
-    return hinted if hinted in versions and hinted >= max(versions) else max(versions)
+    return max(versions)  # the hint's, or past it if a writer stopped before moving the hint (as Java reads)
+
+
+def version_of(location: str) -> int:
+    """The version of a ``.../metadata/v<N>.metadata.json``."""
+    return int(_VERSION.fullmatch(Path(location).name)[1])
 
 
 def metadata_file(directory: Path, version: int) -> Path:
@@ -207,12 +212,17 @@ def commit_version(directory: Path, version: int, text: str) -> Path:
     metadata.mkdir(parents=True, exist_ok=True)
     final = metadata / f"v{version}.metadata.json"
     staged = metadata / f".v{version}-{uuid.uuid4().hex}.metadata.json.tmp"
-    staged.write_text(text, encoding="utf-8")
+    with open(staged, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())  # whole on disk before its name is: a crash leaves no torn version
     try:
         if (metadata / f"v{version}.gz.metadata.json").exists():
             raise FileExistsError(final)
         os.link(staged, final)
     except FileExistsError:
+        if version == 1:  # two writers creating the table: the other one's is the table
+            raise TableAlreadyExistsError(f"Table already exists at {directory}") from None
         raise CommitFailedException(f"Version {version} of the table at {directory} was committed by another"
                                     " writer first") from None
     finally:

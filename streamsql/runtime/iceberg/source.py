@@ -100,7 +100,7 @@ def snapshot_identity(table: TableDef) -> list:
     the table and the snapshot read, so a rerun after a new commit reads it again."""
     iceberg = catalog.load(table)
     snapshot = chosen_snapshot(table, iceberg)
-    return [catalog.sqlalchemy_uri(table).rpartition("@")[2], *catalog.identifier(table),
+    return [catalog.location(table), *catalog.identifier(table),
             None if snapshot is None else snapshot.snapshot_id]
 
 
