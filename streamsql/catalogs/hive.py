@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from streamsql.catalogs.read_only import ReadOnlyDDL
 from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.plan.objects import ObjectName, TableDef
@@ -152,7 +153,10 @@ def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class HiveCatalog:
+class HiveCatalog(ReadOnlyDDL):
+    TYPE = "hive"
+    REFUSAL = " yet: its tables and databases are made by Spark's own DDL"
+
     def __init__(self, definition: CatalogDef, session=None):
         self.definition = definition
         self.name = definition.name
@@ -160,9 +164,6 @@ class HiveCatalog:
         self._session = session  # () -> the SparkSession (the Engine's), or None outside one
         self._metastore = None
         self._read: dict[ObjectName, object] = {}  # name -> its MetastoreTable, as last read
-
-    def staged(self) -> HiveCatalog:
-        return self  # it changes nothing
 
     # -- reading -----------------------------------------------------------------------
 
@@ -200,26 +201,10 @@ class HiveCatalog:
         if reason:
             raise CatalogError(reason)
 
-    # -- what the catalog refuses --------------------------------------------------------
+    # -- what the catalog refuses (and ReadOnlyDDL's) ------------------------------------
 
     def completed(self, create, name: ObjectName) -> None:
         raise self._read_only("CREATE TABLE")  # before its options are checked
-
-    def create(self, obj, if_not_exists: bool = False, replace: bool = False) -> bool:
-        raise self._read_only(f"CREATE {type(obj).__name__.removesuffix('Def').upper()}")
-
-    def drop(self, name, kind, if_exists: bool = False, temporary: bool = False) -> bool:
-        raise self._read_only("DROP")
-
-    def create_database(self, name: str, if_not_exists: bool = False) -> None:
-        raise self._read_only("CREATE DATABASE")
-
-    def drop_database(self, name: str, if_exists: bool = False, cascade: bool = False) -> None:
-        raise self._read_only("DROP DATABASE")
-
-    def _read_only(self, what: str) -> CatalogError:
-        return CatalogError(f"Catalog '{self.name}' (type 'hive') does not support {what} yet: its tables and"
-                            " databases are made by Spark's own DDL")
 
     # -- the metastore -----------------------------------------------------------------
 

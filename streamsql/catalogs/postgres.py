@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from streamsql.catalogs.read_only import ReadOnlyDDL
 from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError
 from streamsql.plan.objects import ObjectName, TableDef
@@ -67,7 +68,10 @@ def flink_type(pg: str) -> str | None:
     return None
 
 
-class PostgresCatalog:
+class PostgresCatalog(ReadOnlyDDL):
+    TYPE = "jdbc"
+    REFUSAL = ": its tables are PostgreSQL's, defined by PostgreSQL's own DDL (as in Flink's JdbcCatalog)"
+
     def __init__(self, definition: CatalogDef):
         from streamsql.runtime.jdbc_target import jdbc_address
 
@@ -103,27 +107,6 @@ class PostgresCatalog:
             except CatalogError:
                 continue  # a table with a column of an unmapped type: named when it is used
         return found
-
-    def staged(self) -> PostgresCatalog:
-        return self  # it changes nothing
-
-    # -- what the catalog refuses --------------------------------------------------------
-
-    def create(self, obj, if_not_exists: bool = False, replace: bool = False) -> bool:
-        raise self._read_only(f"CREATE {type(obj).__name__.removesuffix('Def').upper()}")
-
-    def drop(self, name, kind, if_exists: bool = False, temporary: bool = False) -> bool:
-        raise self._read_only("DROP")
-
-    def create_database(self, name: str, if_not_exists: bool = False) -> None:
-        raise self._read_only("CREATE DATABASE")
-
-    def drop_database(self, name: str, if_exists: bool = False, cascade: bool = False) -> None:
-        raise self._read_only("DROP DATABASE")
-
-    def _read_only(self, what: str) -> CatalogError:
-        return CatalogError(f"Catalog '{self.name}' (type 'jdbc') does not support {what}: its tables are"
-                            " PostgreSQL's, defined by PostgreSQL's own DDL (as in Flink's JdbcCatalog)")
 
     # -- PostgreSQL ------------------------------------------------------------------------
 
