@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from streamsql.catalogs.ddl import quoted, table_ddl as declaration
 from streamsql.catalogs.read_only import ReadOnlyDDL
 from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError, StreamsqlError
@@ -45,7 +46,6 @@ _SIMPLE = {"boolean": "BOOLEAN", "byte": "TINYINT", "short": "SMALLINT", "intege
            "float": "FLOAT", "double": "DOUBLE", "string": "STRING", "binary": "BYTES", "date": "DATE",
            "timestamp": "TIMESTAMP_LTZ(6)", "timestamp_ntz": "TIMESTAMP(6)"}
 _CHAR_VARCHAR = "__CHAR_VARCHAR_TYPE_STRING"  # Spark keeps CHAR(n)/VARCHAR(n) as STRING with this metadata
-_FILE_PROVIDERS = ("parquet", "json", "csv")
 _READS = "it reads Delta, Parquet, JSON and CSV tables, and Hive's Parquet and text tables"
 
 
@@ -126,10 +126,7 @@ def table_ddl(catalog: str, table, columns: list[dict] | None = None, partitions
                                f" {json_type(column['type'])}, which has no Flink type")
         lines.append(f"  {quoted(column['name'])} {flink}{'' if column.get('nullable', True) else ' NOT NULL'}")
     keys = partitions if partitions is not None else list(table.partition_columns)
-    partitioned = f" PARTITIONED BY ({', '.join(map(quoted, keys))})" if keys else ""
-    with_ = ", ".join(f"'{k}' = '{v.replace(chr(39), chr(39) * 2)}'" for k, v in options.items())
-    return (f"CREATE TABLE {quoted(catalog)}.{quoted(table.database)}.{quoted(table.name)} (\n" + ",\n".join(lines)
-            + f"\n){partitioned} WITH ({with_})")
+    return declaration(catalog, table.database, table.name, lines, options, keys)
 
 
 def write_refusal(table, label: str) -> str | None:
@@ -149,10 +146,6 @@ def json_type(kind) -> str:
     return kind if isinstance(kind, str) else kind.get("type", "?")
 
 
-def quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 class HiveCatalog(ReadOnlyDDL):
     TYPE = "hive"
     REFUSAL = " yet: its tables and databases are made by Spark's own DDL"
@@ -163,7 +156,6 @@ class HiveCatalog(ReadOnlyDDL):
         self.default_database = definition.options.get("default-database", "default")
         self._session = session  # () -> the SparkSession (the Engine's), or None outside one
         self._metastore = None
-        self._read: dict[ObjectName, object] = {}  # name -> its MetastoreTable, as last read
 
     # -- reading -----------------------------------------------------------------------
 
@@ -177,10 +169,7 @@ class HiveCatalog(ReadOnlyDDL):
         if kind != "relation":
             return None
         found = self._store().table(name.database, name.name)
-        if found is None:
-            return None
-        self._read[name] = found
-        return self._table(found)
+        return self._table(found) if found is not None else None
 
     def objects(self, database: str | None = None, kind: str = "relation") -> list[TableDef]:
         if kind != "relation":
@@ -196,7 +185,7 @@ class HiveCatalog(ReadOnlyDDL):
         return found
 
     def check_write(self, table: TableDef) -> None:
-        described = self._read.get(table.name) or self._store().table(table.name.database, table.name.name)
+        described = self._store().table(table.name.database, table.name.name)
         reason = described is not None and write_refusal(described, f"{self.name}.{table.name.database}.{table.name.name}")
         if reason:
             raise CatalogError(reason)

@@ -4,9 +4,11 @@
     CREATE TABLE lake.sales.orders (id BIGINT, amount DOUBLE, PRIMARY KEY (id) NOT ENFORCED);
     INSERT INTO lake.sales.orders SELECT ...;
 
-The catalog kinds are the ``iceberg`` connector's (``runtime.iceberg.catalog``): a Hadoop
-catalog (``'catalog-type' = 'hadoop'``: the warehouse's directories), or a JDBC (SQL) catalog in SQLite (by default ``<warehouse>/iceberg_catalog.db``) or PostgreSQL
-(``uri``), the tables Java's JdbcCatalog keeps, keyed by the catalog's name. **Databases**
+The catalog kinds are the ``iceberg`` connector's (``runtime.iceberg.catalog``): a JDBC
+(SQL) catalog in SQLite (by default ``<warehouse>/iceberg_catalog.db``) or PostgreSQL
+(``uri``), the tables Java's JdbcCatalog keeps, keyed by the catalog's name; a Hadoop catalog
+(``'catalog-type' = 'hadoop'``: the warehouse's directories); or a REST catalog's server
+(``'catalog-type' = 'rest'``, ``uri``). **Databases**
 are its namespaces (``default-database``, by default ``default``, always listed, as Flink's
 catalog creates it); **tables** its tables, each an ``iceberg`` table of this catalog with
 its columns mapped as Flink's FlinkSchemaUtil maps them (boolean, int, long, float, double,
@@ -23,6 +25,7 @@ import os
 
 from sqlglot import exp
 
+from streamsql.catalogs.ddl import quoted, table_ddl
 from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError, ConnectorError
 from streamsql.plan.objects import ObjectName, TableDef, ViewDef
@@ -226,15 +229,12 @@ class IcebergCatalog:
             if flink is None:
                 raise CatalogError(f"Table '{self.name}.{database}.{name}': column '{field.name}' has the Iceberg type"
                                    f" {field.field_type}, which Flink's Iceberg catalog does not map here")
-            lines.append(f"  {_quoted(field.name)} {flink}{' NOT NULL' if field.required else ''}")
+            lines.append(f"  {quoted(field.name)} {flink}{' NOT NULL' if field.required else ''}")
         if keys:
-            lines.append(f"  PRIMARY KEY ({', '.join(map(_quoted, keys))}) NOT ENFORCED")
+            lines.append(f"  PRIMARY KEY ({', '.join(map(quoted, keys))}) NOT ENFORCED")
         partitions = [schema.find_field(f.source_id).name for f in table.spec().fields if str(f.transform) == "identity"]
         options = {**self.options, "catalog-database": database, "catalog-table": name}
-        with_ = ", ".join(f"'{k}' = '{v.replace(chr(39), chr(39) * 2)}'" for k, v in options.items())
-        partitioned = f" PARTITIONED BY ({', '.join(map(_quoted, partitions))})" if partitions else ""
-        ddl = (f"CREATE TABLE {_quoted(self.name)}.{_quoted(database)}.{_quoted(name)} (\n" + ",\n".join(lines)
-               + f"\n){partitioned} WITH ({with_})")
+        ddl = table_ddl(self.name, database, name, lines, options, partitions)
         return define(parse_statement(ddl), database, catalog=self.name)
 
 
@@ -259,7 +259,7 @@ def flink_type(kind) -> str | None:
         fields = [(f.name, flink_type(f.field_type)) for f in kind.fields]
         if any(t is None for _, t in fields):
             return None
-        return "ROW<" + ", ".join(f"{_quoted(n)} {t}" for n, t in fields) + ">"
+        return "ROW<" + ", ".join(f"{quoted(n)} {t}" for n, t in fields) + ">"
     return None
 
 
@@ -273,6 +273,3 @@ def _arrow_schema(table: TableDef):
     required = {c.name for c in table.physical_columns if c.not_null} | set(table.primary_key)
     return pa.schema([f.with_nullable(f.name not in required) for f in schema])
 
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

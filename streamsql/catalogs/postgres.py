@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from streamsql.catalogs.ddl import quoted, table_ddl
 from streamsql.catalogs.read_only import ReadOnlyDDL
 from streamsql.catalogs.registry import CatalogDef
 from streamsql.errors import CatalogError
@@ -130,18 +131,16 @@ class PostgresCatalog(ReadOnlyDDL):
                 raise CatalogError(f"Table '{self.name}.{database}.{name}': column '{column}' has PostgreSQL type"
                                    f" '{pg}', which Flink's JDBC catalog does not map (supported: numbers, text,"
                                    " booleans, bytea, dates and times, and arrays of them)")
-            lines.append(f"  {_quoted(column)} {flink}{' NOT NULL' if not_null or in_key else ''}")
+            lines.append(f"  {quoted(column)} {flink}{' NOT NULL' if not_null or in_key else ''}")
             keys += [column] if in_key else []
         if keys:
-            lines.append(f"  PRIMARY KEY ({', '.join(map(_quoted, keys))}) NOT ENFORCED")
+            lines.append(f"  PRIMARY KEY ({', '.join(map(quoted, keys))}) NOT ENFORCED")
         options = {"connector": "jdbc", "url": f"jdbc:postgresql://{self.host}:{self.port}/{database}",
                    "table-name": columns[0][2]}
         for key in ("username", "password"):
             if key in self.definition.options:
                 options[key] = self.definition.options[key]
-        body = ",\n".join(lines)
-        with_ = ", ".join(f"'{k}' = '{v.replace(chr(39), chr(39) * 2)}'" for k, v in options.items())
-        ddl = (f"CREATE TABLE {_quoted(self.name)}.{_quoted(database)}.{_quoted(name)} (\n{body}\n) WITH ({with_})")
+        ddl = table_ddl(self.name, database, name, lines, options)
         return define(parse_statement(ddl), database, catalog=self.name)
 
     def _query(self, database: str, sql: str, params=()) -> list[tuple]:
@@ -157,6 +156,3 @@ class PostgresCatalog(ReadOnlyDDL):
             raise CatalogError(f"Catalog '{self.name}': cannot read database '{database}' at"
                                f" {self.definition.options['base-url']}: {str(error).strip().splitlines()[0]}") from None
 
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

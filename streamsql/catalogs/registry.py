@@ -71,8 +71,8 @@ def check(definition: CatalogDef) -> None:
         from streamsql.catalogs.iceberg import connector_options
 
         connector_options(name, options)  # its tables' options, checked as the connector checks them
-    if kind == "iceberg" and "://" not in options.get("warehouse", "://"):  # a local path means the same from anywhere
-        options["warehouse"] = os.path.abspath(options["warehouse"].removeprefix("file:"))
+        if "://" not in options.get("warehouse", "://"):  # a local path means the same from anywhere
+            options["warehouse"] = os.path.abspath(options["warehouse"].removeprefix("file:"))
     if kind == "hive":
         _check_hive(name, options)
     if kind == "jdbc" and not options["base-url"].startswith("jdbc:postgresql://"):

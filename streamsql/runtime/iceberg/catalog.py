@@ -1,4 +1,4 @@
-"""An Iceberg table's catalog, from Flink's catalog options: pyiceberg's SQL catalog, or a Hadoop one.
+"""An Iceberg table's catalog, from Flink's catalog options: pyiceberg's SQL or REST catalog, or a Hadoop one.
 
 **Which catalogs.** Flink's ``'connector' = 'iceberg'`` names its catalog with
 ``catalog-name``, ``catalog-type`` (or ``catalog-impl``), ``warehouse`` and ``uri``.
@@ -9,7 +9,6 @@ types are:
 - ``rest`` (``catalog-impl`` = ``org.apache.iceberg.rest.RESTCatalog``): pyiceberg's REST
   client, at ``uri`` (``http(s)://``), with ``warehouse``, ``credential`` and ``token`` as
   Iceberg's RESTCatalog takes them; the server keeps the catalog and checks each commit.
-
 - ``hadoop`` (``catalog-impl`` = ``org.apache.iceberg.hadoop.HadoopCatalog``): the
   warehouse's directories, in Java's layout (``v<N>.metadata.json``, ``version-hint.text``),
   committed to by streamsql's own pyiceberg catalog (``runtime.iceberg.hadoop_catalog``);
