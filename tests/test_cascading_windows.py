@@ -67,6 +67,17 @@ def test_a_tumble_over_a_window_aggregate_s_window_time_reads_its_stage():
     assert stage.window_views == []
 
 
+def test_value_and_list_aggregates_over_a_window_aggregate_s_rows_are_not_cut():
+    """The inner windows fired in one micro-batch come in no order: LISTAGG or FIRST_VALUE of
+    them has no arrival order to follow (JSON_OBJECTAGG, ordered by key, has no need of one)."""
+    sql = ("SELECT window_start, window_end, {} FROM TABLE(TUMBLE(TABLE per5, DESCRIPTOR(wt), INTERVAL '1' MINUTE))"
+           " GROUP BY window_start, window_end;")
+    for call in ("LISTAGG(CAST(n AS STRING))", "FIRST_VALUE(n)", "ARRAY_AGG(DISTINCT n)"):
+        assert _stage(sql.format(call)) is None, call
+    stage = _stage(sql.format("JSON_OBJECTAGG(KEY auction VALUE n)"))
+    assert isinstance(stage, WindowAggregateStage) and stage.cascaded
+
+
 def test_a_window_reading_its_bounds_beyond_the_keys_assigns_them_over_the_stage():
     sql = ("SELECT auction, window_start, window_end, SUM(n) AS total FROM TABLE(TUMBLE(TABLE per5, DESCRIPTOR(wt),"
            " INTERVAL '20' SECOND)) WHERE window_start > TIMESTAMP '2026-01-01 00:00:15'"

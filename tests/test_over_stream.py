@@ -52,6 +52,30 @@ def test_stddev_and_variance_are_computed_by_the_operator():
     assert [c[0] for c in stage.calls] == ["STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP", "VAR_SAMP"]
 
 
+def test_distinct_aggregates_over_fold_each_frame_s_distinct_values():
+    """Every DISTINCT aggregate in an OVER is the operator's: folded over each frame's distinct
+    values (python_aggregates.DistinctAggregate), in the call's Flink type."""
+    from streamsql.spark.stateful.python_aggregates import BuiltinOver, DistinctAggregate, folder
+
+    stage = stages("SELECT auction, COUNT(DISTINCT price) OVER w, SUM(DISTINCT price) OVER w, AVG(DISTINCT bidder)"
+                   " OVER w, VAR_SAMP(DISTINCT price) OVER w, LISTAGG(DISTINCT channel) OVER w, ARRAY_AGG(DISTINCT"
+                   " price) OVER w FROM bid WINDOW w AS (PARTITION BY auction ORDER BY ts ROWS BETWEEN 3 PRECEDING"
+                   " AND CURRENT ROW);")
+    assert isinstance(stage, OverStage) and [c[0] for c in stage.calls] == ["PYTHON"] * 6
+    assert all(c[3]["distinct"] for c in stage.calls)
+    assert [c[3]["python"].name for c in stage.calls] == ["COUNT", "SUM", "AVG", "VAR_SAMP", "LISTAGG", "ARRAY_AGG"]
+    # the fold itself: each value once (NULLs left out); a SUM wraps at the result's width
+    total = folder(stage.calls[1][3]["python"], 1, True)
+    assert isinstance(total, DistinctAggregate) and (total.inner.function, total.inner.bits) == ("SUM", 64)
+    accumulator = total.create_accumulator()
+    for value in (2, 2, None, 5):
+        total.accumulate(accumulator, value)
+    assert total.get_value(accumulator) == 7
+    assert BuiltinOver("SUM", "int", 32, 0).get_value([2_000_000_000, 1_000_000_000]) == 3_000_000_000 - 2 ** 32
+    assert BuiltinOver("AVG", "int", 32, 0).get_value([-3, -4]) == -3  # Java truncates toward zero
+    assert BuiltinOver("VAR_POP", "int", 32, 0).get_value([2, -2, 5]) == 7  # (4 + 25 - 25 DIV 3) DIV 3
+
+
 def test_lag_first_and_last_value_are_computed_by_the_operator():
     """Flink's streaming OVER has LAG (its frame unbounded: LagAggFunction has no retraction),
     FIRST_VALUE and LAST_VALUE; LAG's default is an input column the operator casts."""
@@ -94,7 +118,7 @@ def test_lag_first_and_last_value_are_computed_by_the_operator():
     assert collect.get_value(accumulator) == [3, 4]
     # Flink's streaming mode refuses LEAD ('LEAD Function is not supported in stream mode')
     for sql in ("SELECT LAG(price) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM bid;",
-                "SELECT LISTAGG(DISTINCT CAST(price AS STRING)) OVER (ORDER BY ts) FROM bid;",
+                "SELECT LISTAGG(DISTINCT CAST(price AS STRING), channel) OVER (ORDER BY ts) FROM bid;",
                 "SELECT SUM(price) OVER (ORDER BY ts, price ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM bid;",
                 "SELECT LAG(price, auction) OVER (ORDER BY ts) FROM bid;",
                 "SELECT LEAD(price) OVER (ORDER BY ts) FROM bid;"):
@@ -289,6 +313,60 @@ def _repeating_values(tmp_path) -> str:
 
 
 @pytest.mark.spark
+def test_distinct_over_aggregates_follow_flink_bounded_and_streamed(run, tmp_path):
+    """STDDEV/VAR(DISTINCT x) OVER as Flink 2.3 computes it (measured): its expansion into
+    SUM(x * x), SUM(x) and COUNT(x) keeps DISTINCT on each, so 2 and -2 are two values but
+    one square; integer steps truncate. Over bounded input against a model of that on random
+    rows, in ROWS and RANGE frames; streamed (the OVER operator), every DISTINCT aggregate
+    ends with the batch result (before: refused at plan time, and not streamed)."""
+    rng = random.Random(5)
+    rows = [(f"k{rng.randint(0, 2)}", rng.choice([None, *range(-4, 5)]), i) for i in range(60)]
+    for n in range(4):
+        write(tmp_path / "d" / f"part-{n}.csv", "".join(f"{k},{'' if v is None else v},2026-01-01 00:00:{s:02d}\n"
+                                                     for k, v, s in rows[n * 15:(n + 1) * 15]))
+    run.output(f"CREATE TEMPORARY TABLE d (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ("
+               f"'connector' = 'filesystem', 'path' = '{tmp_path / 'd'}', 'format' = 'csv');")
+
+    def spread(values, sample, root, floats):
+        present = {v for v in values if v is not None}
+        n = len(present)
+        if n == 0 or sample and n == 1:
+            return None
+        total, squares = sum(present), sum({v * v for v in present})
+        if floats:
+            variance = (squares - total * total / n) / (n - 1 if sample else n)
+            return round(variance ** 0.5 if root else variance, 6)
+        variance = int((squares - int(total * total / n)) / (n - 1 if sample else n))  # Java's / truncates
+        return int(max(variance, 0) ** 0.5) if root else variance  # (a negative one's NaN root: 0, as Java's cast)
+
+    query = ("SELECT k, ts, STDDEV_POP(DISTINCT v) OVER w, VAR_SAMP(DISTINCT v) OVER w,"
+             " ROUND(VAR_POP(DISTINCT CAST(v AS DOUBLE)) OVER w, 6), ROUND(STDDEV_SAMP(DISTINCT CAST(v AS"
+             " DOUBLE)) OVER w, 6), VAR_POP(DISTINCT v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN"
+             " INTERVAL '9' SECOND PRECEDING AND CURRENT ROW) FROM d"
+             " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)")
+    expected = []
+    for at, (k, v, s) in enumerate(rows):
+        mine = [r for r in rows[:at + 1] if r[0] == k]
+        frame, recent = [r[1] for r in mine[-4:]], [r[1] for r in mine if r[2] >= s - 9]
+        expected.append((k, f"2026-01-01 00:00:{s:02d}.000", *(
+            "" if x is None else str(x) for x in (
+                spread(frame, False, True, False), spread(frame, True, False, False),
+                spread(frame, False, False, True), spread(frame, True, True, True),
+                spread(recent, False, False, False)))))
+    final, ops, batch = streamed_and_batch(run, query)
+    assert batch == sorted(expected)
+    assert final == batch and set(ops) == {"+I"}
+    query = ("SELECT k, ts, COUNT(DISTINCT v) OVER w, SUM(DISTINCT v) OVER w, AVG(DISTINCT v) OVER w,"
+             " MIN(DISTINCT v) OVER w, MAX(DISTINCT v) OVER w, LISTAGG(DISTINCT CAST(v AS STRING), '-') OVER w,"
+             " ARRAY_AGG(DISTINCT v) OVER w, COLLECT(DISTINCT v) OVER w, SUM(DISTINCT CAST(v AS DECIMAL(5, 2)))"
+             " OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '9' SECOND PRECEDING AND CURRENT ROW),"
+             " AVG(DISTINCT CAST(v AS DECIMAL(5, 2))) OVER w FROM d"
+             " WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)")
+    final, ops, batch = streamed_and_batch(run, query)
+    assert final == batch and len(batch) == 60 and set(ops) == {"+I"}
+
+
+@pytest.mark.spark
 def test_distinct_first_and_last_value_over_take_a_value_where_it_first_appears(run, tmp_path):
     """Flink 2.3 on these rows (streaming mode): LAST_VALUE(DISTINCT v) is the latest value
     seen for the first time in the frame, not the latest row's (before: Spark's "The query
@@ -309,8 +387,8 @@ def test_bounded_over_takes_distinct_and_filtered_list_aggregates(run, tmp_path)
     """LISTAGG, ARRAY_AGG and COLLECT (DISTINCT) in an OVER: each value where it first appears
     in the frame (Flink 2.3 on these rows); a FILTER goes on each Spark aggregate they combine
     (before, each failed with Spark's words: "does not include a GROUP BY clause", "`if` does
-    not support FILTER CLAUSE"). JSON_ARRAYAGG/JSON_OBJECTAGG and STDDEV/VAR(DISTINCT) OVER are
-    refused at plan time, with the reason."""
+    not support FILTER CLAUSE"). JSON_ARRAYAGG/JSON_OBJECTAGG and STDDEV/VAR(DISTINCT) of a DECIMAL
+    OVER are refused at plan time, with the reason."""
     from streamsql.errors import ValidationError
 
     ddl = _repeating_values(tmp_path)
@@ -327,6 +405,7 @@ def test_bounded_over_takes_distinct_and_filtered_list_aggregates(run, tmp_path)
                                              ["5", "[5]", "[]", "5"]]
     for call, message in (("JSON_ARRAYAGG(v)", "JSON_ARRAYAGG cannot be used with OVER"),
                           ("JSON_OBJECTAGG(KEY k VALUE v)", "JSON_OBJECTAGG cannot be used with OVER"),
-                          ("VAR_SAMP(DISTINCT v)", r"VAR_SAMP\(DISTINCT ..\) OVER is not supported yet")):
+                          ("VAR_SAMP(DISTINCT CAST(v AS DECIMAL(5, 1)))",
+                           r"VAR_SAMP\(DISTINCT ..\) OVER takes one integer, FLOAT or DOUBLE argument")):
         with pytest.raises(ValidationError, match=message):
             run.rows(f"SELECT {call} OVER (PARTITION BY k ORDER BY ts) FROM t;")

@@ -56,6 +56,19 @@ def test_a_window_column_read_beyond_the_keys_reads_the_windows_rows():
     assert stage.bounds == {} and "FROM `__window_1`" in _sql(stage.split.input_query)
 
 
+def test_value_and_list_aggregates_fold_each_window_s_rows_in_arrival_order():
+    """FIRST_VALUE, LAST_VALUE, LISTAGG and ARRAY_AGG take a window's rows in the order they
+    came: the operator reads the window relation's rows (slices would lose their order)."""
+    sql = (f"SELECT auction, window_start, window_end, LISTAGG(channel), FIRST_VALUE(price), ARRAY_AGG(DISTINCT"
+           f" bidder) FROM {CUMULATE} GROUP BY auction, window_start, window_end;")
+    assert runs_on_stateful_operators(build(sql))
+    stage = stages(sql)
+    assert isinstance(stage, WindowAggregateStage) and stage.bounds == {}
+    assert "FROM `__window_1`" in _sql(stage.split.input_query)
+    assert [(c.function, c.distinct) for c in stage.split.calls] == [
+        ("LISTAGG", False), ("FIRST_VALUE", False), ("ARRAY_AGG", True)]
+
+
 def test_plain_tumble_and_hop_aggregates_stay_spark_s():
     for window in (HOP, CUMULATE.replace("CUMULATE", "TUMBLE").replace("INTERVAL '2' SECOND, ", "")):
         sql = f"SELECT window_start, window_end, COUNT(*) FROM {window} GROUP BY window_start, window_end;"
@@ -275,6 +288,18 @@ QUERIES = {
                           " AS r FROM (SELECT k, COUNT(*) AS n, window_start AS ws, window_end AS we FROM"
                           " TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND)) GROUP BY k, window_start,"
                           " window_end)) WHERE r <= 2",
+    # the value and list aggregates on the window operator: a window's rows in arrival order
+    "cumulate_lists": "SELECT k, window_start, window_end, LISTAGG(CAST(v AS STRING), '-') AS l, FIRST_VALUE(v) AS f,"
+                      " LAST_VALUE(ts) AS lt, ARRAY_AGG(v) AS a, LISTAGG(DISTINCT CAST(v AS STRING)) AS ld"
+                      " FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '4' SECOND, INTERVAL '12' SECOND))"
+                      " GROUP BY k, window_start, window_end",
+    "hop_distinct_lists": "SELECT window_start, window_end, COUNT(DISTINCT k) AS ks, LISTAGG(k) FILTER (WHERE v > 2)"
+                          " AS l, LAST_VALUE(v) AS last_v, ARRAY_SORT(COLLECT(DISTINCT v)) AS c, JSON_ARRAYAGG(v) AS j"
+                          " FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND,"
+                          " INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
+    "tumble_distinct_object": "SELECT k, window_end, COUNT(DISTINCT v) AS d, JSON_OBJECTAGG(KEY CAST(ts AS STRING)"
+                              " VALUE v) AS o FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '6' SECOND))"
+                              " GROUP BY k, window_start, window_end",
 }
 
 

@@ -7,14 +7,17 @@ the argument's type, measured on Flink 2.3 (batch and streaming alike):
     VAR_SAMP(x) = (SUM(x * x) - SUM(x) * SUM(x) / COUNT(x)) / (COUNT(x) - 1), NULL for one value
     STDDEV_*(x) = POWER(VAR_*(x), 0.5)
 
-then cast to the result type. For an integer argument every step is integer arithmetic:
-the squares and sums wrap at the argument's width (Java's int), the divisions truncate, so
-``VAR_SAMP`` of 1 and 2 is 1 (not 0.5 truncated). For a DOUBLE it is that formula in
+then cast to the result type. With DISTINCT each of those calls is DISTINCT over its own
+argument, as Flink's expansion keeps the quantifier: ``SUM(DISTINCT x * x)`` sums the
+distinct squares, so the values 2 and -2 give one square (measured on Flink 2.3). For an
+integer argument every step is integer arithmetic: the squares and sums wrap at the
+argument's width (Java's int), the divisions truncate, so ``VAR_SAMP`` of 1 and 2 is 1 (not 0.5 truncated). For a DOUBLE it is that formula in
 DOUBLE, with the cancellation it has for values far from zero; a FLOAT's likewise, then
 rounded to a FLOAT (Flink rounds every step, its sums too, so the last digit may differ;
 the streaming operator computes as this does). (A GROUP BY's STDDEV/VAR in
 Flink is computed otherwise, and so is it here: ``dialect._cast_average``.) A DECIMAL keeps
-Spark's function, cast to Flink's type; the results agree to its scale.
+Spark's function, cast to Flink's type; the results agree to its scale (not with DISTINCT:
+refused at plan time, ``plan.builtins``).
 
 ``stateful.spreads.over_spread`` computes the same from an OVER frame's sums in the
 streaming operator.
@@ -36,19 +39,32 @@ def over_spread_sql(gen, window: exp.Window, call: exp.Expression) -> str | None
     """Flink's expansion of a STDDEV/VAR ``call`` over ``window`` as Spark SQL, or None when
     the call is no such call or its argument is neither an integer nor a DOUBLE/FLOAT."""
     shape = SPREAD_CALLS.get(type(call))
-    arg_type = getattr(call.this, "type", None)
-    if shape is None or isinstance(call.this, exp.Distinct) or arg_type is None:
+    distinct = isinstance(call.this, exp.Distinct)
+    if distinct and len(call.this.expressions) != 1:
+        return None
+    argument = call.this.expressions[0] if distinct else call.this
+    arg_type = getattr(argument, "type", None)
+    if shape is None or arg_type is None:
         return None
     kind, sample = shape
 
     def over(function: exp.Expression) -> str:
         copy = window.copy()
-        copy.set("this", function)
-        return gen.sql(copy)
+        if not distinct:
+            copy.set("this", function)
+            return gen.sql(copy)
+        # DISTINCT, which Spark's window functions refuse: each call over the frame's set of
+        # its own argument's values (COLLECT_SET skips NULLs as DISTINCT does)
+        copy.set("this", exp.Anonymous(this="COLLECT_SET", expressions=[function.this.copy()]))
+        values = gen.sql(copy)
+        if isinstance(function, exp.Count):
+            return f"CAST(SIZE({values}) AS BIGINT)"
+        wide = "DOUBLE" if arg_type.this in FLOATS else "DECIMAL(38, 0)"
+        return f"AGGREGATE({values}, CAST(NULL AS {wide}), (a, v) -> COALESCE(a, 0) + v)"
 
-    count = over(exp.Count(this=call.this.copy()))
+    count = over(exp.Count(this=argument.copy()))
     if arg_type.this in FLOATS:
-        value = exp.Cast(this=call.this.copy(), to=exp.DataType.build("DOUBLE"))
+        value = exp.Cast(this=argument.copy(), to=exp.DataType.build("DOUBLE"))
         squares, total = over(exp.Sum(this=exp.Mul(this=value, expression=value.copy()))), over(exp.Sum(this=value.copy()))
         denominator = f"NULLIF({count} - 1, 0)" if sample else count
         variance = f"(({squares} - {total} * {total} / {count}) / {denominator})"
@@ -61,7 +77,7 @@ def over_spread_sql(gen, window: exp.Window, call: exp.Expression) -> str | None
     # of a BIGINT fits (< 2**126), and so does a sum of squares wrapped one by one, where
     # Spark's BIGINT arithmetic would stop the query with an overflow error (ANSI mode).
     exact = exp.DataType.build("DECIMAL(38, 0)")
-    value = exp.Cast(this=call.this.copy(), to=exact)
+    value = exp.Cast(this=argument.copy(), to=exact)
     squares = wrap_sql(over(exp.Sum(this=_wrapped(exp.Mul(this=value, expression=value.copy()), bits))), bits)
     total = wrap_sql(over(exp.Sum(this=value.copy())), bits)
     average = f"({wrap_sql(f'{total} * {total}', bits)} DIV NULLIF({count}, 0))"

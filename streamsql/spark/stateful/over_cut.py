@@ -130,14 +130,40 @@ def _function(call: exp.Expression, preceding: int | None) -> tuple[str, exp.Exp
             raise Unsupported()
         return call.name.upper(), call.expressions[0], {}
     function = OVER_FUNCTIONS.get(type(call))
-    if function is None or isinstance(call.this, exp.Distinct) or call.args.get("expressions"):
+    if function is None or call.args.get("expressions"):
         raise Unsupported()
+    if isinstance(call.this, exp.Distinct):
+        return _distinct(function, call)
     return function, call.this, {}
+
+
+_BITS = {exp.DType.TINYINT: 8, exp.DType.SMALLINT: 16, exp.DType.INT: 32, exp.DType.BIGINT: 64}
+
+
+def _distinct(function: str, call: exp.Expression) -> tuple:
+    """COUNT/SUM/AVG/MIN/MAX/STDDEV_*/VAR_*(DISTINCT x) in an OVER: each frame's distinct values
+    folded as a Python aggregate function's are (``python_aggregates.BuiltinOver`` under its
+    ``DistinctAggregate``), in Flink's types."""
+    from streamsql.plan.udfs import PythonFunction
+    from streamsql.spark.stateful.python_aggregates import BuiltinOver
+
+    (argument, *more) = call.this.expressions
+    arg_type, result = getattr(argument, "type", None), call.type
+    if more or arg_type is None or result is None or exp.DType.UNKNOWN in (arg_type.this, result.this):
+        raise Unsupported()
+    kind = "int" if arg_type.this in _BITS else "float" if arg_type.this in (exp.DType.FLOAT, exp.DType.DOUBLE) \
+        else "object" if arg_type.this == exp.DType.DECIMAL else None
+    if kind is None and function not in ("COUNT", "MIN", "MAX"):
+        raise Unsupported()
+    scale = result.expressions[1].this.name if result.this == exp.DType.DECIMAL and len(result.expressions) > 1 else 0
+    folded = BuiltinOver(function, kind, _BITS.get(result.this, 0), int(scale or 0))
+    python = PythonFunction(function, folded.accumulate, result, False, instance=folded, aggregate=True)
+    return PYTHON, None, {"python": python, "distinct": True, "arguments": [argument]}
 
 
 def _listed(call: exp.Expression) -> tuple | None:
     """LISTAGG, ARRAY_AGG (IGNORE NULLS) and COLLECT (ARRAY_AGG IGNORE NULLS, an empty array
-    for none) in an OVER: folded frame by frame, as a Python aggregate function's calls are
+    for none), DISTINCT or not, in an OVER: folded frame by frame, as a Python aggregate function's calls are
     (``python_aggregates.ListAgg``, ``ArrayAgg``)."""
     from streamsql.dialect.functions import FlinkAggCall
     from streamsql.plan.udfs import PythonFunction
@@ -148,6 +174,9 @@ def _listed(call: exp.Expression) -> tuple | None:
     if not isinstance(inner, FlinkAggCall) or inner.name.upper() not in ("LISTAGG", "ARRAY_AGG", "COLLECT"):
         return None
     name, arguments = inner.name.upper(), inner.expressions
+    distinct = bool(arguments) and isinstance(arguments[0], exp.Distinct)
+    if distinct:  # each value once, where it first appears in the frame (a NULL too, for ARRAY_AGG)
+        arguments = [*arguments[0].expressions, *arguments[1:]]
     if any(isinstance(a, exp.Distinct) for a in arguments) or not arguments or inner.type is None:
         raise Unsupported()
     if name == "LISTAGG":
@@ -160,7 +189,7 @@ def _listed(call: exp.Expression) -> tuple | None:
             raise Unsupported()
         folded = ArrayAgg(ignore_nulls or name == "COLLECT", collect=name == "COLLECT")
     function = PythonFunction(name, folded.accumulate, inner.type, False, instance=folded, aggregate=True)
-    return PYTHON, None, {"python": function, "arguments": [arguments[0]]}
+    return PYTHON, None, {"python": function, "arguments": [arguments[0]], "distinct": distinct}
 
 
 def _window_key(window: exp.Window) -> tuple:

@@ -246,6 +246,67 @@ class FirstLast:
         return (accumulator[-1] if self.last else accumulator[0]) if accumulator else None
 
 
+class BuiltinOver:
+    """COUNT, SUM, AVG, MIN, MAX, STDDEV_* and VAR_* as an aggregate function (in an OVER):
+    what their DISTINCT calls fold, ``DistinctAggregate`` handing it each value once. The
+    values that are not NULL; SUM wraps at the result's width (``bits``), an integer AVG
+    truncates (Java's division of the long sum), a DECIMAL one rounds half up to ``scale``;
+    STDDEV/VAR as Flink expands them with DISTINCT (``spark.over_spreads``): the distinct
+    values' count and sum, and the sum of their distinct squares."""
+
+    def __init__(self, function: str, kind: str | None, bits: int, scale: int):
+        self.function, self.kind, self.bits, self.scale = function, kind, bits, scale
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def accumulate(self, accumulator: list, value) -> None:
+        if value is not None:
+            accumulator.append(value)
+
+    def retract(self, accumulator: list, value) -> None:
+        if value is not None:
+            accumulator.remove(value)
+
+    def get_value(self, accumulator: list):
+        import decimal
+
+        from streamsql.spark.stateful import spreads
+
+        fn, values = self.function, accumulator
+        if fn == "COUNT":
+            return len(values)
+        if not values:
+            return None
+        if fn in ("MIN", "MAX"):
+            return min(values) if fn == "MIN" else max(values)
+        total = sum(values)
+        if fn == "SUM":
+            return _wrapped(total, self.bits) if self.kind == "int" else total
+        if fn == "AVG":
+            if self.kind == "int":
+                total = _wrapped(total, 64)
+                return _wrapped(abs(total) // len(values) * (1 if total >= 0 else -1), self.bits)
+            if self.kind == "float":
+                return total / len(values)
+            with decimal.localcontext(prec=80):
+                return (total / len(values)).quantize(decimal.Decimal(1).scaleb(-self.scale), decimal.ROUND_HALF_UP)
+        squares = {_wrapped(v * v, self.bits or 64) if self.kind == "int" else v * v for v in values}
+        agg = {"function": fn, "kind": self.kind, "out_bits": self.bits, "out_scale": self.scale}
+        n = np.array([len(values)], dtype="int64")
+        kind = "int64" if self.kind == "int" else "float64" if self.kind == "float" else object
+        value = spreads.over_spread(agg, n, np.array([total], dtype=kind), np.array([sum(squares)], dtype=kind)).iloc[0]
+        return None if pd.isna(value) else value.item() if hasattr(value, "item") else value
+
+
+def _wrapped(value: int, bits: int) -> int:
+    """A Python integer as Java's ``bits``-wide integer holds it (0: as it is)."""
+    if not bits:
+        return value
+    half = 1 << (bits - 1)
+    return (value + half) % (2 * half) - half
+
+
 class ListAgg:
     """LISTAGG(value [, separator]) as an aggregate function (in an OVER): the values that
     are not NULL, in order, joined; NULL when there are none."""

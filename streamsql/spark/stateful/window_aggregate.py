@@ -9,7 +9,9 @@ the output of a stateful operator. This operator runs Flink's WindowAggregate fo
 - a row whose slice end (the end of the earliest window it belongs to) the watermark has
   passed is late and dropped, as Flink's slicing window operator drops it;
 - each window's accumulators are GroupAggregate's (``accumulate.fold``: COUNT, SUM, AVG,
-  MIN, MAX, DISTINCT, FILTER) keyed by the group keys and the window;
+  MIN, MAX, DISTINCT, FILTER, and FIRST_VALUE, LAST_VALUE, LISTAGG, ARRAY_AGG and
+  JSON_OBJECTAGG, which take the window's rows in the order they come) keyed by the group
+  keys and the window;
 - an event-time timer per bucket at its earliest pending window end fires, once the
   watermark reaches it, every window of the bucket that ended: each is emitted once
   (``+I``, insert-only, as Flink's) and its state dropped.

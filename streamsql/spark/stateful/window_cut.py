@@ -20,7 +20,7 @@ from streamsql.spark.physical import OPERATOR_WINDOWS
 from streamsql.spark.stateful.stages import (
     CalcStage, OverStage, WindowAggregateStage, has_subquery, Unsupported, epoch_millis, read_stage, stage_view,
 )
-from streamsql.spark.stateful.specs import ORDERED, SPREADS
+from streamsql.spark.stateful.specs import INSERT_ONLY, ORDERED, SPREADS
 from streamsql.spark.stateful.split import split_group_aggregate
 
 KINDS = OPERATOR_WINDOWS
@@ -64,8 +64,8 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
     table, window = _one_window(compiler, select, proctime=True)
     alias = table.alias_or_name
     split = split_group_aggregate(select)
-    if split is None or any(c.function in ORDERED for c in split.calls):
-        raise Unsupported()  # (FIRST_VALUE, LAST_VALUE, LISTAGG would need the slices' order)
+    if split is None:
+        raise Unsupported()
     _check_python_calls(split, window.kind)
     bounds = {}
     for name, key in zip(split.keys, select.args["group"].expressions):
@@ -80,6 +80,8 @@ def cut_window_aggregate(compiler, select: exp.Select) -> WindowAggregateStage:
                                  proctime=window.proctime)
     _slice(stage, window, alias)
     _cascade(compiler, stage, window)
+    if stage.cascaded and any(c.function in INSERT_ONLY for c in split.calls):
+        raise Unsupported()  # (the rows another window operator fires in one micro-batch come in no order)
     return stage
 
 
@@ -209,8 +211,11 @@ def _slice(stage: WindowAggregateStage, window: WindowRelation, alias: str) -> N
     columns only as grouping keys: the operator then folds each row into one slice."""
     from streamsql.spark.stateful.window_slices import sliceable
 
-    if not sliceable({"kind": window.kind, **window.parameters}) or any(c.function in SPREADS for c in stage.split.calls):
-        return  # (a STDDEV/VAR's centred sums do not add up across slices of different centres)
+    if not sliceable({"kind": window.kind, **window.parameters}) or \
+            any(c.function in (*SPREADS, *ORDERED) for c in stage.split.calls):
+        # (a STDDEV/VAR's centred sums do not add up across slices of different centres; the
+        # value and list aggregates take a window's rows in arrival order, which slices lose)
+        return
     query = stage.split.input_query
     bounds, kept = {}, []
     for projection in query.expressions:
