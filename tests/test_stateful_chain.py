@@ -63,8 +63,13 @@ def test_order_by_a_rowtime_is_an_over_of_the_current_row():
     # further keys order rows of equal time: output columns, each with its direction and NULL order
     (_, over), = stages("SELECT auction, price, ts FROM bid ORDER BY ts, price DESC, auction NULLS LAST;").inputs
     assert over.ties == [("__c1", True, False), ("__c2", False, False)]
+    # ... and a key that is no output column, computed hidden (not under DISTINCT: it would count)
+    stage = stages("SELECT auction, ts FROM bid ORDER BY ts, price * 2 DESC;")
+    (_, over), = stage.inputs
+    assert over.ties == [("__c1", True, False)] and "`price` * 2 AS `__o1`" in to_spark_sql(over.input_query)
+    assert [p.alias_or_name for p in stage.query.expressions] == ["__rowkind", "auction", "ts"]
     for sql in ("SELECT auction, ts FROM bid ORDER BY ts DESC;", "SELECT auction, ts FROM bid ORDER BY price;",
-                "SELECT auction, ts FROM bid ORDER BY ts, price;"):
+                "SELECT DISTINCT auction, ts FROM bid ORDER BY ts, price;"):
         assert stages(sql) is None, sql
     # COLLECT: ARRAY_AGG IGNORE NULLS, an empty array (not NULL) for no values
     (collect,) = stages("SELECT auction, COLLECT(price) FROM bid GROUP BY auction;").split.calls
@@ -382,6 +387,10 @@ def test_streamed_stages_end_with_the_batch_result(run, tmp_path):
     run.output(f"CREATE TEMPORARY TABLE ties (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH"
                f" ('connector' = 'filesystem', 'path' = '{tmp_path / 'ties'}', 'format' = 'csv');")
     text = run.output(STREAMED + "SELECT k, v, ts FROM ties ORDER BY ts, v DESC, k DESC")
+    assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
+    text = run.output(STREAMED + "SELECT k, ts FROM ties ORDER BY ts, v DESC, UPPER(k) DESC")  # keys not output
+    assert [row[1:] for row in csv.reader(io.StringIO(text))][:3] == [["k", "ts"], ["c", "2026-01-01 00:00:00.000"],
+                                                                     ["e", "2026-01-01 00:00:01.000"]]
     assert [row[1] for row in csv.reader(io.StringIO(text))][1:] == ["c", "e", "b", "d", "a"]
     # FIRST_VALUE / LAST_VALUE: in the order rows come, file by file (batch mode's order is Spark's)
     # ... LISTAGG, their values joined in that order, and ARRAY_AGG, their array

@@ -28,8 +28,8 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
     until the watermark passes its time and leaves then, in time order (of equal times, in
     arrival order); a late row is dropped. That is the OVER operator with a frame of the
     current row alone, so the SELECT is rewritten into one whose OVER call is not output.
-    Further ORDER BY keys order rows of equal time (as Flink sorts them); each must be an
-    output column."""
+    Further ORDER BY keys order rows of equal time (as Flink sorts them); a key that is no
+    output column is computed as a hidden one."""
     from streamsql.plan.operators import Sort
 
     order = select.args.get("order")
@@ -38,10 +38,13 @@ def sorted_by_time(compiler, select: exp.Select) -> exp.Select:
         raise Unsupported()
     base, names = _unordered(compiler, select, "order")
     keys = []
-    for ordered in order.expressions:
+    for i, ordered in enumerate(order.expressions):
         name = _output_name(ordered.this, base, names)
-        if name is None:
-            raise Unsupported()
+        if name is None:  # computed as a hidden column the outputs leave out
+            if base.args.get("distinct"):
+                raise Unsupported()  # a hidden key would change what DISTINCT compares
+            name = f"__o{i}"
+            base.append("expressions", exp.alias_(ordered.this.copy(), name))
         keys.append(exp.Ordered(this=exp.column(name, SORTED), desc=ordered.args.get("desc"),
                                 nulls_first=ordered.args.get("nulls_first")))
     frame = exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="CURRENT ROW")
