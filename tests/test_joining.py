@@ -41,7 +41,25 @@ RESIDUALS = {
     "l1 LIKE CASE r0 WHEN 3 THEN 'x%' ELSE '_' END": (
         ("like", ("col", "__l1"), ("case", ((("cmp", "=", ("col", "__r0"), ("lit", 3)), ("lit", "x%")),), ("lit", "_"))),
         lambda l0, l1, r0: None if l1 is None else (l1.startswith("x") if r0 == 3 else len(l1) == 1)),
+    # NULL-safe equality, CONCAT/UPPER and GREATEST of both sides (NULL when an argument is)
+    "l0 IS NOT DISTINCT FROM r0 OR GREATEST(l0, r0) < 2": (
+        ("or", ("same", ("col", "__l0"), ("col", "__r0")),
+         ("cmp", "<", ("greatest", ("col", "__l0"), ("col", "__r0")), ("lit", 2))),
+        lambda l0, l1, r0: True if l0 == r0 else (None if None in (l0, r0) else max(l0, r0) < 2)),
+    "UPPER(l1 || r0) IN ('X1', 'Y2') AND LEAST(r0, l0, 3) >= 1": (
+        ("and", ("or", ("cmp", "=", ("upper", ("concat", ("col", "__l1"), ("col", "__r0"))), ("lit", "X1")),
+                 ("cmp", "=", ("upper", ("concat", ("col", "__l1"), ("col", "__r0"))), ("lit", "Y2"))),
+         ("cmp", ">=", ("least", ("col", "__r0"), ("col", "__l0"), ("lit", 3)), ("lit", 1))),
+        lambda l0, l1, r0: _and(None if None in (l1, r0) else f"{l1}{r0}".upper() in ("X1", "Y2"),
+                                None if None in (l0, r0) else min(r0, l0, 3) >= 1)),
 }
+
+
+def _and(a, b):
+    """SQL's AND of TRUE, FALSE and UNKNOWN (None)."""
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
 
 
 def _plan(join_type, residual="none"):

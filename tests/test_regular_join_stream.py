@@ -236,6 +236,17 @@ def test_outer_join_functions_of_both_sides():
         "SELECT `a`.`id` AS `__rk0`, `a`.`seller` AS `__r0`, `a`.`category` AS `__r1`, TIMESTAMP_MICROS(UNIX_MICROS("
         "`a`.`ts`)) + INTERVAL '1' MINUTE AS `__r2`, `a`.`seller` * 2 AS `__r3` FROM")
     assert "CONCAT(`b`.`channel`, '%') AS `__l1`" in to_spark_sql(join.left_query)
+    # IS NOT DISTINCT FROM, ||, CONCAT, UPPER, GREATEST and TIMESTAMPDIFF of both sides
+    stage = stages("SELECT a.seller, b.price FROM bid b LEFT JOIN auction a ON b.auction = a.id"
+                   " AND (b.bidder IS NOT DISTINCT FROM a.seller OR UPPER(b.channel || a.category) = 'X')"
+                   " AND GREATEST(b.price, a.seller + 1) < 9 AND TIMESTAMPDIFF(MINUTE, a.ts, b.ts) BETWEEN 0 AND 5")
+    (_, join), = stage.inputs
+    minutes = ("tsdiff", 60_000, ("col", "__r1"), ("col", "__l1"))
+    assert join.residual == (
+        "and", ("and", ("or", ("same", ("col", "__l2"), ("col", "__r0")),
+                        ("cmp", "=", ("upper", ("concat", ("col", "__l3"), ("col", "__r3"))), ("lit", "X"))),
+                ("cmp", "<", ("greatest", ("col", "__l0"), ("col", "__r2")), ("lit", 9))),
+        ("and", ("cmp", ">=", minutes, ("lit", 0)), ("cmp", "<=", minutes, ("lit", 5))))
     # in a NOT EXISTS: a CASE of both sides, its one-side condition computed
     stage = stages("SELECT b.auction FROM bid b WHERE NOT EXISTS (SELECT * FROM users u WHERE u.id = b.bidder"
                    " AND COALESCE(u.id, 0) > CASE WHEN b.price > 3 THEN b.price ELSE u.id END);")
@@ -250,7 +261,7 @@ def test_outer_join_functions_of_both_sides():
     # volatile function, a function of values from both sides it does not have
     "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND u.name > b.channel"
     " || CAST(RAND() AS STRING);",
-    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND UPPER(u.name || b.channel) = 'X';",
+    "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder = u.id AND REVERSE(u.name || b.channel) = 'X';",
     # no key equality at all
     "SELECT u.name, b.price FROM bid b LEFT JOIN users u ON b.bidder > u.id;",
     # an interval join stays Spark's (inner) or is not a regular join (outer)
@@ -315,6 +326,9 @@ QUERIES = {
                          " AND ABS(t.v - COALESCE(d.lim, 500)) < 300",
     "full_on_like": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND CONCAT('k', d.name)"
                     " LIKE CASE WHEN t.v > 500 THEN 'k%o' ELSE 'k_n%' END",
+    "full_on_concat": "SELECT t.v, d.name FROM t FULL JOIN d ON t.k = d.k AND (UPPER(t.k || d.name) <> 'K1ONE'"
+                      " OR d.lim IS NOT DISTINCT FROM t.v) AND GREATEST(t.v, d.lim) > 200 AND TIMESTAMPDIFF(MINUTE,"
+                      " TO_TIMESTAMP_LTZ(t.v, 0), TO_TIMESTAMP_LTZ(d.lim, 0)) <> 2",
     # scalar aggregate subqueries: joins with the subquery grouped by its correlation
     "scalar_correlated": "SELECT t.k, t.v FROM t WHERE t.v > (SELECT AVG(t2.v) FROM t t2 WHERE t2.k = t.k)",
     "scalar_uncorrelated": "SELECT t.k, t.v FROM t WHERE t.v + 100 > (SELECT AVG(lim) FROM d)",

@@ -1,6 +1,6 @@
 """Order-sensitive aggregates over bounded input, in the order the rows arrive.
 
-LISTAGG, ARRAY_AGG, FIRST_VALUE and LAST_VALUE depend on the order their rows come in. Flink
+LISTAGG, ARRAY_AGG, JSON_ARRAYAGG, FIRST_VALUE and LAST_VALUE depend on the order their rows come in. Flink
 reads a bounded file in order, so its LISTAGG of a file's rows lists them in file order.
 Spark's batch aggregate is partial per file split, then merged in the order the shuffle
 fetches the splits' results: the second half of a file could come first.
@@ -25,7 +25,7 @@ from streamsql.dialect.functions import FlinkAggCall
 from streamsql.plan.grouping import aggregate_calls
 from streamsql.spark.windows import SEQ_COLUMN
 
-ORDERED = ("LISTAGG", "ARRAY_AGG", "FIRST_VALUE", "LAST_VALUE")
+ORDERED = ("LISTAGG", "ARRAY_AGG", "FIRST_VALUE", "LAST_VALUE", "JSON_ARRAYAGG")
 META = "arrival"  # the call's meta key: the SQL of the order column
 
 

@@ -16,7 +16,7 @@ from sqlglot import exp
 from streamsql.dialect.builtins import Default, options
 from streamsql.dialect.functions import FlinkCall
 from streamsql.spark import variants
-from streamsql.spark.function_support import filtered, unsupported
+from streamsql.spark.function_support import unsupported
 from streamsql.spark.stateful.sequences import DUPLICATE_KEY
 
 
@@ -145,7 +145,10 @@ def _json_arrayagg(self, e: FlinkCall, args: list[str]) -> str:
     text = json_text(self, e.expressions[0])
     if on_null is not None and on_null.name == "NULL":
         text = f"COALESCE({text}, 'null')"
-    return f"CONCAT('[', ARRAY_JOIN({filtered(self, e, f'COLLECT_LIST({text})')}, ','), ']')"
+    from streamsql.spark.functions import _collected  # (functions imports this module)
+
+    # in the rows' read order where the query knows it (spark.arrival_order), as LISTAGG
+    return f"CONCAT('[', ARRAY_JOIN({_collected(self, e, text)}, ','), ']')"
 
 
 def _on(self, e: FlinkCall, kind: str, value: str) -> str:

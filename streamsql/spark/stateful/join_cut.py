@@ -20,6 +20,7 @@ import itertools
 from sqlglot import exp
 
 from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.dialect.functions import FlinkCall
 from streamsql.plan.logical_from import conjuncts
 from streamsql.plan.state_ttl import hinted_ttls
 from streamsql.plan.temporal import TEMPORAL
@@ -271,6 +272,7 @@ def _compute_one_side_parts(condition: exp.Expression, left: str, right: str,
 _VOLATILE = (exp.Rand, exp.Uuid, exp.Subquery, exp.Select)
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
+_TIME_UNITS = {"SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}  # TIMESTAMPDIFF's, in ms
 
 
 def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
@@ -319,6 +321,22 @@ def residual_tree(condition: exp.Expression, names: dict[tuple[str, str], str]):
         if isinstance(node, exp.Like):
             like = ("like", tree(node.this), tree(node.expression))
             return ("not", like) if node.args.get("negate") else like
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):  # IS [NOT] DISTINCT FROM
+            same = ("same", tree(node.this), tree(node.expression))
+            return same if isinstance(node, exp.NullSafeEQ) else ("not", same)
+        if isinstance(node, exp.DPipe):
+            return ("concat", tree(node.this), tree(node.expression))
+        if isinstance(node, exp.Concat):
+            return ("concat", *[tree(e) for e in node.expressions])
+        if isinstance(node, (exp.Upper, exp.Lower)):
+            return ("upper" if isinstance(node, exp.Upper) else "lower", tree(node.this))
+        name = node.name.upper() if isinstance(node, FlinkCall) else None
+        if name in ("GREATEST", "LEAST") and node.expressions:
+            return (name.lower(), *[tree(e) for e in node.expressions])
+        if name == "TIMESTAMPDIFF" and len(node.expressions) == 3 and isinstance(node.expressions[0], exp.Var) \
+                and node.expressions[0].name.upper() in _TIME_UNITS:
+            return ("tsdiff", _TIME_UNITS[node.expressions[0].name.upper()], tree(node.expressions[1]),
+                    tree(node.expressions[2]))
         raise Unsupported()  # an outer join's ON condition the operator does not evaluate yet
 
     return tree(condition)

@@ -6,11 +6,16 @@ only numpy and pandas; the condition comes as plain data (built by ``join_cut.re
     ("col", name) | ("lit", value) | ("cmp", op, a, b) | ("arith", op, a, b) | ("neg", a)
     | ("and", a, b) | ("or", a, b) | ("not", a) | ("isnull", a)
     | ("abs", a) | ("coalesce", a, b, ...) | ("case", ((when, then), ...), else) | ("like", a, pattern)
+    | ("same", a, b) | ("concat", a, b, ...) | ("upper", a) | ("lower", a)
+    | ("greatest", a, b, ...) | ("least", a, b, ...) | ("tsdiff", unit_ms, a, b)
 
 ``op`` is one of = <> < <= > >= (cmp) or + - * (arith). A comparison with a NULL operand is
 UNKNOWN, and only TRUE selects a pair (an outer join's row whose condition is UNKNOWN for
-every partner is null-padded, as in SQL). The functions are those of values from both sides;
-a part of the condition that reads one side only comes computed, as a column.
+every partner is null-padded, as in SQL). ``same`` is IS NOT DISTINCT FROM (NULL equals
+NULL); CONCAT, GREATEST and LEAST are NULL when an argument is, as Flink's are; ``tsdiff`` is
+TIMESTAMPDIFF in units of ``unit_ms`` (SECOND to DAY), truncated toward zero. The functions
+are those of values from both sides; a part of the condition that reads one side only
+comes computed, as a column.
 """
 
 from __future__ import annotations
@@ -107,7 +112,61 @@ def _eval(node, frame: pd.DataFrame, n: int):
             regex = _like_regex(text if isinstance(text, str) else str(text))
             out[rows] = [regex.fullmatch(v if isinstance(v, str) else str(v)) is not None for v in values[rows]]
         return out, null
+    if tag == "same":
+        a, a_null = _eval(node[1], frame, n)
+        b, b_null = _eval(node[2], frame, n)
+        out = a_null & b_null
+        both = ~a_null & ~b_null
+        if both.any():
+            out[both] = np.asarray(_at(a, both) == _at(b, both), dtype=bool)
+        return out, np.zeros(n, dtype=bool)
+    if tag in _NARY:
+        parts = [_eval(argument, frame, n) for argument in node[1:]]
+        null = np.logical_or.reduce([part_null for _, part_null in parts])
+        out = np.full(n, None, dtype=object)
+        present = ~null
+        if present.any():
+            columns = [_at(values, present) for values, _ in parts]
+            columns = [c if isinstance(c, np.ndarray) else np.full(int(present.sum()), c, dtype=object)
+                       for c in columns]
+            out[present] = [_NARY[tag](row) for row in zip(*columns)]
+        return out, null
+    if tag in ("upper", "lower"):
+        a, null = _eval(node[1], frame, n)
+        out = np.full(n, None, dtype=object)
+        if (~null).any():
+            texts = _at(a, ~null)
+            out[~null] = [str(t).upper() if tag == "upper" else str(t).lower()
+                          for t in (texts if isinstance(texts, np.ndarray) else [texts] * int((~null).sum()))]
+        return out, null
+    if tag == "tsdiff":
+        a, a_null = _eval(node[2], frame, n)
+        b, b_null = _eval(node[3], frame, n)
+        null = a_null | b_null
+        out = np.full(n, None, dtype=object)
+        present = ~null
+        if present.any():
+            since = _nanos(_at(a, present), int(present.sum()))
+            until = _nanos(_at(b, present), int(present.sum()))
+            delta, unit = until - since, node[1] * 1_000_000
+            out[present] = np.sign(delta) * (np.abs(delta) // unit)  # Java's division truncates toward zero
+        return out, null
     raise ValueError(f"not a condition node: {tag!r}")
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+_NARY = {"concat": lambda row: "".join(_text(v) for v in row), "greatest": max, "least": min}
+
+
+def _nanos(values, n: int) -> np.ndarray:
+    """Timestamps (an array of them, or one literal) as epoch nanoseconds."""
+    stamps = pd.to_datetime(pd.Series(values if isinstance(values, np.ndarray) else [values] * n))
+    if getattr(stamps.dt, "tz", None) is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    return stamps.astype("int64").to_numpy()
 
 
 def _like_regex(pattern: str) -> re.Pattern:

@@ -217,13 +217,8 @@ def first_last_function(name: str, data_type):
     return PythonFunction(name, folded.accumulate, data_type, False, instance=folded, aggregate=True)
 
 
-class FirstLast:
-    """FIRST_VALUE / LAST_VALUE as an aggregate function that takes values back (under
-    DISTINCT, ``DistinctAggregate`` hands it each value once): the values that are not NULL,
-    in the order they came; the first or the last of those still there."""
-
-    def __init__(self, last: bool):
-        self.last = last
+class _Values:
+    """An aggregate function whose accumulator is the values that are not NULL, in order."""
 
     def create_accumulator(self) -> list:
         return []
@@ -231,6 +226,15 @@ class FirstLast:
     def accumulate(self, accumulator: list, value) -> None:
         if value is not None:
             accumulator.append(value)
+
+
+class FirstLast(_Values):
+    """FIRST_VALUE / LAST_VALUE as an aggregate function that takes values back (under
+    DISTINCT, ``DistinctAggregate`` hands it each value once): the values that are not NULL,
+    in the order they came; the first or the last of those still there."""
+
+    def __init__(self, last: bool):
+        self.last = last
 
     def retract(self, accumulator: list, value) -> None:
         for at in range(len(accumulator) - 1, -1, -1):
@@ -246,7 +250,7 @@ class FirstLast:
         return (accumulator[-1] if self.last else accumulator[0]) if accumulator else None
 
 
-class BuiltinOver:
+class BuiltinOver(_Values):
     """COUNT, SUM, AVG, MIN, MAX, STDDEV_* and VAR_* as an aggregate function (in an OVER):
     what their DISTINCT calls fold, ``DistinctAggregate`` handing it each value once. The
     values that are not NULL; SUM wraps at the result's width (``bits``), an integer AVG
@@ -256,13 +260,6 @@ class BuiltinOver:
 
     def __init__(self, function: str, kind: str | None, bits: int, scale: int):
         self.function, self.kind, self.bits, self.scale = function, kind, bits, scale
-
-    def create_accumulator(self) -> list:
-        return []
-
-    def accumulate(self, accumulator: list, value) -> None:
-        if value is not None:
-            accumulator.append(value)
 
     def retract(self, accumulator: list, value) -> None:
         if value is not None:
@@ -307,19 +304,12 @@ def _wrapped(value: int, bits: int) -> int:
     return (value + half) % (2 * half) - half
 
 
-class ListAgg:
+class ListAgg(_Values):
     """LISTAGG(value [, separator]) as an aggregate function (in an OVER): the values that
     are not NULL, in order, joined; NULL when there are none."""
 
     def __init__(self, separator: str):
         self.separator = separator
-
-    def create_accumulator(self) -> list:
-        return []
-
-    def accumulate(self, accumulator: list, value) -> None:
-        if value is not None:
-            accumulator.append(value)
 
     def get_value(self, accumulator: list):
         return self.separator.join(accumulator) if accumulator else None
