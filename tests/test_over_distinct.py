@@ -1,14 +1,13 @@
 """DISTINCT aggregates in an OVER window (spark.dialect._distinct_over), which Spark refuses
 ("Distinct window functions are not supported"): computed over the frame's set of values,
-in every frame; over an unbounded source refused at plan time in streamsql's words. The
-expected rows are Flink 2.3's streaming output for the same queries and data (Flink's
-batch planner refuses a DISTINCT OVER aggregate)."""
+in every frame; over an unbounded source on the OVER operator (each frame's distinct values
+folded, spark.stateful.over_cut). The expected rows are Flink 2.3's streaming output for the
+same queries and data (Flink's batch planner refuses a DISTINCT OVER aggregate)."""
 
 from __future__ import annotations
 
 import pytest
 
-from streamsql.errors import ValidationError
 from tests.conftest import write
 
 ROWS = ("1,a,10,2024-01-01 00:00:01\n1,a,10,2024-01-01 00:00:02\n1,b,20,2024-01-01 00:00:03\n"
@@ -52,9 +51,30 @@ def test_distinct_over_calls_in_every_frame(run, tmp_path, mode):
 
 
 @pytest.mark.spark
-def test_refused_over_an_unbounded_source_before_spark_runs(run, tmp_path):
-    ddl = _table(tmp_path, ", 'source.monitor-interval' = '1 s'")
-    with pytest.raises(ValidationError) as caught:
-        run.output(f"{ddl} SELECT k, COUNT(DISTINCT c) OVER ({RANGE}) FROM o;")
-    assert "over an unbounded source is not streamed" in caught.value.message
-    assert "Distinct window functions" not in caught.value.message
+def test_an_unbounded_source_streams_them_survives_kill_9_and_drains(run, tmp_path):
+    """Over a watched directory (before: refused at plan time) the OVER operator folds each
+    frame's distinct values: rows are written while the job runs, a kill -9 and a restart
+    resume from the checkpoint, a drain writes the rest; together, the batch result."""
+    import os
+    import time
+
+    from tests.test_exactly_once import killed_then_drained
+
+    source, sink = tmp_path / "in", tmp_path / "out"
+
+    def part(n: int) -> None:
+        rows = "".join(f"{i},{'abc'[i * 7 % 3]},{i * 5 % 4},2026-01-01 00:{i // 60:02d}:{i % 60:02d}\n"
+                       for i in range(n * 30, n * 30 + 30))
+        os.utime(write(source / f"part-{n}.csv", rows), (time.time() - 100 + n,) * 2)
+
+    ddl = f"""
+CREATE TABLE src (id BIGINT, k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'csv', 'source.monitor-interval' = '1s');
+CREATE TABLE out (id BIGINT, k STRING, d BIGINT, s INT, l STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'csv');
+"""
+    query = ("INSERT INTO out SELECT id, k, COUNT(DISTINCT v) OVER w, SUM(DISTINCT v) OVER w, LISTAGG(DISTINCT"
+             " CAST(v AS STRING)) OVER w FROM src WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL"
+             " '10' SECOND PRECEDING AND CURRENT ROW)")
+    streamed, batch = killed_then_drained(run, tmp_path, ddl, query, sink, part, waiting=30, resumed=30, more=60)
+    assert len(streamed) == 90 and streamed == batch
