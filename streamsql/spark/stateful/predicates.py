@@ -131,14 +131,6 @@ def _eval(node, frame: pd.DataFrame, n: int):
                        for c in columns]
             out[present] = [_NARY[tag](row) for row in zip(*columns)]
         return out, null
-    if tag in ("upper", "lower"):
-        a, null = _eval(node[1], frame, n)
-        out = np.full(n, None, dtype=object)
-        if (~null).any():
-            texts = _at(a, ~null)
-            out[~null] = [str(t).upper() if tag == "upper" else str(t).lower()
-                          for t in (texts if isinstance(texts, np.ndarray) else [texts] * int((~null).sum()))]
-        return out, null
     if tag == "tsdiff":
         a, a_null = _eval(node[2], frame, n)
         b, b_null = _eval(node[3], frame, n)
@@ -158,7 +150,9 @@ def _text(value) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-_NARY = {"concat": lambda row: "".join(_text(v) for v in row), "greatest": max, "least": min}
+# functions of values, row by row: NULL when an argument is
+_NARY = {"concat": lambda row: "".join(_text(v) for v in row), "greatest": max, "least": min,
+         "upper": lambda row: _text(row[0]).upper(), "lower": lambda row: _text(row[0]).lower()}
 
 
 def _nanos(values, n: int) -> np.ndarray:
