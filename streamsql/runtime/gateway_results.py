@@ -19,12 +19,13 @@ import threading
 import time
 import uuid
 
+from streamsql.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.results import EXECUTED, RESET_ALL, RESET_DONE, SET_DONE, SUBMITTING, UPDATE_DONE, ResultWriter, \
     format_value
 
 MAX_LENGTH = 2147483647
-KINDS = {"+I": "INSERT", "-U": "UPDATE_BEFORE", "+U": "UPDATE_AFTER", "-D": "DELETE"}
+KINDS = {INSERT: "INSERT", UPDATE_BEFORE: "UPDATE_BEFORE", UPDATE_AFTER: "UPDATE_AFTER", DELETE: "DELETE"}
 ROW_FORMATS = ("JSON", "PLAIN_TEXT")
 _OK = (EXECUTED, SET_DONE, RESET_DONE, RESET_ALL)
 

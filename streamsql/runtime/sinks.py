@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.plan.connectors import KAFKA, csv_format, is_true
 from streamsql.plan.objects import TableDef
 from streamsql.runtime.commits import STAGING, SinkCommitter, _data_files, final_names, publish
@@ -158,7 +158,7 @@ def print_rows(rows: list, table: TableDef, with_kinds: bool = False) -> None:
     prefix = table.options.get("print-identifier")
     prefix = f"{prefix}> " if prefix else ""
     for row in rows:
-        kind, row = (row[0], row[1:]) if with_kinds else ("+I", row)
+        kind, row = (row[0], row[1:]) if with_kinds else (INSERT, row)
         values = ", ".join("null" if v is None else format_value(v) for v in row)
         stream.write(f"{prefix}{kind}[{values}]\n")
     stream.flush()

@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from streamsql.changelog import ADDS, INSERT
 from streamsql.runtime.results import ResultWriter, format_value, truncate
 from streamsql.runtime.table_text import print_table, render_table
 
@@ -105,7 +106,7 @@ class LiveResult(ResultWriter):
     def _apply(self, formatted: list[list[str | None]]) -> None:
         if self._has_kinds:  # a changelog: apply it to the table
             for kind, *values in formatted:
-                if kind in ("+I", "+U"):
+                if kind in ADDS:
                     self._buffer.append(values)
                 elif values in self._buffer:  # -U / -D take their row back
                     self._buffer.remove(values)
@@ -174,7 +175,7 @@ class LiveResult(ResultWriter):
     @property
     def _prefix(self) -> list[str]:
         """Changelog mode shows every row's kind; an insert-only result's rows are all +I."""
-        return ["+I"] if self.mode == "changelog" and not self._has_kinds else []
+        return [INSERT] if self.mode == "changelog" and not self._has_kinds else []
 
     def _print_header(self) -> None:
         names = (["op"] if self._prefix else []) + self.columns

@@ -12,7 +12,7 @@ upsert-kafka table's records through ChangelogNormalize (spark.stateful.normaliz
 
 from __future__ import annotations
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import ADDS, ROWKIND_COLUMN
 from streamsql.errors import ConnectorError
 from streamsql.plan.kafka_options import is_bounded_kafka, source_changelog, value_format
 from streamsql.plan.objects import TableDef
@@ -101,7 +101,7 @@ def _debezium_final(raw, table: TableDef):
 
     parsed, exploded = debezium_rows(table)
     changes = raw.filter("value IS NOT NULL").selectExpr("*", parsed).selectExpr("*", exploded)
-    sign = F.when(F.col("kind").isin("+I", "+U"), 1).otherwise(-1)
+    sign = F.when(F.col("kind").isin(*ADDS), 1).otherwise(-1)
     counted = changes.groupBy("row").agg(F.sum(sign).alias("__n")).filter("__n > 0")
     rows = counted.select(F.explode(F.array_repeat(F.col("row"), F.col("__n").cast("int"))).alias("__value"))
     return rows.selectExpr(*column_expressions(table))

@@ -48,10 +48,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from streamsql.changelog import ADDS, DELETE, INSERT, ROWKIND_COLUMN as ROWKIND, UPDATE_AFTER, UPDATE_BEFORE
 from streamsql.spark.stateful import agg_values, distinct_pairs, python_aggregates, sequences, spreads, state_bytes
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
-ADDS = ("+I", "+U")
 CNT, VAL, MULT = "__cnt", "__v", "__c"
 TOUCHED = "__t"  # when a key last changed (epoch ms), kept with a state TTL
 ORDER = "__order"
@@ -352,9 +351,9 @@ def _changelog(plan, t, keys, new, inserts, deletes, updates) -> pd.DataFrame:
     for name, values in zip(names, new):
         fresh[name] = values
     parts = []
-    for frame, rows, kind, offset in ((fresh, inserts, "+I", 0), (old, deletes, "-D", 0),
-                                      (old, updates, "-U", 0), (fresh, updates, "+U", 1)):
-        if kind == "-U" and not plan.get("update_before", True):
+    for frame, rows, kind, offset in ((fresh, inserts, INSERT, 0), (old, deletes, DELETE, 0),
+                                      (old, updates, UPDATE_BEFORE, 0), (fresh, updates, UPDATE_AFTER, 1)):
+        if kind == UPDATE_BEFORE and not plan.get("update_before", True):
             continue  # its consumer takes UPDATE_AFTER only (plan.update_kinds)
         if rows.any():
             part = frame.loc[rows].copy()

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, generations, joining, predicates, transport
 from streamsql.spark.stateful.specs import value_kind
 
@@ -78,7 +78,7 @@ def both_sides(left: DataFrame, right: DataFrame, keys: int, join_type: str, buc
         raise ValueError("the two sides' columns must have names of their own")
     selected = []
     for index, (frame, key_fields, own) in enumerate(sides):
-        kind = F.col(ROWKIND_COLUMN) if ROWKIND_COLUMN in frame.columns else F.lit("+I")
+        kind = F.col(ROWKIND_COLUMN) if ROWKIND_COLUMN in frame.columns else F.lit(INSERT)
         columns = [F.lit(index).alias(joining.SIDE), kind.alias(ROWKIND_COLUMN)]
         columns += [F.col(f"`{f.name}`").alias(k) for f, k in zip(key_fields, key_names)]
         for other_index, (_, _, fields) in enumerate(sides):

@@ -35,12 +35,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from streamsql.changelog import ADDS, DELETE, INSERT, ROWKIND_COLUMN as ROWKIND
 from streamsql.spark.stateful import accumulate, predicates
 
 SEMI = ("LeftSemiJoin", "LeftAntiJoin")  # emit left rows only, by whether they have a partner
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
-ADDS = ("+I", "+U")
 SIDE, COUNT = "__side", "__n"
 ASSOC = "__a"  # an outer side's row: how many partners it has (Flink's association count)
 TOUCHED = "__t"  # when a row was last written (epoch ms), kept with a state TTL
@@ -358,5 +357,5 @@ def _changes(plan, parts: list[pd.DataFrame]) -> pd.DataFrame:
     order = np.argsort(counts > 0, kind="stable")  # retractions first
     rows, counts = rows.iloc[order], counts[order]
     out = rows.loc[rows.index.repeat(np.abs(counts)), columns].reset_index(drop=True)
-    out.insert(0, ROWKIND, np.where(np.repeat(counts, np.abs(counts)) > 0, "+I", "-D"))
+    out.insert(0, ROWKIND, np.where(np.repeat(counts, np.abs(counts)) > 0, INSERT, DELETE))
     return out

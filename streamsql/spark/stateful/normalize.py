@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from streamsql.changelog import DELETE, INSERT, ROWKIND_COLUMN as ROWKIND, UPDATE_AFTER, UPDATE_BEFORE
 from streamsql.spark.stateful import accumulate, generations, transport
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 KEY, TOMB, OFFSET, BUCKET = "__ukey", "__tomb", "__off", "__bucket"
 
 
@@ -54,8 +54,8 @@ def normalize(plan: dict, state: pd.DataFrame | None, batch: pd.DataFrame):
     retract = had & (tomb | ~same)  # -D (a tombstone) or -U (a changed value): the row it replaces
     add = ~tomb & ~(had & same)  # +I (no row before) or +U
     order = np.arange(len(records)) * 2
-    parts = [previous.loc[retract].assign(**{ROWKIND: np.where(tomb[retract], "-D", "-U"), "__at": order[retract]}),
-             records.loc[add, columns].assign(**{ROWKIND: np.where(had[add], "+U", "+I"), "__at": order[add] + 1})]
+    parts = [previous.loc[retract].assign(**{ROWKIND: np.where(tomb[retract], DELETE, UPDATE_BEFORE), "__at": order[retract]}),
+             records.loc[add, columns].assign(**{ROWKIND: np.where(had[add], UPDATE_AFTER, INSERT), "__at": order[add] + 1})]
     parts = [part for part in parts if len(part)]
     out = (pd.concat(parts, ignore_index=True).sort_values("__at", kind="stable") if parts
            else pd.DataFrame(columns=[ROWKIND] + columns + ["__at"]))[[ROWKIND] + columns].reset_index(drop=True)

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.spark.stateful import (accumulate, default_buckets, generations, over_frames, python_aggregates,
                                       range_kernels, state_layouts, transport)
 from streamsql.spark.stateful.specs import PYTHON, AggSpec, int_bits, result_type, value_kind
@@ -151,7 +151,7 @@ class OverProcessor(StatefulProcessor):
         self.history.store(0, [history], now_ms, floor, pinned=hashes[~firing])
         self._keep(pending, next_seq)
         if len(out):
-            out.insert(0, ROWKIND_COLUMN, "+I")
+            out.insert(0, ROWKIND_COLUMN, INSERT)
             yield out
 
     def _keep(self, pending, next_seq) -> None:

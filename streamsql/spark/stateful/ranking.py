@@ -36,8 +36,8 @@ import time
 import numpy as np
 import pandas as pd
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
-ADDS = ("+I", "+U")
+from streamsql.changelog import ADDS, DELETE, INSERT, ROWKIND_COLUMN as ROWKIND, UPDATE_AFTER, UPDATE_BEFORE
+
 SEQ = "__seq"
 TOUCHED = "__t"  # when the row's partition last changed (epoch ms), kept with a state TTL
 RANK = "__rownum"
@@ -171,20 +171,20 @@ def _diff(plan: dict, old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         gone = changed[changed[f"{SEQ}_new"].isna()][f"{SEQ}_old"]
         came = changed[changed[f"{SEQ}_old"].isna()][f"{SEQ}_new"]
         both = changed[changed[f"{SEQ}_old"].notna() & changed[f"{SEQ}_new"].notna()]
-        parts = [_rows(old, gone, "-D")]
+        parts = [_rows(old, gone, DELETE)]
         if len(both) and not plan.get("update_before", True):  # UPDATE_AFTER only (plan.update_kinds)
-            parts.append(_rows(new, both[f"{SEQ}_new"], "+U"))
+            parts.append(_rows(new, both[f"{SEQ}_new"], UPDATE_AFTER))
         elif len(both):
-            before = _rows(old, both[f"{SEQ}_old"], "-U")
-            after = _rows(new, both[f"{SEQ}_new"], "+U")
+            before = _rows(old, both[f"{SEQ}_old"], UPDATE_BEFORE)
+            after = _rows(new, both[f"{SEQ}_new"], UPDATE_AFTER)
             pair = np.arange(len(both))
             parts.append(pd.concat([before.assign(__pair=pair, __side=0), after.assign(__pair=pair, __side=1)])
                          .sort_values(["__pair", "__side"], kind="stable").drop(columns=["__pair", "__side"]))
-        parts.append(_rows(new, came, "+I"))
+        parts.append(_rows(new, came, INSERT))
     else:
         gone = old[SEQ][~old[SEQ].isin(new[SEQ])]
         came = new[SEQ][~new[SEQ].isin(old[SEQ])]
-        parts = [_rows(old, gone, "-D"), _rows(new, came, "+I")]
+        parts = [_rows(old, gone, DELETE), _rows(new, came, INSERT)]
     out = pd.concat(parts, ignore_index=True)[_output_columns(plan)]
     return out.rename(columns={RANK: plan["rank"]}) if plan["rank"] is not None else out
 

@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from streamsql.changelog import ADDS, DELETE, INSERT, ROWKIND_COLUMN as ROWKIND, UPDATE_AFTER
 from streamsql.spark.stateful import state_layouts, transport
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 PK, UK, ROW, SEQ, TAG, BUCKET = "__pk", "__uk", "__row", "__seq", "__tag", "__bucket"
 CONFLICT = ("Primary key constraint violation: multiple distinct records with the same primary key detected."
             " Use ON CONFLICT DO NOTHING to keep the first record.")
@@ -47,7 +47,7 @@ def _rows(plan: dict, stored: pd.DataFrame | None, batch: pd.DataFrame, order: l
     # a key's changes together, in order: the key as a code (sorting the JSON text costs more)
     codes = pd.factorize(batch[order[0]])[0]
     batch = batch.iloc[np.lexsort([batch[c].to_numpy() for c in reversed(order[1:])] + [codes])]
-    parts = [part[keep + [ROWKIND]] for part in (stored.assign(**{ROWKIND: "+I"}) if stored is not None else None,
+    parts = [part[keep + [ROWKIND]] for part in (stored.assign(**{ROWKIND: INSERT}) if stored is not None else None,
                                                  batch) if part is not None and len(part)]
     rows = pd.concat(parts, ignore_index=True) if parts else batch[keep + [ROWKIND]].reset_index(drop=True)
     same = rows[UK if plan["upsert_key"] else ROW].to_numpy(dtype=object)
@@ -81,11 +81,11 @@ def _deduplicate_one(pk, kind, held: int, fast: np.ndarray):
     stored = np.flatnonzero(fast[:held])
     if not len(changed):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), stored.tolist()
-    keys, adds = pk[changed], np.isin(kind[changed], ("+I", "+U"))
+    keys, adds = pk[changed], np.isin(kind[changed], ADDS)
     first = np.r_[True, keys[1:] != keys[:-1]]
     had = np.where(first, pd.Series(keys).isin(set(pk[stored])).to_numpy(), np.r_[False, adds[:-1]])
     written = adds | had
-    kinds = np.where(adds, np.where(had, "+U", "+I"), "-D")[written].astype(object)
+    kinds = np.where(adds, np.where(had, UPDATE_AFTER, INSERT), DELETE)[written].astype(object)
     last = np.r_[keys[1:] != keys[:-1], True]
     untouched = stored[~pd.Series(pk[stored]).isin(set(keys)).to_numpy()]
     return changed[written], kinds, untouched.tolist() + changed[last & adds].tolist()
@@ -107,8 +107,8 @@ def deduplicate(plan: dict, live: pd.DataFrame | None, batch: pd.DataFrame):
             continue
         triggers.append(i)
         at = lists.setdefault(pk[i], [])
-        if kind[i] in ("+I", "+U"):
-            out_kinds.append("+I" if not at else "+U")
+        if kind[i] in ADDS:
+            out_kinds.append(INSERT if not at else UPDATE_AFTER)
             out_rows.append(i)
             found = _find(at, same, same[i]) if by_key else -1
             if found == -1:
@@ -123,10 +123,10 @@ def deduplicate(plan: dict, live: pd.DataFrame | None, batch: pd.DataFrame):
         last = found == len(at) - 1
         del at[found]
         if not at:
-            out_kinds.append("-D")
+            out_kinds.append(DELETE)
             out_rows.append(i)
         elif last:
-            out_kinds.append("+U")
+            out_kinds.append(UPDATE_AFTER)
             out_rows.append(at[-1])
         else:
             triggers.pop()
@@ -158,7 +158,7 @@ def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | No
         previous = current.get(key)
         at = [previous] if previous is not None else []
         for i in changes:
-            if kind[i] in ("+I", "+U"):
+            if kind[i] in ADDS:
                 found = _find(at, same, same[i]) if by_key else -1
                 if found == -1:
                     at.append(i)
@@ -172,16 +172,16 @@ def compact(plan: dict, written: pd.DataFrame | None, waiting: pd.DataFrame | No
             if plan["strategy"] == "ERROR":
                 raise ConflictError(CONFLICT)
             if previous is None:
-                out_kinds.append("+I")
+                out_kinds.append(INSERT)
                 out_rows.append(at[0])
                 current[key] = at[0]
         elif not at:
             if previous is not None:
-                out_kinds.append("-D")
+                out_kinds.append(DELETE)
                 out_rows.append(previous)
                 del current[key]
         elif previous is None or whole[at[0]] != whole[previous]:
-            out_kinds.append("+I" if previous is None else "+U")
+            out_kinds.append(INSERT if previous is None else UPDATE_AFTER)
             out_rows.append(at[0])
             current[key] = at[0]
     rest = waiting.loc[~due]
@@ -200,14 +200,14 @@ def _compact_one(pk, whole, kind, held: int, fast: np.ndarray):
     keys = pk[changed]
     last = changed[np.r_[keys[1:] != keys[:-1], True]]
     kinds, at = [], []
-    for i, adds in zip(last, np.isin(kind[last], ("+I", "+U"))):
+    for i, adds in zip(last, np.isin(kind[last], ADDS)):
         previous = written.get(pk[i])
         if adds and (previous is None or whole[i] != whole[previous]):
-            kinds.append("+I" if previous is None else "+U")
+            kinds.append(INSERT if previous is None else UPDATE_AFTER)
             at.append(i)
             written[pk[i]] = i
         elif not adds and previous is not None:
-            kinds.append("-D")
+            kinds.append(DELETE)
             at.append(previous)
             del written[pk[i]]
     return kinds, at, written

@@ -38,10 +38,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from streamsql.changelog import DELETE, ROWKIND_COLUMN as ROWKIND, UPDATE_BEFORE
 from streamsql.spark.stateful import accumulate, generations, joining, state_layouts, transport
 from streamsql.spark.stateful.join import BUCKET, both_sides
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 SEQ = "__seq"  # a version's arrival number: of two versions with one time, the later wins
 VERSION_KIND = "__vkind"  # a version's kind: +I/+U a version, -D the key's end
 
@@ -78,7 +78,7 @@ def arrivals(plan: dict, batch: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     new_rows = new_rows[new_rows[plan["left_time"]].notna().to_numpy()]  # no time: never joined
     new_versions = batch.loc[side == 1, [ROWKIND] + keys + plan["right"]].rename(columns={ROWKIND: VERSION_KIND})
     known = (new_versions[keys].notna().all(axis=1).to_numpy() & new_versions[plan["right_time"]].notna().to_numpy()
-             & (new_versions[VERSION_KIND] != "-U").to_numpy())  # an update's before-image is no version
+             & (new_versions[VERSION_KIND] != UPDATE_BEFORE).to_numpy())  # an update's before-image is no version
     return new_rows, new_versions[known]
 
 
@@ -121,7 +121,7 @@ def _match(plan: dict, due: pd.DataFrame, versions: pd.DataFrame | None) -> pd.D
         candidates = versions.assign(__t=versions[right_time].astype("int64")).sort_values(["__t", SEQ], kind="stable")
         joining.shared_dtypes(probe, candidates, keys)  # merge_asof's by-columns
         merged = pd.merge_asof(probe, candidates, on="__t", by=keys, direction="backward", allow_exact_matches=True)
-        matched = merged[merged[SEQ].notna().to_numpy() & (merged[VERSION_KIND] != "-D").to_numpy()]
+        matched = merged[merged[SEQ].notna().to_numpy() & (merged[VERSION_KIND] != DELETE).to_numpy()]
     if plan["join_type"] == "LeftOuterJoin":
         alone = due if matched is None else due[~due["__order"].isin(matched["__order"]).to_numpy()]
         padded = alone.assign(**{c: joining.nulls(plan["kinds"][c], len(alone)) for c in plan["right"]})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.spark.stateful.stages import CalcStage, Unsupported, stage_view
 
 BRANCH, UNIONED, COPIES = "__branch", "__unioned", "__copies"
@@ -38,7 +38,7 @@ def cut_union(compiler, union: exp.SetOperation):
     for branch in _branches(union):
         stage = compiler.query(branch.copy())
         if stage is None:  # Spark streams it natively: its rows are inserts
-            read = exp.select(exp.alias_(exp.Literal.string("+I"), ROWKIND_COLUMN), exp.Star()).from_(
+            read = exp.select(exp.alias_(exp.Literal.string(INSERT), ROWKIND_COLUMN), exp.Star()).from_(
                 branch.subquery(BRANCH))
         else:
             view = stage_view()

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, default_buckets, state_layouts, window_slices, transport
 from streamsql.spark.stateful.group_aggregate import BUCKET, bucketed_input, build_plan
 from streamsql.spark.stateful.specs import AggSpec
@@ -204,7 +204,7 @@ def fire(plan: dict, state, watermark: int):
     out = done[plan["out_keys"]].reset_index(drop=True)
     for i, name in enumerate(names):
         out[name] = done[f"__o{i}"].to_numpy()
-    out.insert(0, ROWKIND_COLUMN, "+I")
+    out.insert(0, ROWKIND_COLUMN, INSERT)
     acc = state.acc.loc[~ready].reset_index(drop=True)
     if acc.empty:
         return None, out

@@ -35,10 +35,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from streamsql.changelog import INSERT, ROWKIND_COLUMN as ROWKIND
 from streamsql.spark.stateful import accumulate, joining, predicates, state_layouts, transport
 from streamsql.spark.stateful.join import BUCKET, JOIN_TYPES, SEMI, both_sides
 
-ROWKIND = "__rowkind"  # streamsql.changelog.ROWKIND_COLUMN (not imported: shipped by value)
 _ORDER = ("__lo", "__ro")  # a due row's place on its side
 
 
@@ -138,7 +138,7 @@ def match(plan: dict, left: pd.DataFrame | None, right: pd.DataFrame | None) -> 
 def _emitted(plan: dict, out: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     for name in names:  # NULL padding leaves floats and NaN behind
         out[name] = joining._canonical(out[name], plan["kinds"][name])
-    out.insert(0, ROWKIND, "+I")
+    out.insert(0, ROWKIND, INSERT)
     return out
 
 

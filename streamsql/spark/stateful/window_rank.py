@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamsql.changelog import ROWKIND_COLUMN
+from streamsql.changelog import INSERT, ROWKIND_COLUMN
 from streamsql.spark.stateful import accumulate, ranking, state_layouts
 
 
@@ -63,7 +63,7 @@ def fire(plan: dict, state: pd.DataFrame | None, watermark: int):
     out = ranked[list(plan["data"])].reset_index(drop=True)
     if plan["rank"] is not None:
         out[plan["rank"]] = ranked[ranking.RANK].to_numpy(dtype="int64")
-    out.insert(0, ROWKIND_COLUMN, "+I")
+    out.insert(0, ROWKIND_COLUMN, INSERT)
     left = state.loc[~ready].reset_index(drop=True)
     return (left if len(left) else None), out
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from streamsql.changelog import INSERT
 from streamsql.spark.stateful import accumulate, agg_values, python_aggregates
 
 SLICE = "__sem"  # a group key: the slice's end (epoch ms)
@@ -116,7 +117,7 @@ def fire(plan: dict, state, fired: int, watermark: int):
         out = t[wkeys].copy()
         for i, (agg, name) in enumerate(zip(plan["aggs"], names)):
             out[name] = agg_values.shape(agg_values.result(agg, i, t), agg).to_numpy()
-        out.insert(0, accumulate.ROWKIND, "+I")
+        out.insert(0, accumulate.ROWKIND, INSERT)
     return _drop_done(window, state, watermark), out
 
 
