@@ -22,8 +22,8 @@ from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import AggregateStage, WindowAggregateStage, inserts_only
 from streamsql.spark.stateful.specs import AggSpec
 from tests.conftest import write
-from tests.test_operator_plan import DDL, steps
-from tests.test_stateful_chain import BATCH, streamed_and_batch
+from tests.operator_plans import DDL, steps
+from tests.streamed import BATCH, streamed_and_batch
 
 VIEWS = """
 CREATE TEMPORARY TABLE feed (auction BIGINT, price BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
@@ -291,7 +291,7 @@ def test_an_unbounded_cascade_emits_as_the_watermark_passes_survives_kill_9_and_
     """Per-key 5-second counts rolled up into 20-second totals, continuously: totals are
     written while the job runs, a kill -9 and a restart resume both windows' state from the
     checkpoint, and the drain fires the rest; together, the batch result, each window once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 

@@ -16,7 +16,7 @@ from streamsql.spark.changelog_functions import relation_sql
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import AggregateStage, CalcStage, inserts_only
-from tests.test_operator_plan import DDL, steps
+from tests.operator_plans import DDL, steps
 
 MORE = DDL + """
 CREATE TEMPORARY TABLE cdc (op STRING, id BIGINT, name STRING, amount BIGINT)

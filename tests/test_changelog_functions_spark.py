@@ -16,7 +16,7 @@ import pytest
 
 from streamsql.errors import DataError
 from tests.conftest import write
-from tests.test_stateful_chain import STREAMED
+from tests.streamed import STREAMED
 
 pytestmark = pytest.mark.spark
 
@@ -162,7 +162,7 @@ def test_a_code_the_mapping_lacks_fails_the_query_naming_it(run, tmp_path):
 
 
 def test_a_continuous_job_writes_its_changes_as_data_exactly_once_across_kill_9(tmp_path):
-    from tests.test_exactly_once import killed_resumed_drained, lines
+    from tests.jobs import killed_resumed_drained, lines
 
     source, out = tmp_path / "in", tmp_path / "out"
     rng, live, parts = random.Random(3), {}, []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for, write
-from tests.test_exactly_once import kill_9, lines, start
+from tests.jobs import kill_9, lines, start
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from tests.conftest import wait_for, write
-from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, finish, kill_9, reap, rows_csv, start
+from tests.jobs import BASE, FILES, finish, kill_9, reap, rows_csv, ROWS_PER_FILE, start
 
 
 def _table(lake):

@@ -14,8 +14,8 @@ import pytest
 
 from streamsql.spark.physical import needs_stateful_operator, pads_as_time_passes
 from tests.conftest import write
-from tests.test_operator_plan import build
-from tests.test_stateful_chain import streamed_and_batch
+from tests.operator_plans import build
+from tests.streamed import streamed_and_batch
 
 ON = "ON a.id = b.auction AND b.ts BETWEEN a.ts - INTERVAL '5' SECOND AND a.ts + INTERVAL '10' SECOND"
 

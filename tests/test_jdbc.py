@@ -383,7 +383,7 @@ def test_kill_9_at_random_points_then_restart_writes_every_row_once(tmp_path, db
     import signal
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import BASE, FILES, ROWS_PER_FILE, all_read, kill_9, rows_csv, start
+    from tests.jobs import all_read, BASE, FILES, kill_9, rows_csv, ROWS_PER_FILE, start
 
     url, connection = db
     connection.execute("CREATE TABLE dst (id bigint, k text, ts timestamp)")
@@ -449,7 +449,7 @@ def test_kill_9_of_stateful_operators_then_restart_gives_the_uninterrupted_table
     from collections import Counter
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import FILES, ROWS_PER_FILE, all_read, finish, kill_9, reap, start
+    from tests.jobs import all_read, FILES, finish, kill_9, reap, ROWS_PER_FILE, start
 
     url, connection = db
     connection.execute("CREATE TABLE top2 (k text, v bigint, rn bigint, PRIMARY KEY (k, rn))")
@@ -509,7 +509,7 @@ def test_outer_join_over_unbounded_input_retracts_into_postgres_across_kill_9(ru
     import signal
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import finish, kill_9, reap, start
+    from tests.jobs import finish, kill_9, reap, start
 
     url, connection = db
     connection.execute("CREATE TABLE joined (id bigint PRIMARY KEY, v bigint, name text)")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT, wait_for, write
+from tests.conftest import wait_for, write
+from tests.jobs import cli, committed_batches, start
 
 pytestmark = pytest.mark.spark
 
@@ -28,18 +27,6 @@ INSERT INTO dst SELECT id, UPPER(s) FROM src;
 """)
 
 
-def start(tmp_path, *args) -> subprocess.Popen:
-    (tmp_path / "tmp").mkdir(exist_ok=True)  # its temporary files (runtime.process_dir)
-    env = dict(os.environ, STREAMSQL_CATALOG=str(tmp_path / "catalog"), TMPDIR=str(tmp_path / "tmp"))
-    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def committed_batches(tmp_path) -> int:
-    """Micro-batches the job has committed into the sink (its commit records)."""
-    return len(list((tmp_path / "catalog" / "_checkpoints").glob("*/commits/*/*.json")))
-
-
 def sink_counts(run, tmp_path) -> tuple[int, int]:
     rows = run.rows(f"SET 'execution.runtime-mode' = 'batch'; CREATE TEMPORARY TABLE sink_now (id BIGINT, s STRING) WITH "
                     f"('connector' = 'filesystem', 'path' = '{tmp_path / 'out'}', 'format' = 'csv');"
@@ -50,7 +37,7 @@ def sink_counts(run, tmp_path) -> tuple[int, int]:
 
 def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):
     script = job_script(tmp_path)
-    job = start(tmp_path, "run", str(script))
+    job = cli(tmp_path, "run", str(script))
     assert wait_for(lambda: committed_batches(tmp_path) >= 5), job.stderr.read() if job.poll() is not None else "slow"
     os.killpg(job.pid, signal.SIGKILL)  # the job and its JVM, mid-stream
     job.wait()
@@ -61,7 +48,7 @@ def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):
     assert left.name.startswith(f"streamsql-process-{job.pid}-")
     assert {p.name.split("-")[0] for p in left.iterdir()} >= {"spark", "blockmgr", ".lock"}
 
-    rerun = start(tmp_path, "run", str(script))
+    rerun = cli(tmp_path, "run", str(script))
     assert wait_for(lambda: sink_counts(run, tmp_path)[0] >= FILES * ROWS_PER_FILE)
     assert not left.exists()  # the next process removed it
     os.killpg(rerun.pid, signal.SIGTERM)
@@ -72,19 +59,19 @@ def test_sigkill_mid_stream_then_rerun_writes_every_row_once(run, tmp_path):
 
 def test_detach_show_and_stop_job(run, tmp_path):
     script = job_script(tmp_path)
-    submitted = start(tmp_path, "run", "--detach", str(script))
+    submitted = cli(tmp_path, "run", "--detach", str(script))
     out, err = submitted.communicate(60)
     assert submitted.returncode == 0, err
     job_id = out.split()[1]
 
     def status() -> list[str]:
-        shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS")
+        shown = cli(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS")
         lines = shown.communicate(120)[0].splitlines()
         return next((line.split(",") for line in lines if line.startswith(job_id)), [])
 
     assert wait_for(lambda: committed_batches(tmp_path) >= 3)
     assert wait_for(lambda: (lambda row: row[2] == "RUNNING" and int(row[3]) > 0)(status()), 60)  # progress every 2 s
-    stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'")
+    stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}'")
     assert stopper.wait(120) == 0
     assert wait_for(lambda: status()[2] == "CANCELED", 60)
     log = tmp_path / "catalog" / "_jobs" / f"{job_id}.log"
@@ -95,14 +82,14 @@ def test_detach_show_and_stop_job(run, tmp_path):
     assert int(row[4]) == written > 0 and int(row[3]) == written, (row, written)
     assert row[8] == "0" and row[9], row  # no restarts yet; the time of its last commit
     # run again, and killed: SHOW JOBS keeps one row per job (its latest run), SHOW JOBS ALL each run
-    again = start(tmp_path, "run", str(script))
+    again = cli(tmp_path, "run", str(script))
     assert wait_for(lambda: committed_batches(tmp_path) >= FILES, 180)
     os.killpg(again.pid, signal.SIGKILL)
     again.wait(60)
-    shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0].splitlines()
+    shown = cli(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0].splitlines()
     rows = [line.split(",") for line in shown[1:]]
     assert len(rows) == 1 and rows[0][1] == "insert-into-dst" and rows[0][2] == "FAILED" and rows[0][8] == "1", shown
-    every = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS ALL").communicate(120)[0].splitlines()
+    every = cli(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS ALL").communicate(120)[0].splitlines()
     assert [line.split(",")[2] for line in every[1:]] == ["CANCELED", "FAILED"], every
 
 
@@ -116,27 +103,25 @@ CREATE TABLE dst (window_start TIMESTAMP(3), c BIGINT) WITH ('connector' = 'file
 INSERT INTO dst SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND))
 GROUP BY window_start, window_end;
 """)
-    out, err = start(tmp_path, "run", "--detach", str(script)).communicate(60)
+    out, err = cli(tmp_path, "run", "--detach", str(script)).communicate(60)
     job_id = out.split()[1]
 
     def written() -> list[str]:
         return sorted(line for f in sink.glob("part-*.csv") for line in f.read_text().splitlines())
 
     assert wait_for(lambda: written() == ["2026-01-01 00:00:00.000,2"]), written()
-    stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+    stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
     assert stopper.wait(120) == 0, stopper.stderr.read()
     assert wait_for(lambda: written() == ["2026-01-01 00:00:00.000,2", "2026-01-01 00:00:10.000,1"], 90), written()
-    shown = start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0]
+    shown = cli(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0]
     assert wait_for(lambda: f"{job_id},insert-into-dst,FINISHED" in
-                    start(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0], 60), shown
+                    cli(tmp_path, "run", "--format", "csv", "-e", "SHOW JOBS").communicate(120)[0], 60), shown
 
 
 def test_a_failing_insert_of_a_statement_set_fails_the_whole_job(tmp_path):
     """Two continuous INSERTs run side by side; when the second fails (a malformed row), the
     job stops the first and exits with the error, as a Flink job fails when any part does
     (it used to wait on the first, which never ends, with the second dead)."""
-    from tests.test_exactly_once import start
-
     good, bad = tmp_path / "good", tmp_path / "bad"
     write(good / "0.csv", "1\n2\n")
     write(bad / "0.csv", "3\nnot a number\n")

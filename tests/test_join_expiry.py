@@ -19,7 +19,8 @@ from streamsql.spark.stateful.stages import JoinStage
 from tests import depth
 from tests.conftest import write
 from tests.test_generations import Handle, _plain
-from tests.test_stateful_chain import stages, streamed_and_batch
+from tests.operator_plans import stages
+from tests.streamed import streamed_and_batch
 
 WINDOW_MAX = ("SELECT MAX(price) AS maxprice, window_end AS wend FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), "
               "INTERVAL '10' SECOND)) GROUP BY window_start, window_end")
@@ -54,7 +55,7 @@ def test_a_side_bounded_below_a_window_aggregate_s_end_expires(condition, side, 
 def test_the_operator_plan_says_which_side_the_watermark_bounds():
     from streamsql.plan.join_operators import Join
     from streamsql.plan.operator_explain import explain_operators
-    from tests.test_operator_plan import below, build
+    from tests.operator_plans import below, build
 
     q7 = (f"SELECT B.auction FROM bid B JOIN ({WINDOW_MAX}) W ON B.price = W.maxprice"
           " WHERE B.ts BETWEEN W.wend - INTERVAL '10' SECOND AND W.wend")

@@ -192,7 +192,7 @@ def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tm
     keeps an upsert-kafka table equal to the topic's final table, read in batch."""
     import os
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     source, out = topic(broker, 1), topic(broker, 1)
@@ -215,7 +215,7 @@ def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tm
             table[key] = None if message.value() is None else tuple(json.loads(message.value())[c] for c in ("n", "total"))
         return {k: v for k, v in table.items() if v is not None}
 
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    launched, _ = cli(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
     job_id = launched.split()[1]
     try:
         assert wait_for(lambda: final() == {"Oslo": (3, 9), "Rome": (3, 6)}, 240), final()
@@ -227,10 +227,10 @@ def test_debezium_changes_stream_through_a_group_by_into_upsert_kafka(broker, tm
         ])
         assert wait_for(lambda: final() == {"Rome": (4, 16), "Bern": (1, 7)}, 240), final()
     finally:
-        start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
+        cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
     bounded = cdc.replace("CREATE TABLE cdc", "CREATE TEMPORARY TABLE whole").replace(
         "earliest-offset'", "earliest-offset', 'scan.bounded.mode' = 'latest-offset'")
-    batch, errors = start(tmp_path, "run", "--format", "csv", "-e", bounded + "SELECT city, COUNT(*), SUM(amount)"
+    batch, errors = cli(tmp_path, "run", "--format", "csv", "-e", bounded + "SELECT city, COUNT(*), SUM(amount)"
                           " FROM whole GROUP BY city;").communicate(timeout=180)
     assert sorted(batch.splitlines()[1:]) == ["Bern,1,7", "Rome,4,16"], errors
 
@@ -242,7 +242,7 @@ def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path,
     a drain prices the rows the watermark had not passed."""
     import os
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     orders_topic, rates_topic, out = topic(broker, 1), topic(broker, 1), topic(broker, 1)
@@ -275,7 +275,7 @@ def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path,
             table[key] = None if message.value() is None else json.loads(message.value())["v"]
         return table
 
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    launched, _ = cli(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
     job_id = launched.split()[1]
     try:
         # The watermark is 9 s (the rates' 10 s less 1 s): the orders at 5 s and 6 s are priced.
@@ -284,7 +284,7 @@ def test_a_debezium_topic_temporal_joined_forwards_its_changes(broker, tmp_path,
                                       change("d", order(2, "USD", 4, 6), None)])
         assert wait_for(lambda: final().get(2, 0) is None, 240), final()  # the delete is a tombstone
     finally:
-        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
         assert stopper.wait(120) == 0, stopper.stderr.read()
     # Drained: order 1 at 11 s has EUR's rate of 10 s, order 3 too; GBP has no rate (LEFT: NULL).
     assert wait_for(lambda: final() == {1: 30, 2: None, 3: 3, 4: None}, 90), final()
@@ -296,7 +296,7 @@ RATE_WATERMARK = ", WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
 def _price_orders(broker, tmp_path, rates_ddl: str, orders_topic: str, out: str):
     """A detached job pricing the orders topic by the rates table's version at each order's
     time (LEFT temporal join) into ``out``: (the priced rows so far, as a function; the job id)."""
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     script = tmp_path / "job.sql"
     script.write_text(
@@ -311,7 +311,7 @@ def _price_orders(broker, tmp_path, rates_ddl: str, orders_topic: str, out: str)
     def priced() -> list:
         return sorted((row["id"], row["v"]) for row in (json.loads(m.value()) for m in broker.read_all(out)))
 
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    launched, _ = cli(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
     priced.diagnosis = lambda: _diagnosis(broker, tmp_path, orders_topic, out)
     return priced, launched.split()[1]
 
@@ -341,7 +341,7 @@ def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, 
     watermark passes them, the rest when the job drains."""
     import os
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     rates_topic, orders_topic, out = topic(broker, 1), topic(broker, 1), topic(broker, 1)
@@ -364,7 +364,7 @@ def test_a_debezium_topic_s_changes_are_the_versions_of_a_temporal_join(broker, 
         assert wait_for(lambda: len(priced()) >= 4, 240), priced.diagnosis()
         assert priced() == [(1, 20), (2, 10), (3, 50), (4, None)]
     finally:
-        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
         assert stopper.wait(120) == 0, stopper.stderr.read()
     # EUR: 2 until 10 s, then 3; USD: 1; GBP: 5 from 3 s, deleted at 8 s; JPY: 7 from 20 s.
     assert wait_for(lambda: len(priced()) == 6, 90), priced.diagnosis()
@@ -378,7 +378,7 @@ def test_an_upsert_kafka_table_s_records_are_the_versions_of_a_temporal_join(bro
     time on (its -D is the row it deletes), leaving the earlier ones."""
     import os
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     rates_topic, orders_topic, out = topic(broker, 2), topic(broker, 1), topic(broker, 1)
@@ -400,7 +400,7 @@ def test_an_upsert_kafka_table_s_records_are_the_versions_of_a_temporal_join(bro
         assert wait_for(lambda: len(priced()) >= 5, 240), priced.diagnosis()
         assert priced()[:5] == [(1, 20), (2, 10), (3, 40), (4, None), (5, None)]
     finally:
-        stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+        stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
         assert stopper.wait(120) == 0, stopper.stderr.read()
     # EUR: 2 until 10 s, then 3; USD: 1; CHF: 4 from 2 s, and from 7 s none (its version of
     # 7 s is what the tombstone's -D takes back); GBP: none; JPY: 7 from 20 s.
@@ -414,7 +414,7 @@ def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monk
     upsert-kafka table equal to the same count over the topic's final table, read in batch."""
     import os
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     source, out = topic(broker, 2), topic(broker, 1)
@@ -442,7 +442,7 @@ def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monk
                 message.value())["n"]
         return {k: v for k, v in latest.items() if v is not None}
 
-    launched, _ = start(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
+    launched, _ = cli(tmp_path, "run", "--detach", str(script)).communicate(timeout=120)
     job_id = launched.split()[1]
     try:
         assert wait_for(lambda: final() == {"free": 6, "pro": 3}, 240), final()
@@ -452,8 +452,8 @@ def test_upsert_kafka_streams_through_changelog_normalize(broker, tmp_path, monk
                                 record(9, "team"), record(0, None), record(3, None), record(6, None)])
         assert wait_for(lambda: final() == {"free": 3, "team": 2, "pro": 1}, 240), final()
     finally:
-        start(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
-    batch, errors = start(tmp_path, "run", "--format", "csv", "-e", "SET 'execution.runtime-mode' = 'batch';"
+        cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}'").wait(120)
+    batch, errors = cli(tmp_path, "run", "--format", "csv", "-e", "SET 'execution.runtime-mode' = 'batch';"
                           "SELECT plan, COUNT(*) FROM users GROUP BY plan;").communicate(timeout=180)
     assert sorted(batch.splitlines()[1:]) == ["free,3", "pro,1", "team,2"], errors
 
@@ -488,7 +488,7 @@ def test_windowed_job_into_kafka_killed_and_restarted_gives_each_window_once(bro
     import os
     import signal
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     # One source partition: Spark's watermark is global, not Flink's per partition (README, Kafka).
@@ -508,16 +508,16 @@ def test_windowed_job_into_kafka_killed_and_restarted_gives_each_window_once(bro
     def results() -> list:
         return sorted((json.loads(m.value())["window_start"], json.loads(m.value())["n"]) for m in broker.read_all(out))
 
-    job = start(tmp_path, "run", str(script))
+    job = cli(tmp_path, "run", str(script))
     assert wait_for(lambda: len(results()) >= 3, 240), job.stderr.read() if job.poll() is not None else "slow"
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
-    out_text, _ = start(tmp_path, "run", "--detach", str(script)).communicate(120)
+    out_text, _ = cli(tmp_path, "run", "--detach", str(script)).communicate(120)
     job_id = out_text.split()[1]
     assert wait_for(lambda: len(results()) >= 10, 240), results()
     time.sleep(3)  # a few more (empty) micro-batches: nothing more may arrive
     assert results() == [(f"2024-01-01 00:{s // 60:02d}:{s % 60:02d}.000", 10) for s in range(0, 100, 10)]
-    stopper = start(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
+    stopper = cli(tmp_path, "run", "-e", f"STOP JOB '{job_id}' WITH DRAIN")
     assert stopper.wait(120) == 0, stopper.stderr.read()
     # Draining fires the window still open (the last record's): the sentinel reaches Kafka sources too.
     assert wait_for(lambda: len(results()) == 11, 90), results()
@@ -692,7 +692,7 @@ def test_a_job_rides_out_a_broker_restart_with_every_record_once(broker, tmp_pat
     import os
     import signal
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     source, out = topic(broker, 2), topic(broker, 1)
@@ -707,7 +707,7 @@ def test_a_job_rides_out_a_broker_restart_with_every_record_once(broker, tmp_pat
     def ids() -> list:
         return sorted(json.loads(m.value())["id"] for m in broker.read_all(out))
 
-    job = start(tmp_path, "run", str(script))
+    job = cli(tmp_path, "run", str(script))
     try:
         assert wait_for(lambda: len(ids()) >= 50 or job.poll() is not None, 240), ids()
         assert job.poll() is None, job.stderr.read()
@@ -781,10 +781,10 @@ def _run_job(tmp_path, script):
     import os
     from unittest import mock
 
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     with mock.patch.dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))):
-        return start(tmp_path, "run", str(script))
+        return cli(tmp_path, "run", str(script))
 
 
 def _window_counts(tmp_path, broker, name: str, options: str, width: str):
@@ -818,7 +818,7 @@ def test_a_stream_s_watermark_is_its_slowest_partition_s(broker, tmp_path):
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from tests.test_jobs import committed_batches
+    from tests.jobs import committed_batches
 
     name, group = topic(broker, 2), f"g-{uuid.uuid4().hex[:8]}"
 
@@ -859,7 +859,7 @@ def test_an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout(br
     import os
     import signal
 
-    from tests.test_jobs import committed_batches
+    from tests.jobs import committed_batches
 
     name = topic(broker, 2)
 

@@ -162,7 +162,9 @@ def test_a_debezium_topic_streams_as_a_changelog_into_streamsql_s_operators():
     from streamsql.spark.physical import runs_on_stateful_operators
     from streamsql.spark.stateful.chain import compile_query
     from streamsql.spark.stateful.stages import AggregateStage, inserts_only
-    from tests.test_operator_plan import build_operator_plan, is_bounded, steps
+    from streamsql.plan.logical import build_operator_plan
+    from streamsql.runtime.sources import is_bounded
+    from tests.operator_plans import steps
 
     cdc = (f"CREATE TEMPORARY TABLE cdc (id BIGINT, city STRING, amount BIGINT) WITH ({BASE},"
            " 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');")

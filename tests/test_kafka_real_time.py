@@ -61,7 +61,7 @@ def test_a_real_time_job_passes_records_on_as_they_arrive(tmp_path, monkeypatch)
     if shutil.which("mvn") is None or shutil.which("java") is None:
         pytest.skip("Maven and Java are needed to run Apache Kafka from its jars")
     from tests.apache_kafka import apache_kafka, new_topic
-    from tests.test_jobs import start
+    from tests.jobs import cli
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     with apache_kafka() as broker:
@@ -73,7 +73,7 @@ def test_a_real_time_job_passes_records_on_as_they_arrive(tmp_path, monkeypatch)
                           + "SET 'execution.trigger' = 'real-time';\nSET 'execution.checkpointing.interval' = '30 s';\n"
                             "INSERT INTO dst SELECT id, UPPER(k) FROM src WHERE MOD(id, 2) = 0;\n")
         broker.produce(source, [(None, json.dumps({"id": i, "k": f"k{i}"})) for i in range(10)])
-        job = start(tmp_path, "run", str(script))
+        job = cli(tmp_path, "run", str(script))
         try:
             def out_ids() -> list:
                 return sorted(json.loads(m.value())["id"] for m in broker.read_all(out))

@@ -92,7 +92,7 @@ def test_over_unbounded_input_matches_as_the_watermark_passes_and_drains(run, tm
     import time
 
     from tests.conftest import wait_for
-    from tests.test_exactly_once import finish, lines, reap, start
+    from tests.jobs import finish, lines, reap, start
 
     source, sink = tmp_path / "in", tmp_path / "out"
     ticks = TICKS.splitlines(keepends=True)[:-1]  # no late row: batch and stream agree on the rest

@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.conftest import wait_for, write
-from tests.test_exactly_once import finish, kill_9, reap, start
+from tests.jobs import finish, kill_9, reap, start
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ from streamsql.plan.sink_materialize import Materialization
 from streamsql.runtime.operator_plan import operator_plan
 from streamsql.runtime.settings import Settings
 from streamsql.spark.stateful import sink_materializer as sm
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 
 SINKS = """
 CREATE TEMPORARY TABLE by_auction (auction BIGINT, bidder BIGINT, n BIGINT, PRIMARY KEY (auction) NOT ENFORCED)

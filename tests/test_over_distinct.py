@@ -58,7 +58,7 @@ def test_an_unbounded_source_streams_them_survives_kill_9_and_drains(run, tmp_pa
     import os
     import time
 
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 

@@ -12,7 +12,8 @@ import pytest
 
 from streamsql.spark.stateful.stages import OverStage
 from tests.conftest import write
-from tests.test_stateful_chain import stages, streamed_and_batch
+from tests.operator_plans import stages
+from tests.streamed import streamed_and_batch
 
 
 # -- the cut, without Spark ----------------------------------------------------------------------
@@ -209,7 +210,7 @@ def test_unbounded_over_emits_as_the_watermark_passes_survives_kill_9_and_drains
     a kill -9 and a restart resume from the checkpoint (frames span the restart), and a
     drain writes the rest; together, the batch result, each row once."""
 
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 
@@ -293,7 +294,7 @@ def test_a_bounded_listagg_or_array_agg_over_gives_each_of_its_aggregates_the_wi
     """LISTAGG and ARRAY_AGG are a count and a COLLECT_LIST in Spark: both take the OVER
     (Spark refused the window around the whole expression: 'MISSING_GROUP_BY')."""
     from streamsql.spark.dialect import to_spark_sql
-    from tests.test_operator_plan import steps
+    from tests.operator_plans import steps
 
     plan = steps("SELECT LISTAGG(CAST(price AS STRING), ';') OVER (PARTITION BY auction ORDER BY ts),"
                  " ARRAY_AGG(price) OVER (PARTITION BY auction ORDER BY ts) FROM bid")[-1].plan

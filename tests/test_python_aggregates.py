@@ -14,7 +14,7 @@ import pytest
 
 from streamsql.errors import ValidationError
 from streamsql.spark.dialect import to_spark_sql
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 from tests.udaf_module import SOURCE
 
 

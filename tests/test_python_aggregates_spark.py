@@ -129,7 +129,7 @@ def test_streamed_with_retractions_ends_with_the_batch_result(run, tmp_path, uda
 def test_a_continuous_job_survives_kill_9_and_drains_to_the_batch_result(run, tmp_path, udafs):
     from deltalake import DeltaTable
 
-    from tests.test_exactly_once import killed_resumed_drained, lines
+    from tests.jobs import killed_resumed_drained, lines
 
     source, wout, oout, gout = (tmp_path / name for name in ("in", "wout", "oout", "gout"))
     parts = [_rows(40, 20 + n, n * 40) for n in range(3)]

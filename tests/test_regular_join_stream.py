@@ -14,7 +14,8 @@ import pytest
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.stateful.stages import AggregateStage, CalcStage, JoinStage
 from tests.conftest import write
-from tests.test_stateful_chain import stages, streamed_and_batch
+from tests.operator_plans import stages
+from tests.streamed import streamed_and_batch
 
 
 def test_outer_join_of_inserts_is_cut_with_its_keys_and_filters():
@@ -170,7 +171,7 @@ def test_several_joins_are_nested_one_join_per_select():
 def test_several_joins_keep_their_hints_and_count_star_and_leave_temporal_joins_whole():
     from streamsql.runtime.sources import is_bounded
     from streamsql.spark.stateful.chain import compile_query
-    from tests.test_operator_plan import DDL, SOURCES, steps
+    from tests.operator_plans import DDL, SOURCES, steps
 
     # a STATE_TTL hint's inputs go with their join (Flink's cascade: the inner join's two
     # sides, the outer join's right side)
@@ -283,7 +284,7 @@ def test_several_inner_joins_of_inserts_chain_on_spark_s_joins():
     from streamsql.runtime.sources import is_bounded
     from streamsql.spark.physical import needs_stateful_operator
     from streamsql.spark.regular_joins import hide_join_times
-    from tests.test_operator_plan import build, steps
+    from tests.operator_plans import build, steps
 
     three = ("SELECT b.price, u.name, a.seller FROM bid b JOIN users u ON b.bidder = u.id"
              " JOIN auction a ON a.seller = b.bidder")
@@ -404,7 +405,7 @@ def test_a_continuous_semi_join_with_a_condition_survives_kill_9_and_drains(run,
     on both sides: the join operator evaluates it): rows are emitted as their partner
     arrives, state (both sides, partner counts) survives a kill -9, and a drain ends it;
     together, the batch result, each row once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, dims, sink = tmp_path / "in", tmp_path / "dims", tmp_path / "out"
 
@@ -434,7 +435,7 @@ def test_a_continuous_three_way_inner_join_survives_kill_9_and_drains(run, tmp_p
     Spark's chained stream-stream joins: rows as partners arrive, every row kept without a
     TTL (late ones too: a regular join drops none, as in Flink), state through a kill -9,
     and a drain; together, the batch result, each row once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, people, sellers, sink = tmp_path / "in", tmp_path / "people", tmp_path / "sellers", tmp_path / "out"
 

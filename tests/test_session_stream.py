@@ -14,7 +14,7 @@ import pytest
 from streamsql.plan import operators as ops
 from streamsql.spark.physical import needs_stateful_operator
 from tests.conftest import write
-from tests.test_operator_plan import build
+from tests.operator_plans import build
 
 SESSION = "TABLE(SESSION(TABLE bid {by}, DESCRIPTOR(ts), INTERVAL '5' SECOND))"
 

@@ -378,7 +378,7 @@ def test_the_data_source_runners_traceback_at_a_stop_is_not_shown(tmp_path, monk
 
 
 def test_unnamed_columns_keep_flinks_names_and_carry_their_expression_as_a_label():
-    from tests.test_operator_plan import steps
+    from tests.operator_plans import steps
 
     plan = steps("SELECT price + 1, auction, UPPER(channel) FROM bid;")[-1].plan
     assert [c.name for c in plan.columns] == ["EXPR$0", "auction", "EXPR$2"]  # Flink's names (INSERT, views)

@@ -12,7 +12,7 @@ from streamsql.plan.join_operators import Join
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import AggregateStage, inserts_only
-from tests.test_operator_plan import below, build, steps
+from tests.operator_plans import below, build, steps
 
 
 def test_a_join_s_sides_and_an_aggregate_get_their_own_ttl():

@@ -9,22 +9,16 @@ import io
 import os
 import random
 import time
-from collections import Counter
 
 import pytest
 
 from streamsql.runtime.sources import is_bounded
 from streamsql.spark.dialect import to_spark_sql
 from streamsql.spark.regular_joins import hide_join_times
-from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import AggregateStage, CalcStage, OverStage, RankStage, inserts_only
 from tests.conftest import write
-from tests.test_operator_plan import steps
-
-
-def stages(sql: str):
-    plan = steps(sql)[-1].plan
-    return compile_query(plan, is_bounded)
+from tests.operator_plans import stages, steps
+from tests.streamed import BATCH, STREAMED, streamed_and_batch
 
 
 # -- the cut, without Spark ----------------------------------------------------------------------
@@ -263,32 +257,6 @@ def test_interval_join_keeps_its_time_attributes():
 
 
 # -- streamed for real ---------------------------------------------------------------------------
-
-
-def _applied(text: str) -> list[tuple]:
-    rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0][0] == "op"
-    table: Counter = Counter()
-    for op, *row in rows[1:]:
-        if op in ("+I", "+U"):
-            table[tuple(row)] += 1
-        else:
-            assert table[tuple(row)] > 0, f"{op} retracts {row}, which is not in the result"
-            table[tuple(row)] -= 1
-    return sorted(table.elements()), Counter(r[0] for r in rows[1:])
-
-
-STREAMED = "SET 'execution.bounded-input' = 'stream'; SET 'sql-client.execution.result-mode' = 'changelog';"
-BATCH = ("RESET 'execution.bounded-input'; RESET 'sql-client.execution.result-mode';"
-         " SET 'execution.runtime-mode' = 'batch';")
-
-
-def streamed_and_batch(run, query: str):
-    """(the streamed changelog applied, its row kinds counted, batch mode's result), sorted."""
-    final, ops = _applied(run.output(STREAMED + query))
-    expected = sorted(tuple(r) for r in list(csv.reader(io.StringIO(run.output(BATCH + query))))[1:])
-    run.output("RESET 'execution.runtime-mode';")
-    return final, ops, expected
 
 
 QUERIES = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write
-from tests.test_stateful_chain import streamed_and_batch
+from tests.streamed import streamed_and_batch
 
 VALUES = "(VALUES (1, 'one'), (2, 'two'), (9, 'nine')) AS v(id, name)"
 QUERIES = {

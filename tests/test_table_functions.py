@@ -14,7 +14,7 @@ import pytest
 from streamsql.errors import ValidationError
 from streamsql.spark.dialect import to_spark_sql
 from tests.conftest import write
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 
 MODULE = '''
 from pyflink.common import Row
@@ -197,7 +197,7 @@ def test_rows_bounded(run, tmp_path, module):
 
 @pytest.mark.spark
 def test_streamed_equals_bounded(run, tmp_path, module):
-    from tests.test_stateful_chain import streamed_and_batch
+    from tests.streamed import streamed_and_batch
 
     ddl = _table(tmp_path, _data(11), files=3)
     run.output(ddl)

@@ -17,7 +17,9 @@ from streamsql.spark.physical import runs_on_stateful_operators
 from streamsql.spark.stateful import temporal_join as tj
 from streamsql.spark.stateful.stages import JoinStage, inserts_only
 from tests.conftest import write
-from tests.test_operator_plan import DDL, build_operator_plan, is_bounded, steps
+from streamsql.plan.logical import build_operator_plan
+from streamsql.runtime.sources import is_bounded
+from tests.operator_plans import DDL, steps
 
 RATES = """
 CREATE TEMPORARY TABLE rates (cur BIGINT, rate BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND,
@@ -303,7 +305,7 @@ def _by_hand(versions, rows, left: bool):
 def test_streamed_temporal_join_joins_each_order_with_the_rate_of_its_time(run, tmp_path, join, versioned):
     import random
 
-    from tests.test_stateful_chain import streamed_and_batch
+    from tests.streamed import streamed_and_batch
 
     ddl, versions, rows = _rates_and_orders(tmp_path, random.Random(5))
     run.output(ddl + "CREATE TEMPORARY VIEW latest AS SELECT cur, rate, ts FROM (SELECT *, ROW_NUMBER() OVER"
@@ -319,7 +321,7 @@ def test_streamed_temporal_join_joins_each_order_with_the_rate_of_its_time(run, 
 def test_a_continuous_temporal_join_survives_kill_9_and_drains(run, tmp_path):
     """A continuous INSERT: orders wait for the watermark, a kill -9 and a restart resume
     from the checkpoint (rows and versions waiting in state), and a drain joins the rest."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, rates, sink = tmp_path / "in", tmp_path / "rates", tmp_path / "out"
 

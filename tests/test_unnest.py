@@ -10,7 +10,7 @@ import pytest
 from streamsql.errors import ValidationError
 from streamsql.spark.dialect import to_spark_sql
 from tests.conftest import write
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 
 TABLE = ("CREATE TEMPORARY TABLE r (k INT, arr ARRAY<ROW<a INT, b STRING>>, m MAP<STRING, INT>, xs ARRAY<INT>,"
          " ms MULTISET<STRING>) WITH ('connector' = 'filesystem', 'path' = 'bid.csv', 'format' = 'csv');")
@@ -103,7 +103,7 @@ def test_batch_rows_are_flink_s(run):
 
 @pytest.mark.spark
 def test_streamed_over_a_watched_directory(run, tmp_path):
-    from tests.test_stateful_chain import streamed_and_batch
+    from tests.streamed import streamed_and_batch
 
     write(tmp_path / "in" / "a.json",
           '{"k":1,"xs":[3,4],"m":{"a":1},"rs":[{"a":1,"b":"p"},{"a":2,"b":"q"}]}\n'

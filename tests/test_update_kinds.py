@@ -22,7 +22,7 @@ from streamsql.spark.physical import native_update_aggregate, stateful_operators
 from streamsql.spark.stateful import AggSpec, accumulate, ranking
 from streamsql.spark.stateful.group_aggregate import build_plan
 from tests import depth
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 
 SINKS = """
 CREATE TEMPORARY TABLE hole (a BIGINT, c BIGINT) WITH ('connector' = 'blackhole');

@@ -113,7 +113,7 @@ def test_parse_json_over_generated_strings(run, tmp_path):
 
 
 def test_a_continuous_job_survives_kill_9_and_drains_to_the_batch_result(run, tmp_path):
-    from tests.test_exactly_once import killed_resumed_drained, lines
+    from tests.jobs import killed_resumed_drained, lines
 
     source, wout, dout = tmp_path / "in", tmp_path / "wout", tmp_path / "dout"
     parts = [_rows(40, 30 + n, n * 40) for n in range(3)]

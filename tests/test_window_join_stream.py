@@ -21,8 +21,8 @@ from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import CalcStage, JoinStage, inserts_only
 from streamsql.spark.stateful.join_cut import residual_tree
 from tests.conftest import write
-from tests.test_operator_plan import steps
-from tests.test_stateful_chain import streamed_and_batch
+from tests.operator_plans import steps
+from tests.streamed import streamed_and_batch
 
 DDL = """
 CREATE TEMPORARY TABLE l (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
@@ -234,7 +234,7 @@ def test_an_unbounded_left_window_join_emits_as_the_watermark_passes_survives_ki
     """A continuous INSERT over two watched directories: windows are joined while the job
     runs, a kill -9 and a restart resume from the checkpoint (a window's rows span the
     restart), and a drain joins the rest; together, the batch result, each row once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     lefts, rights, sink = tmp_path / "l", tmp_path / "r", tmp_path / "out"
 
@@ -256,7 +256,7 @@ def test_an_unbounded_window_aggregate_joined_with_a_tvf_s_rows_survives_kill_9_
     """A window aggregate LEFT JOINed with the rows of another source's TVF, continuously:
     each window's counts arrive as the watermark fires them and join the rows that waited
     for the same timer; a kill -9, a restart and a drain give the batch result, each once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     lefts, rights, sink = tmp_path / "l", tmp_path / "r", tmp_path / "out"
 

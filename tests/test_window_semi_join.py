@@ -17,7 +17,7 @@ from streamsql.spark.physical import stateful_operators
 from streamsql.spark.stateful import window_join as wj
 from streamsql.spark.stateful.chain import compile_query
 from streamsql.spark.stateful.stages import JoinStage, inserts_only
-from tests.test_stateful_chain import streamed_and_batch
+from tests.streamed import streamed_and_batch
 from tests.test_window_join_stream import _plan, _sides, declare_sides
 
 TVF = "(SELECT * FROM TABLE({kind}(TABLE {t}, DESCRIPTOR(ts), {size})))"

@@ -23,8 +23,9 @@ from streamsql.spark.stateful.stages import AggregateStage, RankStage, WindowAgg
 from streamsql.spark.stateful.group_aggregate import build_plan
 from streamsql.spark.stateful.specs import AggSpec
 from tests.conftest import wait_for, write
-from tests.test_operator_plan import build
-from tests.test_stateful_chain import stages, streamed_and_batch
+from tests.operator_plans import build
+from tests.operator_plans import stages
+from tests.streamed import streamed_and_batch
 
 CUMULATE = "TABLE(CUMULATE(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))"
 HOP = "TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))"
@@ -334,7 +335,7 @@ def test_unbounded_cumulate_emits_as_the_watermark_passes_survives_kill_9_and_dr
     """A continuous INSERT over a watched directory: windows are written while the job
     runs, a kill -9 and a restart resume from the checkpoint (windows span the restart),
     and a drain fires the rest; together, the batch result, each window once."""
-    from tests.test_exactly_once import killed_then_drained
+    from tests.jobs import killed_then_drained
 
     source, sink = tmp_path / "in", tmp_path / "out"
 
@@ -550,7 +551,7 @@ def test_a_continuous_processing_time_tumble_fires_as_the_clock_passes(tmp_path)
     window: each file's window fires while the job runs, before the next file is written,
     without a drain (no watermark moves it: the clock does); every row is counted once, in a
     window aligned to 2 s, a window per file."""
-    from tests.test_exactly_once import finish, lines, reap, start
+    from tests.jobs import finish, lines, reap, start
 
     source, sink = tmp_path / "in", tmp_path / "out"
     source.mkdir()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write
-from tests.test_operator_plan import steps
+from tests.operator_plans import steps
 
 LEGACY_OVER_SUBQUERY = ("SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM"
                         " (SELECT auction AS k, ts FROM bid WHERE price > 1) GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)")
