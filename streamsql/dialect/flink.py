@@ -151,6 +151,8 @@ class Flink(Dialect):
         F.PythonAggregate: {"annotator": _annotate_call},
         F.FlinkAggCall: {"annotator": B.annotate},
         exp.Extract: {"returns": exp.DType.BIGINT},
+        # Flink's CURRENT_TIMESTAMP is an instant, as NOW() is (shown in 'table.local-time-zone')
+        exp.CurrentTimestamp: {"annotator": lambda self, e: self._set_type(e, exp.DataType.build("TIMESTAMP_LTZ(3)"))},
         exp.JSONObject: {"returns": exp.DType.VARCHAR},
         exp.JSONObjectAgg: {"returns": exp.DType.VARCHAR},
         **{node: {"annotator": B.average_type} for node in B.AVERAGES},

@@ -19,6 +19,7 @@ from streamsql.dialect.flink import PYTHON_FUNCTION, UDF_TYPE, Flink
 from streamsql.dialect.functions import PythonAggregate
 from streamsql.dialect.script import Statement, StatementSet
 from streamsql.errors import StreamsqlError, ValidationError
+from streamsql.plan import time_zone
 from streamsql.plan.grouping import check_grouping, group_ids
 from streamsql.plan.binding import (check_stars_have_tables, expand_row_stars, group_window_time, labels, merge,
                                     name_projections, replace_relation, resolution_error, time_attribute,
@@ -77,9 +78,10 @@ from streamsql.plan.windows import (
 class Planner:
     """Turns parsed statements into steps, tracking the catalog as the script changes it."""
 
-    def __init__(self, catalog: Catalog, base_dir=None):
+    def __init__(self, catalog: Catalog, base_dir=None, settings=None):
         self.catalog = catalog
         self.base_dir = base_dir
+        self.settings = settings  # the session's (SET): what a query means depends on some ('table.local-time-zone')
         self._view_plans: dict[ObjectName, QueryPlan] = {}
         # Derived relations (window TVFs) are numbered per planner, not per query: a query
         # includes its views' plans, and two windows must never share a Spark name.
@@ -255,6 +257,7 @@ class Planner:
         check_grouping(typed)
         expand_row_stars(typed)
         check_functions(typed, self.catalog.current_database)
+        time_zone.mark(typed, (self.settings.get("table.local-time-zone") if self.settings is not None else None) or "UTC")
         plan.query = typed
         plan.lookups = lookup_only(typed, plan.derived)
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=time_attribute(s, relations))

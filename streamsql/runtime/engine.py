@@ -79,8 +79,8 @@ class Engine:
         """Parse and validate every statement; raises on the first problem, with its position."""
         statement = None
         try:
-            planner = Planner(self.catalog.staged(), self.base_dir)
-            settings = self.settings.copy()
+            settings = self.settings.copy()  # with the script's SETs, as they come
+            planner = Planner(self.catalog.staged(), self.base_dir, settings)
             steps = []
             for statement in parse_script(text):
                 step = self._plan(planner, statement)
@@ -99,7 +99,7 @@ class Engine:
     def run_script(self, text: str, writer: ResultWriter) -> None:
         """Validate the whole script, then run its statements in order."""
         steps = self.plan_script(text)
-        planner = Planner(self.catalog, self.base_dir)
+        planner = Planner(self.catalog, self.base_dir, self.settings)
         for statement, step in zip(parse_script(text), steps):
             try:
                 # Plan again against the live catalog: earlier steps have now really run.

@@ -18,6 +18,7 @@ from streamsql.dialect import builtins as B
 from streamsql.dialect import functions as F
 from streamsql.spark import functions as SF
 from streamsql.spark import json_functions as JF
+from streamsql.spark import local_time
 from streamsql.spark import native_functions as NF
 from streamsql.spark import variants
 from streamsql.spark.function_support import filters_inside
@@ -358,6 +359,9 @@ class SparkTarget(Spark):
             exp.Sub: _arithmetic(Spark.Generator.sub_sql),
             exp.Mul: _arithmetic(Spark.Generator.mul_sql),
         }
+
+        def preprocess(self, expression: exp.Expression) -> exp.Expression:
+            return super().preprocess(local_time.localize(expression))  # a copy (generate copies it)
 
         def cast_sql(self, expression: exp.Cast, safe_prefix: str | None = None) -> str:
             return NF.numeric_cast(self, expression) or super().cast_sql(expression, safe_prefix=safe_prefix)

@@ -16,7 +16,7 @@ from sqlglot.dialects.spark import Spark
 from streamsql.dialect.functions import FlinkCall
 from streamsql.errors import ValidationError
 from streamsql.plan.positions import start_position
-from streamsql.spark import arrival_order, json_functions, variants
+from streamsql.spark import arrival_order, json_functions, local_time, variants
 from streamsql.spark.function_support import call_name, filtered, null_if_any_null, unsupported
 from streamsql.spark.native_functions import check_pattern, java_log
 
@@ -61,7 +61,16 @@ def _unix_timestamp(self, e: FlinkCall, args: list[str]) -> str:
     if not args:
         return "UNIX_TIMESTAMP()"
     parsed = f"TRY_TO_TIMESTAMP({args[0]}, {args[1]})" if len(args) > 1 else f"TRY_TO_TIMESTAMP({args[0]})"
+    parsed = local_time.instant(parsed, e.meta.get(local_time.ZONE))  # the wall clock of the local time zone
     return f"CASE WHEN {args[0]} IS NULL THEN NULL ELSE COALESCE(UNIX_SECONDS({parsed}), -9223372036854775808) END"
+
+
+def _from_unixtime(self, e: FlinkCall, args: list[str]) -> str:
+    """Epoch seconds formatted on the local time zone's wall clock (Spark's session zone is UTC)."""
+    pattern, zone = args[1] if len(args) > 1 else DEFAULT_DATETIME, e.meta.get(local_time.ZONE)
+    if zone is None:
+        return f"FROM_UNIXTIME({args[0]}, {pattern})"
+    return f"DATE_FORMAT({local_time.wall_clock(f'TIMESTAMP_SECONDS({args[0]})', zone)}, {pattern})"
 
 
 def _pad(function: str):
@@ -242,13 +251,13 @@ TEMPLATES = {
     "TO_TIMESTAMP": lambda self, e, a: f"TRY_TO_TIMESTAMP({', '.join(a)})",
     "TO_DATE": lambda self, e, a: f"CAST(TRY_TO_TIMESTAMP({a[0]}, {a[1]}) AS DATE)" if len(a) > 1 else f"TRY_CAST({a[0]} AS DATE)",
     "UNIX_TIMESTAMP": _unix_timestamp,
-    "FROM_UNIXTIME": lambda self, e, a: f"FROM_UNIXTIME({a[0]}, {a[1] if len(a) > 1 else DEFAULT_DATETIME})",
+    "FROM_UNIXTIME": _from_unixtime,
     "CONVERT_TZ": lambda self, e, a: (f"DATE_FORMAT(FROM_UTC_TIMESTAMP(TO_UTC_TIMESTAMP(TRY_TO_TIMESTAMP({a[0]}), {a[1]}), {a[2]}),"
                                       f" {DEFAULT_DATETIME})"),
     "TO_TIMESTAMP_LTZ": _to_timestamp_ltz,
     "NOW": lambda self, e, a: "CURRENT_TIMESTAMP()",
     "CURRENT_ROW_TIMESTAMP": lambda self, e, a: "CURRENT_TIMESTAMP()",
-    "LOCALTIMESTAMP": lambda self, e, a: "CURRENT_TIMESTAMP()",
+    "LOCALTIMESTAMP": lambda self, e, a: local_time.wall_clock("CURRENT_TIMESTAMP()", e.meta.get(local_time.ZONE)),
     "LOCALTIME": lambda self, e, a: no_time(e),
     "ARRAY_REVERSE": lambda self, e, a: f"REVERSE({a[0]})",
     # Flink finds and removes NULL elements too (Spark's ARRAY_CONTAINS/ARRAY_REMOVE give NULL)
