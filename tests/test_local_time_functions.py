@@ -40,6 +40,11 @@ CONVERTED = {  # a call whose Spark SQL converts in another zone than UTC, and t
     "UNIX_TIMESTAMP(s)": "TO_UTC_TIMESTAMP(TRY_TO_TIMESTAMP(`t`.`s`), 'Asia/Tokyo')",
     "LOCALTIMESTAMP": "FROM_UTC_TIMESTAMP(CURRENT_TIMESTAMP(), 'Asia/Tokyo')",
     "CURRENT_DATE": "CAST(FROM_UTC_TIMESTAMP(CURRENT_TIMESTAMP(), 'Asia/Tokyo') AS DATE)",
+    f"FLOOR({LTZ} TO DAY)": "TO_UTC_TIMESTAMP(DATE_TRUNC('DAY', FROM_UTC_TIMESTAMP(TIMESTAMP_SECONDS(`t`.`n`), 'Asia/Tokyo')),"
+                            " 'Asia/Tokyo')",
+    f"CEIL({LTZ} TO HOUR)": "TO_UTC_TIMESTAMP(CASE WHEN DATE_TRUNC('HOUR', FROM_UTC_TIMESTAMP(",
+    f"ts = {LTZ}": "TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo') = TIMESTAMP_SECONDS(`t`.`n`)",
+    f"{LTZ} < ts": "TIMESTAMP_SECONDS(`t`.`n`) < TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo')",
 }
 TABLE = "CREATE TEMPORARY VIEW t AS SELECT * FROM (VALUES (CAST(0 AS BIGINT), 'x', TIMESTAMP '1970-01-01 09:00:00'))" \
         " AS v(n, s, ts);"
@@ -54,8 +59,20 @@ def test_a_call_that_reads_the_zone_converts_there(call):
     assert utc == _spark_sql(f"{TABLE} SELECT {call} FROM t", None)  # UTC is the default zone
 
 
+def test_nested_calls_each_convert():
+    """A converted call inside another: each converts once (the inner one first)."""
+    sql = _spark_sql(f"{TABLE} SELECT HOUR(FLOOR(CAST(ts AS TIMESTAMP_LTZ(3)) TO DAY)),"
+                     " DATE_FORMAT(CAST(LOCALTIMESTAMP AS TIMESTAMP_LTZ(3)), 'HH') FROM t", "Asia/Tokyo")
+    inner = "CAST(TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo') AS TIMESTAMP)"
+    floor = f"TO_UTC_TIMESTAMP(DATE_TRUNC('DAY', FROM_UTC_TIMESTAMP({inner}, 'Asia/Tokyo')), 'Asia/Tokyo')"
+    assert f"HOUR(FROM_UTC_TIMESTAMP({floor}, 'Asia/Tokyo'))" in sql
+    now = "FROM_UTC_TIMESTAMP(CURRENT_TIMESTAMP(), 'Asia/Tokyo')"
+    assert f"DATE_FORMAT(FROM_UTC_TIMESTAMP(CAST(TO_UTC_TIMESTAMP({now}, 'Asia/Tokyo') AS TIMESTAMP)," in sql
+
+
 @pytest.mark.parametrize("call", ["CAST(ts AS STRING)", "HOUR(ts)", "DATE_FORMAT(ts, 'HH')", "UNIX_TIMESTAMP()",
-                                  f"CAST({LTZ} AS BIGINT)", "CAST(ts AS TIMESTAMP(3))", "CURRENT_TIMESTAMP"])
+                                  f"CAST({LTZ} AS BIGINT)", "CAST(ts AS TIMESTAMP(3))", "CURRENT_TIMESTAMP",
+                                  "FLOOR(ts TO DAY)", f"{LTZ} = {LTZ}", "ts < ts"])
 def test_a_wall_clock_or_an_instant_kept_as_it_is_does_not(call):
     assert "_UTC_TIMESTAMP" not in _spark_sql(f"{TABLE} SELECT {call} FROM t", "Asia/Tokyo")
 
@@ -82,6 +99,8 @@ FLINK_TOKYO = [  # Flink 2.3, 'table.local-time-zone' = 'Asia/Tokyo'
     ("EXTRACT(DAY FROM TO_TIMESTAMP_LTZ(-3600, 0))", "1"),
     ("CAST(TIMESTAMP '1970-01-01 09:00:00' AS TIMESTAMP_LTZ(3))", "1970-01-01 09:00:00.000"),
     ("TO_TIMESTAMP_LTZ(0, 0) = CAST(TIMESTAMP '1970-01-01 09:00:00' AS TIMESTAMP_LTZ(3))", "true"),
+    ("TIMESTAMP '1970-01-01 09:00:00' = TO_TIMESTAMP_LTZ(0, 0)", "true"),
+    ("FLOOR(TO_TIMESTAMP_LTZ(-3600, 0) TO DAY)", "1970-01-01 00:00:00.000"),
 ]
 
 

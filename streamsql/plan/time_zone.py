@@ -20,6 +20,7 @@ _WALL_CLOCK_TARGETS = (exp.DType.TIMESTAMP, exp.DType.DATE, *exp.DataType.TEXT_T
 _DATE_PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Week, exp.DayOfMonth, exp.DayOfWeek, exp.DayOfYear, exp.Hour,
                exp.Minute, exp.Second)
 _ZONED_CALLS = ("LOCALTIMESTAMP", "FROM_UNIXTIME", "UNIX_TIMESTAMP")  # shifted by their templates (spark.functions)
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 
 
 def reads_zone(node: exp.Expression) -> bool:
@@ -34,6 +35,10 @@ def reads_zone(node: exp.Expression) -> bool:
         return type_of(node.this) in LTZ
     if isinstance(node, exp.CurrentDate):
         return True
+    if isinstance(node, (exp.Floor, exp.Ceil)):  # FLOOR(ltz TO DAY): the zone's day
+        return node.args.get("to") is not None and type_of(node.this) in LTZ
+    if isinstance(node, COMPARISONS):  # a TIMESTAMP compared with a TIMESTAMP_LTZ is read in the zone
+        return {type_of(node.this), type_of(node.expression)} == {exp.DType.TIMESTAMP, *LTZ}
     return isinstance(node, FlinkCall) and node.name in _ZONED_CALLS and (node.name != "UNIX_TIMESTAMP"
                                                                           or bool(node.expressions))
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.dialect.functions import FlinkCall
-from streamsql.plan.time_zone import LTZ, ZONE, type_of
+from streamsql.plan.time_zone import COMPARISONS, LTZ, ZONE, type_of
 
 def localize(tree: exp.Expression) -> exp.Expression:
     """``tree`` (a copy the generator may change) with each marked node's time points shifted
     between the instant and the zone's wall clock, as Flink reads them."""
-    for node in list(tree.walk()):
+    for node in reversed(list(tree.walk(bfs=True))):  # a node after its arguments: it may copy them
         zone = node.meta.pop(ZONE, None) if node._meta else None
         if zone is None:
             continue
@@ -39,6 +39,13 @@ def localize(tree: exp.Expression) -> exp.Expression:
             _shift(node, "expression", "FROM_UTC_TIMESTAMP", zone)
         elif isinstance(node, exp.CurrentDate):
             node.replace(exp.Cast(this=now(zone), to=exp.DataType.build("DATE")))
+        elif isinstance(node, (exp.Floor, exp.Ceil)):  # rounded on the wall clock, then the instant again
+            _shift(node, "this", "FROM_UTC_TIMESTAMP", zone)
+            rounded = _call("TO_UTC_TIMESTAMP", node.copy(), zone)
+            rounded.type = node.type
+            node.replace(rounded)
+        elif isinstance(node, COMPARISONS):  # the TIMESTAMP side read as the instant it is in the zone
+            _shift(node, "this" if type_of(node.this) not in LTZ else "expression", "TO_UTC_TIMESTAMP", zone)
         elif isinstance(node, FlinkCall):
             node.meta[ZONE] = zone  # its template shifts it (spark.functions)
         else:  # a date part, DATE_FORMAT
