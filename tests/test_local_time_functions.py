@@ -43,8 +43,10 @@ CONVERTED = {  # a call whose Spark SQL converts in another zone than UTC, and t
     f"FLOOR({LTZ} TO DAY)": "TO_UTC_TIMESTAMP(DATE_TRUNC('DAY', FROM_UTC_TIMESTAMP(TIMESTAMP_SECONDS(`t`.`n`), 'Asia/Tokyo')),"
                             " 'Asia/Tokyo')",
     f"CEIL({LTZ} TO HOUR)": "TO_UTC_TIMESTAMP(CASE WHEN DATE_TRUNC('HOUR', FROM_UTC_TIMESTAMP(",
-    f"ts = {LTZ}": "TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo') = TIMESTAMP_SECONDS(`t`.`n`)",
-    f"{LTZ} < ts": "TIMESTAMP_SECONDS(`t`.`n`) < TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo')",
+    f"ts = {LTZ}": "CAST(TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo') AS TIMESTAMP) = TIMESTAMP_SECONDS(`t`.`n`)",
+    f"{LTZ} < ts": "TIMESTAMP_SECONDS(`t`.`n`) < CAST(TO_UTC_TIMESTAMP(`t`.`ts`, 'Asia/Tokyo') AS TIMESTAMP)",
+    "CAST(s AS TIMESTAMP_LTZ(3))": "CAST(TO_UTC_TIMESTAMP(`t`.`s`, 'Asia/Tokyo') AS TIMESTAMP)",
+    "CAST(CAST(ts AS DATE) AS TIMESTAMP_LTZ(3))": "TO_UTC_TIMESTAMP(CAST(`t`.`ts` AS DATE), 'Asia/Tokyo')",
 }
 TABLE = "CREATE TEMPORARY VIEW t AS SELECT * FROM (VALUES (CAST(0 AS BIGINT), 'x', TIMESTAMP '1970-01-01 09:00:00'))" \
         " AS v(n, s, ts);"
@@ -68,6 +70,31 @@ def test_nested_calls_each_convert():
     assert f"HOUR(FROM_UTC_TIMESTAMP({floor}, 'Asia/Tokyo'))" in sql
     now = "FROM_UTC_TIMESTAMP(CURRENT_TIMESTAMP(), 'Asia/Tokyo')"
     assert f"DATE_FORMAT(FROM_UTC_TIMESTAMP(CAST(TO_UTC_TIMESTAMP({now}, 'Asia/Tokyo') AS TIMESTAMP)," in sql
+
+
+def test_a_view_planned_before_the_zone_changed_is_planned_again():
+    settings = Settings()
+    planner = Planner(Catalog(None), settings=settings)
+    script = list(parse_script(f"{TABLE} CREATE TEMPORARY VIEW w AS SELECT HOUR({LTZ}) AS h FROM t;"
+                               " SELECT h FROM w; SELECT h FROM w; SELECT h FROM w"))
+    planned = [planner.plan(s) for s in script[:3]]
+    settings.set("table.local-time-zone", "Asia/Tokyo")
+    planned.append(planner.plan(script[3]))
+    settings.set("table.local-time-zone", "UTC")
+    planned.append(planner.plan(script[4]))
+    views = [[to_spark_sql(q) for q in step.plan.derived.values() if "HOUR" in q.sql()] for step in planned[2:]]
+    assert [["Asia/Tokyo" in sql for sql in view] for view in views] == [[False], [True], [False]]
+
+
+def test_a_marked_root_is_converted_too():
+    """A lookup key or a computed column is generated on its own: the root itself converts."""
+    from sqlglot import exp
+
+    from streamsql.plan.time_zone import mark
+
+    node = exp.Paren(this=exp.CurrentDate())
+    mark(node, "Asia/Tokyo")
+    assert to_spark_sql(node.this) == "CAST(FROM_UTC_TIMESTAMP(CURRENT_TIMESTAMP(), 'Asia/Tokyo') AS DATE)"
 
 
 @pytest.mark.parametrize("call", ["CAST(ts AS STRING)", "HOUR(ts)", "DATE_FORMAT(ts, 'HH')", "UNIX_TIMESTAMP()",
@@ -130,3 +157,21 @@ def test_now_on_the_zones_wall_clock(run):
         clock = datetime.fromisoformat(shown).replace(tzinfo=zone)
         assert before - timedelta(seconds=1) <= clock <= after + timedelta(seconds=1), (shown, before, after)
     assert today in (f"{before:%Y-%m-%d}", f"{after:%Y-%m-%d}")
+
+
+@pytest.mark.spark
+def test_a_join_of_a_timestamp_and_an_instant_meets_in_the_zone(run, tmp_path):
+    """l.ts = r.ltz as Flink casts it (the wall clock read in Tokyo): 09:00 is the instant 0.
+    Streamed, the condition becomes the join's key; batch mode evaluates it whole."""
+    from tests.conftest import write
+    from tests.streamed import streamed_and_batch
+
+    write(tmp_path / "l" / "part-0.csv", "1,1970-01-01 09:00:00\n2,1970-01-01 00:00:00\n3,1970-01-02 00:00:00\n")
+    write(tmp_path / "r" / "part-0.csv", "0\n-32400\n32400\n")
+    ddl = (f"SET 'table.local-time-zone' = 'Asia/Tokyo';"
+           f" CREATE TEMPORARY TABLE l (id INT, ts TIMESTAMP(3)) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'l'}', 'format' = 'csv');"
+           f" CREATE TEMPORARY TABLE r (n BIGINT, ltz AS TO_TIMESTAMP_LTZ(n, 0)) WITH ('connector' = 'filesystem',"
+           f" 'path' = '{tmp_path / 'r'}', 'format' = 'csv');")
+    final, _, batch = streamed_and_batch(run, ddl + "SELECT l.id, r.n FROM l LEFT JOIN r ON l.ts = r.ltz")
+    assert final == batch == [("1", "0"), ("2", "-32400"), ("3", "")]

@@ -90,8 +90,16 @@ class Planner:
         # Paths an INSERT planned earlier in this script writes: reading them later is fine
         # even if they do not exist yet (the INSERT runs first).
         self._written: set[str] = set()
+        self._zone_planned = "UTC"
+
+    def _time_zone(self) -> str:
+        return (self.settings.get("table.local-time-zone") if self.settings is not None else None) or "UTC"
 
     def plan(self, statement: Statement) -> Step:
+        zone = self._time_zone()
+        if zone != self._zone_planned:  # a view planned in another time zone means something else now
+            self._view_plans.clear()
+            self._zone_planned = zone
         try:
             return self._plan(statement.expression)
         except StreamsqlError as error:
@@ -257,7 +265,7 @@ class Planner:
         check_grouping(typed)
         expand_row_stars(typed)
         check_functions(typed, self.catalog.current_database)
-        time_zone.mark(typed, (self.settings.get("table.local-time-zone") if self.settings is not None else None) or "UTC")
+        time_zone.mark(typed, self._time_zone())
         plan.query = typed
         plan.lookups = lookup_only(typed, plan.derived)
         plan.columns = [Column(s.alias_or_name, s.type, time_attribute=time_attribute(s, relations))

@@ -28,7 +28,7 @@ def reads_zone(node: exp.Expression) -> bool:
     if isinstance(node, exp.Cast):
         source, target = type_of(node.this), node.to.this if node.to is not None else None
         return (source in LTZ and target in _WALL_CLOCK_TARGETS) or (
-            source == exp.DType.TIMESTAMP and target in LTZ)
+            source in _WALL_CLOCK_TARGETS and target in LTZ)  # a wall clock (or its text) read in the zone
     if isinstance(node, exp.Extract):
         return type_of(node.expression) in LTZ
     if isinstance(node, (*_DATE_PARTS, FlinkDateFormat)):
@@ -37,19 +37,32 @@ def reads_zone(node: exp.Expression) -> bool:
         return True
     if isinstance(node, (exp.Floor, exp.Ceil)):  # FLOOR(ltz TO DAY): the zone's day
         return node.args.get("to") is not None and type_of(node.this) in LTZ
-    if isinstance(node, COMPARISONS):  # a TIMESTAMP compared with a TIMESTAMP_LTZ is read in the zone
-        return {type_of(node.this), type_of(node.expression)} == {exp.DType.TIMESTAMP, *LTZ}
     return isinstance(node, FlinkCall) and node.name in _ZONED_CALLS and (node.name != "UNIX_TIMESTAMP"
                                                                           or bool(node.expressions))
 
 
 def mark(query: exp.Expression, zone: str) -> None:
-    """Mark ``query``'s nodes that depend on the time zone with ``zone`` (none in UTC)."""
+    """Mark ``query``'s nodes that depend on the time zone with ``zone`` (none in UTC); a
+    TIMESTAMP compared with a TIMESTAMP_LTZ gets the cast Flink's validator gives it."""
     if zone.upper() in ("UTC", "Z", "GMT", "+00:00", "UTC+00:00"):
         return
-    for node in query.walk():
-        if reads_zone(node):
+    for node in list(query.walk()):
+        if isinstance(node, COMPARISONS) and {type_of(node.this), type_of(node.expression)} == {exp.DType.TIMESTAMP, *LTZ}:
+            _as_instant(node.this if type_of(node.this) == exp.DType.TIMESTAMP else node.expression, zone)
+        elif reads_zone(node):
             node.meta[ZONE] = zone
+
+
+def _as_instant(wall_clock: exp.Expression, zone: str) -> None:
+    """A TIMESTAMP compared with a TIMESTAMP_LTZ cast to one, as Flink casts it implicitly (in
+    the zone): the conversion then travels with that operand wherever the condition goes (a
+    join's key, an outer join's residual, a lookup key)."""
+    precision = [p.copy() for p in wall_clock.type.expressions]
+    cast = exp.Cast(to=exp.DataType(this=exp.DType.TIMESTAMPLTZ, expressions=precision))
+    wall_clock.replace(cast)
+    cast.set("this", wall_clock)
+    cast.type = cast.to.copy()
+    cast.meta[ZONE] = zone
 
 
 def type_of(node: exp.Expression | None):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamsql.dialect.functions import FlinkCall
-from streamsql.plan.time_zone import COMPARISONS, LTZ, ZONE, type_of
+from streamsql.plan.time_zone import LTZ, ZONE, type_of
 
 def localize(tree: exp.Expression) -> exp.Expression:
     """``tree`` (a copy the generator may change) with each marked node's time points shifted
@@ -38,18 +38,24 @@ def localize(tree: exp.Expression) -> exp.Expression:
         elif isinstance(node, exp.Extract):
             _shift(node, "expression", "FROM_UTC_TIMESTAMP", zone)
         elif isinstance(node, exp.CurrentDate):
-            node.replace(exp.Cast(this=now(zone), to=exp.DataType.build("DATE")))
+            tree = _replaced(tree, node, exp.Cast(this=now(zone), to=exp.DataType.build("DATE")))
         elif isinstance(node, (exp.Floor, exp.Ceil)):  # rounded on the wall clock, then the instant again
             _shift(node, "this", "FROM_UTC_TIMESTAMP", zone)
             rounded = _call("TO_UTC_TIMESTAMP", node.copy(), zone)
             rounded.type = node.type
-            node.replace(rounded)
-        elif isinstance(node, COMPARISONS):  # the TIMESTAMP side read as the instant it is in the zone
-            _shift(node, "this" if type_of(node.this) not in LTZ else "expression", "TO_UTC_TIMESTAMP", zone)
+            tree = _replaced(tree, node, rounded)
         elif isinstance(node, FlinkCall):
             node.meta[ZONE] = zone  # its template shifts it (spark.functions)
         else:  # a date part, DATE_FORMAT
             _shift(node, "this", "FROM_UTC_TIMESTAMP", zone)
+    return tree
+
+
+def _replaced(tree: exp.Expression, node: exp.Expression, replacement: exp.Expression) -> exp.Expression:
+    """``node`` replaced in ``tree``; the tree is the replacement when ``node`` is its root."""
+    if node is tree:
+        return replacement
+    node.replace(replacement)
     return tree
 
 
