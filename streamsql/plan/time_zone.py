@@ -20,7 +20,7 @@ _WALL_CLOCK_TARGETS = (exp.DType.TIMESTAMP, exp.DType.DATE, *exp.DataType.TEXT_T
 _DATE_PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Week, exp.DayOfMonth, exp.DayOfWeek, exp.DayOfYear, exp.Hour,
                exp.Minute, exp.Second)
 _ZONED_CALLS = ("LOCALTIMESTAMP", "FROM_UNIXTIME", "UNIX_TIMESTAMP")  # shifted by their templates (spark.functions)
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 
 
 def reads_zone(node: exp.Expression) -> bool:
@@ -47,7 +47,7 @@ def mark(query: exp.Expression, zone: str) -> None:
     if zone.upper() in ("UTC", "Z", "GMT", "+00:00", "UTC+00:00"):
         return
     for node in list(query.walk()):
-        if isinstance(node, COMPARISONS) and {type_of(node.this), type_of(node.expression)} == {exp.DType.TIMESTAMP, *LTZ}:
+        if isinstance(node, _COMPARISONS) and {type_of(node.this), type_of(node.expression)} == {exp.DType.TIMESTAMP, *LTZ}:
             _as_instant(node.this if type_of(node.this) == exp.DType.TIMESTAMP else node.expression, zone)
         elif reads_zone(node):
             node.meta[ZONE] = zone

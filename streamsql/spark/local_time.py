@@ -13,8 +13,9 @@ the wall clock of the local time zone, or the other way round, the generated SQL
 - ``FROM_UNIXTIME(n)`` formats the instant in the zone; ``UNIX_TIMESTAMP(s)`` reads ``s``
   as the zone's wall clock.
 
-The planner marks the nodes that depend on the zone with it (plan.time_zone); :func:`localize` rewrites a marked tree just before Spark SQL is generated, so the
-Flink SQL the plan shows (EXPLAIN) stays as written. In UTC nothing is marked and the
+The planner marks the nodes that depend on the zone with it (plan.time_zone); :func:`localize`
+rewrites a marked tree just before Spark SQL is generated, so the Flink SQL the plan shows
+(EXPLAIN) stays as written. In UTC nothing is marked and the
 generated SQL is unchanged.
 """
 
@@ -25,12 +26,13 @@ from sqlglot import exp
 from streamsql.dialect.functions import FlinkCall
 from streamsql.plan.time_zone import LTZ, ZONE, type_of
 
+
 def localize(tree: exp.Expression) -> exp.Expression:
     """``tree`` (a copy the generator may change) with each marked node's time points shifted
     between the instant and the zone's wall clock, as Flink reads them."""
     for node in reversed(list(tree.walk(bfs=True))):  # a node after its arguments: it may copy them
-        zone = node.meta.pop(ZONE, None) if node._meta else None
-        if zone is None:
+        zone = node.meta.get(ZONE) if node._meta else None
+        if zone is None or isinstance(node, FlinkCall):  # a call's template reads the mark (spark.functions)
             continue
         if isinstance(node, exp.Cast):
             shift = "FROM_UTC_TIMESTAMP" if type_of(node.this) in LTZ else "TO_UTC_TIMESTAMP"
@@ -44,8 +46,6 @@ def localize(tree: exp.Expression) -> exp.Expression:
             rounded = _call("TO_UTC_TIMESTAMP", node.copy(), zone)
             rounded.type = node.type
             tree = _replaced(tree, node, rounded)
-        elif isinstance(node, FlinkCall):
-            node.meta[ZONE] = zone  # its template shifts it (spark.functions)
         else:  # a date part, DATE_FORMAT
             _shift(node, "this", "FROM_UTC_TIMESTAMP", zone)
     return tree
